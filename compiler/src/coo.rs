@@ -1,0 +1,163 @@
+//! Coordinate lists: the exchange form between file readers, packers,
+//! unpackers and the dense reference evaluator.
+//!
+//! Coordinates are stored flat (`order` values per entry) to keep a
+//! 10-million-entry tensor in two allocations.
+
+/// A tensor as a list of (coordinate, value) entries, possibly unsorted and
+/// with duplicates until [`CooTensor::canonicalize`] is called.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CooTensor {
+    /// Extent of each dimension.
+    pub dims: Vec<usize>,
+    /// `nnz * order` coordinates, entry-major.
+    pub coords: Vec<u32>,
+    /// One value per entry.
+    pub vals: Vec<f64>,
+}
+
+impl CooTensor {
+    pub fn new(dims: Vec<usize>) -> Self {
+        CooTensor { dims, coords: Vec::new(), vals: Vec::new() }
+    }
+
+    pub fn order(&self) -> usize {
+        self.dims.len()
+    }
+
+    pub fn nnz(&self) -> usize {
+        self.vals.len()
+    }
+
+    /// Coordinates of entry `e`.
+    pub fn coord(&self, e: usize) -> &[u32] {
+        let n = self.order();
+        &self.coords[e * n..(e + 1) * n]
+    }
+
+    pub fn push(&mut self, coord: &[u32], val: f64) {
+        debug_assert_eq!(coord.len(), self.order());
+        self.coords.extend_from_slice(coord);
+        self.vals.push(val);
+    }
+
+    /// Sort entries lexicographically and sum duplicates. Explicit zeros are
+    /// kept (use [`CooTensor::drop_zeros`] to remove them).
+    pub fn canonicalize(&mut self) {
+        let n = self.order();
+        let nnz = self.nnz();
+        if n == 0 {
+            let total: f64 = self.vals.iter().sum();
+            self.vals = if nnz == 0 { Vec::new() } else { vec![total] };
+            return;
+        }
+        let mut perm: Vec<u32> = (0..nnz as u32).collect();
+        let coords = &self.coords;
+        let already_sorted = (1..nnz).all(|e| coords[(e - 1) * n..e * n] <= coords[e * n..(e + 1) * n]);
+        if !already_sorted {
+            perm.sort_by(|&a, &b| {
+                let (a, b) = (a as usize, b as usize);
+                coords[a * n..(a + 1) * n].cmp(&coords[b * n..(b + 1) * n])
+            });
+        }
+        let mut out_coords = Vec::with_capacity(self.coords.len());
+        let mut out_vals: Vec<f64> = Vec::with_capacity(nnz);
+        for &e in &perm {
+            let e = e as usize;
+            let c = &self.coords[e * n..(e + 1) * n];
+            let len = out_vals.len();
+            if len > 0 && &out_coords[(len - 1) * n..len * n] == c {
+                out_vals[len - 1] += self.vals[e];
+            } else {
+                out_coords.extend_from_slice(c);
+                out_vals.push(self.vals[e]);
+            }
+        }
+        self.coords = out_coords;
+        self.vals = out_vals;
+    }
+
+    /// Remove entries whose value is exactly zero.
+    pub fn drop_zeros(&mut self) {
+        let n = self.order();
+        let mut w = 0;
+        for e in 0..self.nnz() {
+            if self.vals[e] != 0.0 {
+                self.vals[w] = self.vals[e];
+                self.coords.copy_within(e * n..(e + 1) * n, w * n);
+                w += 1;
+            }
+        }
+        self.vals.truncate(w);
+        self.coords.truncate(w * n);
+    }
+
+    /// Canonical form used to compare tensors: sorted, duplicates summed,
+    /// zeros removed.
+    pub fn canonical(&self) -> CooTensor {
+        let mut t = self.clone();
+        t.canonicalize();
+        t.drop_zeros();
+        t
+    }
+
+    /// Row-major dense copy (for small tensors and the reference evaluator).
+    pub fn to_dense(&self) -> Vec<f64> {
+        let size: usize = self.dims.iter().product();
+        let mut out = vec![0.0; size];
+        for e in 0..self.nnz() {
+            out[self.linear_index(self.coord(e))] += self.vals[e];
+        }
+        out
+    }
+
+    pub fn linear_index(&self, coord: &[u32]) -> usize {
+        let mut idx = 0usize;
+        for (d, &c) in coord.iter().enumerate() {
+            idx = idx * self.dims[d] + c as usize;
+        }
+        idx
+    }
+
+    /// Build from a row-major dense array, keeping nonzeros only.
+    pub fn from_dense(dims: Vec<usize>, data: &[f64]) -> CooTensor {
+        let mut t = CooTensor::new(dims.clone());
+        let mut coord = vec![0u32; dims.len()];
+        for (lin, &v) in data.iter().enumerate() {
+            if v != 0.0 {
+                let mut rest = lin;
+                for d in (0..dims.len()).rev() {
+                    coord[d] = (rest % dims[d]) as u32;
+                    rest /= dims[d];
+                }
+                t.push(&coord, v);
+            }
+        }
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonicalize_sorts_and_sums_duplicates() {
+        let mut t = CooTensor::new(vec![3, 3]);
+        t.push(&[2, 1], 1.0);
+        t.push(&[0, 2], 2.0);
+        t.push(&[2, 1], 3.0);
+        t.canonicalize();
+        assert_eq!(t.coords, vec![0, 2, 2, 1]);
+        assert_eq!(t.vals, vec![2.0, 4.0]);
+    }
+
+    #[test]
+    fn dense_round_trip() {
+        let mut t = CooTensor::new(vec![2, 3]);
+        t.push(&[1, 2], 5.0);
+        t.push(&[0, 0], -1.0);
+        let back = CooTensor::from_dense(vec![2, 3], &t.to_dense());
+        assert_eq!(back, t.canonical());
+    }
+}

@@ -1,0 +1,82 @@
+//! Dense level: the coordinates `[0, N)` of every parent, stored implicitly.
+//! Capabilities: coordinate value iteration, locate, insert.
+
+use crate::format::level::*;
+use crate::ir::{Emitter, Expr};
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Dense;
+
+impl LevelFormat for Dense {
+    fn name(&self) -> &'static str {
+        "dense"
+    }
+    fn spec(&self) -> String {
+        "dense".into()
+    }
+    fn properties(&self) -> Properties {
+        Properties { full: true, ordered: true, unique: true, branchless: false, compact: true }
+    }
+    fn iteration(&self) -> Iteration<'_> {
+        Iteration::CoordValue(self)
+    }
+    fn locate(&self) -> Option<&dyn Locate> {
+        Some(self)
+    }
+    fn assembly(&self) -> Assembly<'_> {
+        Assembly::Insert(self)
+    }
+    fn arrays(&self) -> Vec<&'static str> {
+        Vec::new()
+    }
+    fn output_params(&self, extent: usize, _size_hint: usize) -> Vec<(&'static str, i64)> {
+        vec![("N", extent as i64)]
+    }
+    fn pack(&self, input: &PackInput) -> Result<PackOutput, String> {
+        let n = input.extent();
+        let size = input.parent_size.checked_mul(n).ok_or("dense level size overflows")?;
+        let mut children = Vec::new();
+        for seg in input.parents {
+            for (coord, lo, hi) in input.groups(seg, true) {
+                children.push(Segment { pos: seg.pos * n + coord as usize, lo, hi });
+            }
+        }
+        Ok(PackOutput { children, size, arrays: Vec::new(), params: vec![("N", n as i64)] })
+    }
+    fn validate(&self, input: &ValidateInput) -> Result<usize, String> {
+        let n = input.own().param("N")?;
+        if n != input.extent() as i64 {
+            return Err(format!("N = {n} but the level's extent is {}", input.extent()));
+        }
+        input.parent_size.checked_mul(n as usize).ok_or_else(|| "level size overflows".to_string())
+    }
+}
+
+impl CoordValueIteration for Dense {
+    fn coord_bounds(&self, c: &LevelCtx, _e: &mut Emitter, _ancestors: &[Expr]) -> (Expr, Expr) {
+        (Expr::Int(0), c.param("N"))
+    }
+    fn coord_access(&self, c: &LevelCtx, _e: &mut Emitter, parent_pos: Expr, coords: &[Expr]) -> (Expr, Expr) {
+        (position(c, parent_pos, coords), Expr::Bool(true))
+    }
+}
+
+fn position(c: &LevelCtx, parent_pos: Expr, coords: &[Expr]) -> Expr {
+    let i = coords.last().cloned().unwrap_or(Expr::Int(0));
+    Expr::add(Expr::mul(parent_pos, c.param("N")), i)
+}
+
+impl Locate for Dense {
+    fn locate(&self, c: &LevelCtx, _e: &mut Emitter, parent_pos: Expr, coords: &[Expr]) -> (Expr, Expr) {
+        (position(c, parent_pos, coords), Expr::Bool(true))
+    }
+}
+
+impl Insert for Dense {
+    fn size(&self, c: &LevelCtx, _e: &mut Emitter, parent_size: Expr) -> Expr {
+        Expr::mul(parent_size, c.param("N"))
+    }
+    fn insert_init(&self, _c: &LevelCtx, _e: &mut Emitter, _parent_size: Expr, _size: Expr) {}
+    fn insert_coord(&self, _c: &LevelCtx, _e: &mut Emitter, _pos: Expr, _coord: Expr) {}
+    fn insert_finalize(&self, _c: &LevelCtx, _e: &mut Emitter, _parent_size: Expr, _size: Expr) {}
+}

@@ -1,0 +1,260 @@
+//! Building IR: expression constructors with light constant folding (so
+//! inlined level functions read like hand-written code) and the `Emitter`
+//! that collects statements into nested blocks.
+
+use super::*;
+
+impl Expr {
+    pub fn var(v: VarId) -> Expr {
+        Expr::Var(v)
+    }
+    pub fn load(a: ArrayRef, i: Expr) -> Expr {
+        Expr::Load(a, Box::new(i))
+    }
+    pub fn param(p: ParamRef) -> Expr {
+        Expr::Param(p)
+    }
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Expr::Int(v) => Some(*v),
+            _ => None,
+        }
+    }
+    pub fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
+        use BinOp::*;
+        match (op, a.as_int(), b.as_int()) {
+            (_, Some(x), Some(y)) => {
+                let v = match op {
+                    Add => x.wrapping_add(y),
+                    Sub => x.wrapping_sub(y),
+                    Mul => x.wrapping_mul(y),
+                    Div if y != 0 => x / y,
+                    Rem if y != 0 => x % y,
+                    Min => x.min(y),
+                    Max => x.max(y),
+                    _ => return Expr::Bin(op, Box::new(a), Box::new(b)),
+                };
+                Expr::Int(v)
+            }
+            (Add, Some(0), _) => b,
+            (Add | Sub, _, Some(0)) => a,
+            (Mul, Some(1), _) => b,
+            (Mul | Div, _, Some(1)) => a,
+            (Mul, Some(0), _) | (Mul, _, Some(0)) => Expr::Int(0),
+            _ => match (op, &a, &b) {
+                (And, Expr::Bool(true), _) => b,
+                (And, _, Expr::Bool(true)) => a,
+                (Or, Expr::Bool(false), _) => b,
+                (Or, _, Expr::Bool(false)) => a,
+                _ => Expr::Bin(op, Box::new(a), Box::new(b)),
+            },
+        }
+    }
+    pub fn add(a: Expr, b: Expr) -> Expr {
+        Expr::bin(BinOp::Add, a, b)
+    }
+    pub fn sub(a: Expr, b: Expr) -> Expr {
+        Expr::bin(BinOp::Sub, a, b)
+    }
+    pub fn mul(a: Expr, b: Expr) -> Expr {
+        Expr::bin(BinOp::Mul, a, b)
+    }
+    pub fn div(a: Expr, b: Expr) -> Expr {
+        Expr::bin(BinOp::Div, a, b)
+    }
+    pub fn rem(a: Expr, b: Expr) -> Expr {
+        Expr::bin(BinOp::Rem, a, b)
+    }
+    pub fn min(a: Expr, b: Expr) -> Expr {
+        if a == b {
+            return a;
+        }
+        Expr::bin(BinOp::Min, a, b)
+    }
+    pub fn max(a: Expr, b: Expr) -> Expr {
+        if a == b {
+            return a;
+        }
+        Expr::bin(BinOp::Max, a, b)
+    }
+    pub fn and(a: Expr, b: Expr) -> Expr {
+        Expr::bin(BinOp::And, a, b)
+    }
+    pub fn or(a: Expr, b: Expr) -> Expr {
+        Expr::bin(BinOp::Or, a, b)
+    }
+    pub fn cmp(op: CmpOp, a: Expr, b: Expr) -> Expr {
+        if let (Some(x), Some(y)) = (a.as_int(), b.as_int()) {
+            let v = match op {
+                CmpOp::Eq => x == y,
+                CmpOp::Ne => x != y,
+                CmpOp::Lt => x < y,
+                CmpOp::Le => x <= y,
+                CmpOp::Gt => x > y,
+                CmpOp::Ge => x >= y,
+            };
+            return Expr::Bool(v);
+        }
+        Expr::Cmp(op, Box::new(a), Box::new(b))
+    }
+    pub fn eq(a: Expr, b: Expr) -> Expr {
+        Expr::cmp(CmpOp::Eq, a, b)
+    }
+    pub fn ne(a: Expr, b: Expr) -> Expr {
+        Expr::cmp(CmpOp::Ne, a, b)
+    }
+    pub fn lt(a: Expr, b: Expr) -> Expr {
+        Expr::cmp(CmpOp::Lt, a, b)
+    }
+    pub fn not(a: Expr) -> Expr {
+        match a {
+            Expr::Bool(b) => Expr::Bool(!b),
+            Expr::Not(inner) => *inner,
+            a => Expr::Not(Box::new(a)),
+        }
+    }
+    pub fn neg(a: Expr) -> Expr {
+        match a {
+            Expr::Int(v) => Expr::Int(-v),
+            Expr::Float(v) => Expr::Float(-v),
+            a => Expr::Neg(Box::new(a)),
+        }
+    }
+    pub fn select(c: Expr, a: Expr, b: Expr) -> Expr {
+        match c {
+            Expr::Bool(true) => a,
+            Expr::Bool(false) => b,
+            c => Expr::Select(Box::new(c), Box::new(a), Box::new(b)),
+        }
+    }
+    /// True when evaluating the expression has no cost worth caching
+    /// (constants, variables, parameters).
+    pub fn is_trivial(&self) -> bool {
+        matches!(self, Expr::Int(_) | Expr::Float(_) | Expr::Bool(_) | Expr::Var(_) | Expr::Param(_))
+    }
+}
+
+/// Collects statements into nested blocks and hands out fresh variables.
+#[derive(Default, Debug)]
+pub struct Emitter {
+    pub vars: Vec<VarInfo>,
+    blocks: Vec<Block>,
+}
+
+impl Emitter {
+    pub fn new() -> Self {
+        Emitter { vars: Vec::new(), blocks: vec![Vec::new()] }
+    }
+
+    /// A fresh variable; the name is made unique by a numeric suffix.
+    pub fn fresh(&mut self, name: &str, ty: Ty) -> VarId {
+        let mut unique = name.to_string();
+        let mut n = 0;
+        while self.vars.iter().any(|v| v.name == unique) {
+            n += 1;
+            unique = format!("{name}{n}");
+        }
+        self.vars.push(VarInfo { name: unique, ty });
+        (self.vars.len() - 1) as VarId
+    }
+
+    pub fn ty(&self, e: &Expr) -> Ty {
+        e.ty(&self.vars)
+    }
+
+    pub fn push(&mut self, s: Stmt) {
+        if let Some(b) = self.blocks.last_mut() {
+            b.push(s);
+        }
+    }
+
+    /// Declare a variable initialised to `e` and return it as an expression.
+    pub fn let_var(&mut self, name: &str, e: Expr) -> Expr {
+        let ty = self.ty(&e);
+        let v = self.fresh(name, ty);
+        self.push(Stmt::Let(v, e));
+        Expr::Var(v)
+    }
+
+    /// Like `let_var` but returns trivial expressions as they are.
+    pub fn bind(&mut self, name: &str, e: Expr) -> Expr {
+        if e.is_trivial() {
+            e
+        } else {
+            self.let_var(name, e)
+        }
+    }
+
+    pub fn set(&mut self, v: &Expr, e: Expr) {
+        if let Expr::Var(id) = v {
+            self.push(Stmt::Set(*id, e));
+        }
+    }
+
+    pub fn comment(&mut self, text: impl Into<String>) {
+        self.push(Stmt::Comment(text.into()));
+    }
+
+    pub fn open(&mut self) {
+        self.blocks.push(Vec::new());
+    }
+
+    pub fn close(&mut self) -> Block {
+        if self.blocks.len() > 1 {
+            self.blocks.pop().unwrap_or_default()
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Emit `body` inside a block and return it (for loops and branches).
+    pub fn block(&mut self, body: impl FnOnce(&mut Emitter)) -> Block {
+        self.open();
+        body(self);
+        self.close()
+    }
+
+    pub fn if_(&mut self, cond: Expr, then: impl FnOnce(&mut Emitter)) {
+        match cond {
+            Expr::Bool(false) => {}
+            Expr::Bool(true) => then(self),
+            cond => {
+                let then = self.block(then);
+                if !then.is_empty() {
+                    self.push(Stmt::If { cond, then, els: Vec::new() });
+                }
+            }
+        }
+    }
+
+    pub fn for_(&mut self, name: &str, lo: Expr, hi: Expr, body: impl FnOnce(&mut Emitter, Expr)) {
+        let v = self.fresh(name, Ty::I64);
+        let b = self.block(|e| body(e, Expr::Var(v)));
+        self.push(Stmt::For { var: v, lo, hi, body: b });
+    }
+
+    pub fn while_(&mut self, cond: Expr, body: impl FnOnce(&mut Emitter)) {
+        let b = self.block(body);
+        self.push(Stmt::While { cond, body: b });
+    }
+
+    pub fn store(&mut self, a: ArrayRef, i: Expr, v: Expr) {
+        self.push(Stmt::Store(a, i, v));
+    }
+
+    pub fn reserve(&mut self, a: ArrayRef, len: Expr) {
+        self.push(Stmt::Reserve { array: a, len });
+    }
+
+    /// The top-level block (everything emitted outside nested blocks).
+    pub fn finish(mut self, name: &str) -> Function {
+        let body = self.blocks.drain(..).next().unwrap_or_default();
+        Function { name: name.to_string(), vars: self.vars, body }
+    }
+
+    /// Take the statements emitted so far at the current level, leaving the
+    /// emitter ready for more (used by level-function snapshot tests).
+    pub fn take(&mut self) -> Block {
+        self.blocks.last_mut().map(std::mem::take).unwrap_or_default()
+    }
+}

@@ -1,0 +1,206 @@
+//! A reference interpreter of the loop IR. It runs level functions on real
+//! storage (the generic unpacker walks any level format with it, including
+//! formats defined outside this crate) and checks every array access, so it
+//! doubles as a safe oracle for the code the JIT runs.
+
+use super::*;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value {
+    I(i64),
+    F(f64),
+    B(bool),
+}
+
+impl Value {
+    pub fn int(self) -> Result<i64, String> {
+        match self {
+            Value::I(v) => Ok(v),
+            Value::B(b) => Ok(b as i64),
+            Value::F(_) => Err("expected an integer".into()),
+        }
+    }
+    pub fn float(self) -> Result<f64, String> {
+        match self {
+            Value::F(v) => Ok(v),
+            Value::I(v) => Ok(v as f64),
+            Value::B(_) => Err("expected a float".into()),
+        }
+    }
+    pub fn bool(self) -> Result<bool, String> {
+        match self {
+            Value::B(b) => Ok(b),
+            Value::I(v) => Ok(v != 0),
+            Value::F(_) => Err("expected a boolean".into()),
+        }
+    }
+}
+
+/// What the interpreter reads and writes: tensor storage by symbolic name.
+pub trait Memory {
+    fn param(&self, p: &ParamRef) -> Result<i64, String>;
+    fn load(&self, a: &ArrayRef, i: i64) -> Result<Value, String>;
+    fn store(&mut self, a: &ArrayRef, i: i64, v: Value) -> Result<(), String>;
+    fn reserve(&mut self, a: &ArrayRef, len: i64) -> Result<(), String>;
+}
+
+pub struct Interp<'m> {
+    pub vars: Vec<Value>,
+    pub mem: &'m mut dyn Memory,
+    /// Upper bound on executed statements, so a malformed structure cannot
+    /// make the interpreter spin forever.
+    pub fuel: u64,
+}
+
+impl<'m> Interp<'m> {
+    pub fn new(nvars: usize, mem: &'m mut dyn Memory) -> Self {
+        Interp { vars: vec![Value::I(0); nvars], mem, fuel: u64::MAX }
+    }
+
+    pub fn eval(&self, e: &Expr) -> Result<Value, String> {
+        Ok(match e {
+            Expr::Int(v) => Value::I(*v),
+            Expr::Float(v) => Value::F(*v),
+            Expr::Bool(b) => Value::B(*b),
+            Expr::Var(v) => *self.vars.get(*v as usize).ok_or("unknown variable")?,
+            Expr::Param(p) => Value::I(self.mem.param(p)?),
+            Expr::Load(a, i) => {
+                let i = self.eval(i)?.int()?;
+                self.mem.load(a, i)?
+            }
+            Expr::Bin(op, a, b) => {
+                let (a, b) = (self.eval(a)?, self.eval(b)?);
+                match (a, b) {
+                    (Value::F(_), _) | (_, Value::F(_)) => {
+                        let (x, y) = (a.float()?, b.float()?);
+                        Value::F(match op {
+                            BinOp::Add => x + y,
+                            BinOp::Sub => x - y,
+                            BinOp::Mul => x * y,
+                            BinOp::Div => x / y,
+                            BinOp::Rem => x % y,
+                            BinOp::Min => x.min(y),
+                            BinOp::Max => x.max(y),
+                            BinOp::And | BinOp::Or => return Err("logical operator on floats".into()),
+                        })
+                    }
+                    (Value::B(x), Value::B(y)) if matches!(op, BinOp::And | BinOp::Or) => {
+                        Value::B(if *op == BinOp::And { x && y } else { x || y })
+                    }
+                    _ => {
+                        let (x, y) = (a.int()?, b.int()?);
+                        Value::I(match op {
+                            BinOp::Add => x.wrapping_add(y),
+                            BinOp::Sub => x.wrapping_sub(y),
+                            BinOp::Mul => x.wrapping_mul(y),
+                            BinOp::Div => x.checked_div(y).ok_or("division by zero")?,
+                            BinOp::Rem => x.checked_rem(y).ok_or("division by zero")?,
+                            BinOp::Min => x.min(y),
+                            BinOp::Max => x.max(y),
+                            BinOp::And => ((x != 0) && (y != 0)) as i64,
+                            BinOp::Or => ((x != 0) || (y != 0)) as i64,
+                        })
+                    }
+                }
+            }
+            Expr::Cmp(op, a, b) => {
+                let (a, b) = (self.eval(a)?, self.eval(b)?);
+                let ord = match (a, b) {
+                    (Value::F(_), _) | (_, Value::F(_)) => a.float()?.partial_cmp(&b.float()?),
+                    _ => Some(a.int()?.cmp(&b.int()?)),
+                };
+                use std::cmp::Ordering::*;
+                Value::B(match (op, ord) {
+                    (_, None) => *op == CmpOp::Ne,
+                    (CmpOp::Eq, Some(o)) => o == Equal,
+                    (CmpOp::Ne, Some(o)) => o != Equal,
+                    (CmpOp::Lt, Some(o)) => o == Less,
+                    (CmpOp::Le, Some(o)) => o != Greater,
+                    (CmpOp::Gt, Some(o)) => o == Greater,
+                    (CmpOp::Ge, Some(o)) => o != Less,
+                })
+            }
+            Expr::Not(a) => Value::B(!self.eval(a)?.bool()?),
+            Expr::Neg(a) => match self.eval(a)? {
+                Value::I(v) => Value::I(-v),
+                Value::F(v) => Value::F(-v),
+                Value::B(_) => return Err("negating a boolean".into()),
+            },
+            Expr::Select(c, a, b) => {
+                if self.eval(c)?.bool()? {
+                    self.eval(a)?
+                } else {
+                    self.eval(b)?
+                }
+            }
+        })
+    }
+
+    fn set(&mut self, v: VarId, val: Value) -> Result<(), String> {
+        let slot = self.vars.get_mut(v as usize).ok_or("unknown variable")?;
+        *slot = val;
+        Ok(())
+    }
+
+    pub fn run(&mut self, b: &Block) -> Result<(), String> {
+        for s in b {
+            if self.fuel == 0 {
+                return Err("interpreter ran out of fuel".into());
+            }
+            self.fuel -= 1;
+            match s {
+                Stmt::Let(v, e) | Stmt::Set(v, e) => {
+                    let val = self.eval(e)?;
+                    self.set(*v, val)?;
+                }
+                Stmt::Store(a, i, v) => {
+                    let (i, v) = (self.eval(i)?.int()?, self.eval(v)?);
+                    self.mem.store(a, i, v)?;
+                }
+                Stmt::For { var, lo, hi, body } => {
+                    let (lo, hi) = (self.eval(lo)?.int()?, self.eval(hi)?.int()?);
+                    let mut i = lo;
+                    while i < hi {
+                        self.set(*var, Value::I(i))?;
+                        self.run(body)?;
+                        i += 1;
+                    }
+                }
+                Stmt::While { cond, body } => {
+                    while self.eval(cond)?.bool()? {
+                        self.run(body)?;
+                        if self.fuel == 0 {
+                            return Err("interpreter ran out of fuel".into());
+                        }
+                        self.fuel -= 1;
+                    }
+                }
+                Stmt::If { cond, then, els } => {
+                    if self.eval(cond)?.bool()? {
+                        self.run(then)?;
+                    } else {
+                        self.run(els)?;
+                    }
+                }
+                Stmt::Reserve { array, len } => {
+                    let len = self.eval(len)?.int()?;
+                    self.mem.reserve(array, len)?;
+                }
+                Stmt::SortPairs { keys, vals, lo, len } => {
+                    let (lo, len) = (self.eval(lo)?.int()?, self.eval(len)?.int()?);
+                    let mut pairs = Vec::with_capacity(len.max(0) as usize);
+                    for i in lo..lo + len {
+                        pairs.push((self.mem.load(keys, i)?.int()?, self.mem.load(vals, i)?));
+                    }
+                    pairs.sort_by_key(|p| p.0);
+                    for (n, (k, v)) in pairs.into_iter().enumerate() {
+                        self.mem.store(keys, lo + n as i64, Value::I(k))?;
+                        self.mem.store(vals, lo + n as i64, v)?;
+                    }
+                }
+                Stmt::Comment(_) => {}
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,294 @@
+//! The loop IR: a small, target-independent imperative language.
+//!
+//! Level functions build IR expressions and statements; the lowerer stitches
+//! them into loop nests; the C printer and the Cranelift translator both read
+//! the same IR, so what the user reads is what the JIT runs.
+//!
+//! Arrays and scalar parameters are referenced symbolically (tensor name plus
+//! slot), so a level function can be written and tested without a kernel.
+
+mod build;
+pub mod c;
+pub mod interp;
+pub mod print;
+
+pub use build::Emitter;
+
+use std::fmt;
+
+/// Storage element type of an array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ElemTy {
+    /// Coordinates, positions, offsets: 32-bit to halve index bandwidth.
+    I32,
+    F64,
+}
+
+/// Which array of a tensor.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Slot {
+    /// An index array owned by level `k` (0-based), e.g. `pos`, `crd`.
+    Level(usize, &'static str),
+    /// The values array.
+    Vals,
+    /// A scratch array the kernel owns (reordering, deduplication).
+    Scratch(String, ElemTy),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ArrayRef {
+    pub tensor: String,
+    pub slot: Slot,
+}
+
+impl ArrayRef {
+    pub fn level(tensor: &str, level: usize, name: &'static str) -> Self {
+        ArrayRef { tensor: tensor.to_string(), slot: Slot::Level(level, name) }
+    }
+    pub fn vals(tensor: &str) -> Self {
+        ArrayRef { tensor: tensor.to_string(), slot: Slot::Vals }
+    }
+    pub fn elem(&self) -> ElemTy {
+        match &self.slot {
+            Slot::Level(..) => ElemTy::I32,
+            Slot::Vals => ElemTy::F64,
+            Slot::Scratch(_, ty) => *ty,
+        }
+    }
+    /// The name used in emitted C, in taco's style (`A2_crd`, `A_vals`).
+    pub fn c_name(&self) -> String {
+        match &self.slot {
+            Slot::Level(k, name) => format!("{}{}_{}", self.tensor, k + 1, name),
+            Slot::Vals => format!("{}_vals", self.tensor),
+            Slot::Scratch(name, _) => format!("{}_{}", self.tensor, name),
+        }
+    }
+}
+
+/// A runtime integer parameter: a level's size parameter or a dimension.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ParamSlot {
+    Level(usize, &'static str),
+    Dim(usize),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ParamRef {
+    pub tensor: String,
+    pub slot: ParamSlot,
+}
+
+impl ParamRef {
+    pub fn level(tensor: &str, level: usize, name: &'static str) -> Self {
+        ParamRef { tensor: tensor.to_string(), slot: ParamSlot::Level(level, name) }
+    }
+    pub fn dim(tensor: &str, d: usize) -> Self {
+        ParamRef { tensor: tensor.to_string(), slot: ParamSlot::Dim(d) }
+    }
+    pub fn c_name(&self) -> String {
+        match &self.slot {
+            ParamSlot::Level(k, name) => format!("{}{}_{}", self.tensor, k + 1, name),
+            ParamSlot::Dim(d) => format!("{}{}_dimension", self.tensor, d + 1),
+        }
+    }
+}
+
+pub type VarId = u32;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Ty {
+    I64,
+    F64,
+    Bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Min,
+    Max,
+    And,
+    Or,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Var(VarId),
+    Param(ParamRef),
+    /// Load element `index` of an array; I32 arrays are sign-extended to i64.
+    Load(ArrayRef, Box<Expr>),
+    Bin(BinOp, Box<Expr>, Box<Expr>),
+    Cmp(CmpOp, Box<Expr>, Box<Expr>),
+    Not(Box<Expr>),
+    Neg(Box<Expr>),
+    Select(Box<Expr>, Box<Expr>, Box<Expr>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stmt {
+    /// Declare a mutable variable with its initial value.
+    Let(VarId, Expr),
+    Set(VarId, Expr),
+    Store(ArrayRef, Expr, Expr),
+    /// `for var in lo..hi` (step 1); `var` is declared by the loop.
+    For { var: VarId, lo: Expr, hi: Expr, body: Block },
+    While { cond: Expr, body: Block },
+    If { cond: Expr, then: Block, els: Block },
+    /// Make an output array hold at least `len` elements (grows geometrically;
+    /// the only call back into the runtime).
+    Reserve { array: ArrayRef, len: Expr },
+    /// Sort `len` (key, value) pairs stored in two scratch arrays from index
+    /// `lo`, by key: the reordering iterator conversion.
+    SortPairs { keys: ArrayRef, vals: ArrayRef, lo: Expr, len: Expr },
+    Comment(String),
+}
+
+pub type Block = Vec<Stmt>;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct VarInfo {
+    pub name: String,
+    pub ty: Ty,
+}
+
+/// A whole kernel: its variables and body. Arrays and parameters are found by
+/// walking the body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Function {
+    pub name: String,
+    pub vars: Vec<VarInfo>,
+    pub body: Block,
+}
+
+impl Expr {
+    pub fn ty(&self, vars: &[VarInfo]) -> Ty {
+        match self {
+            Expr::Int(_) | Expr::Param(_) => Ty::I64,
+            Expr::Float(_) => Ty::F64,
+            Expr::Bool(_) | Expr::Cmp(..) | Expr::Not(_) => Ty::Bool,
+            Expr::Var(v) => vars[*v as usize].ty,
+            Expr::Load(a, _) => match a.elem() {
+                ElemTy::I32 => Ty::I64,
+                ElemTy::F64 => Ty::F64,
+            },
+            Expr::Bin(op, a, _) => match op {
+                BinOp::And | BinOp::Or => Ty::Bool,
+                _ => a.ty(vars),
+            },
+            Expr::Neg(a) => a.ty(vars),
+            Expr::Select(_, a, _) => a.ty(vars),
+        }
+    }
+
+    /// Visit every sub-expression (pre-order).
+    pub fn walk(&self, f: &mut dyn FnMut(&Expr)) {
+        f(self);
+        match self {
+            Expr::Load(_, i) | Expr::Not(i) | Expr::Neg(i) => i.walk(f),
+            Expr::Bin(_, a, b) | Expr::Cmp(_, a, b) => {
+                a.walk(f);
+                b.walk(f);
+            }
+            Expr::Select(c, a, b) => {
+                c.walk(f);
+                a.walk(f);
+                b.walk(f);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Visit every statement of a block, recursively (pre-order), with the
+/// expressions it holds.
+pub fn walk_block(block: &Block, f: &mut dyn FnMut(&Stmt)) {
+    for s in block {
+        f(s);
+        match s {
+            Stmt::For { body, .. } | Stmt::While { body, .. } => walk_block(body, f),
+            Stmt::If { then, els, .. } => {
+                walk_block(then, f);
+                walk_block(els, f);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Every expression held directly by a statement.
+pub fn stmt_exprs(s: &Stmt) -> Vec<&Expr> {
+    match s {
+        Stmt::Let(_, e) | Stmt::Set(_, e) => vec![e],
+        Stmt::Store(_, i, v) => vec![i, v],
+        Stmt::For { lo, hi, .. } => vec![lo, hi],
+        Stmt::While { cond, .. } | Stmt::If { cond, .. } => vec![cond],
+        Stmt::Reserve { len, .. } => vec![len],
+        Stmt::SortPairs { lo, len, .. } => vec![lo, len],
+        Stmt::Comment(_) => vec![],
+    }
+}
+
+impl Function {
+    /// Arrays the function touches, sorted, with whether it writes them.
+    pub fn arrays(&self) -> Vec<(ArrayRef, bool)> {
+        let mut out: std::collections::BTreeMap<ArrayRef, bool> = Default::default();
+        walk_block(&self.body, &mut |s| {
+            match s {
+                Stmt::Store(a, ..) | Stmt::Reserve { array: a, .. } => {
+                    out.insert(a.clone(), true);
+                }
+                Stmt::SortPairs { keys, vals, .. } => {
+                    out.insert(keys.clone(), true);
+                    out.insert(vals.clone(), true);
+                }
+                _ => {}
+            }
+            for e in stmt_exprs(s) {
+                e.walk(&mut |x| {
+                    if let Expr::Load(a, _) = x {
+                        out.entry(a.clone()).or_insert(false);
+                    }
+                });
+            }
+        });
+        out.into_iter().collect()
+    }
+
+    /// Parameters the function reads, sorted.
+    pub fn params(&self) -> Vec<ParamRef> {
+        let mut out: std::collections::BTreeSet<ParamRef> = Default::default();
+        walk_block(&self.body, &mut |s| {
+            for e in stmt_exprs(s) {
+                e.walk(&mut |x| {
+                    if let Expr::Param(p) = x {
+                        out.insert(p.clone());
+                    }
+                });
+            }
+        });
+        out.into_iter().collect()
+    }
+}
+
+impl fmt::Display for Function {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&print::function(self))
+    }
+}

@@ -1,0 +1,253 @@
+//! Text forms of the loop IR. One printer, two dialects: the IR dialect
+//! (`--emit ir`, level-function snapshots) and C (`--emit c`), so the two can
+//! never disagree about what a loop does.
+
+use super::*;
+use std::fmt::Write;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Ir,
+    C,
+}
+
+pub struct Printer<'a> {
+    vars: &'a [VarInfo],
+    dialect: Dialect,
+    out: String,
+}
+
+fn prec(op: BinOp) -> u8 {
+    match op {
+        BinOp::Or => 1,
+        BinOp::And => 2,
+        BinOp::Add | BinOp::Sub => 5,
+        BinOp::Mul | BinOp::Div | BinOp::Rem => 6,
+        BinOp::Min | BinOp::Max => 9,
+    }
+}
+
+fn float_text(v: f64) -> String {
+    if v.is_infinite() {
+        return if v > 0.0 { "INFINITY".into() } else { "-INFINITY".into() };
+    }
+    if v.is_nan() {
+        return "NAN".into();
+    }
+    let s = format!("{v:?}");
+    if s.contains('.') || s.contains('e') || s.contains("inf") {
+        s
+    } else {
+        format!("{s}.0")
+    }
+}
+
+impl<'a> Printer<'a> {
+    pub fn new(vars: &'a [VarInfo], dialect: Dialect) -> Self {
+        Printer { vars, dialect, out: String::new() }
+    }
+
+    pub fn var_name(&self, v: VarId) -> &str {
+        &self.vars[v as usize].name
+    }
+
+    pub fn expr(&self, e: &Expr) -> String {
+        self.expr_prec(e, 0)
+    }
+
+    fn expr_prec(&self, e: &Expr, outer: u8) -> String {
+        let c = self.dialect == Dialect::C;
+        match e {
+            Expr::Int(v) => v.to_string(),
+            Expr::Float(v) => float_text(*v),
+            Expr::Bool(b) => if c { (*b as i32).to_string() } else { b.to_string() },
+            Expr::Var(v) => self.var_name(*v).to_string(),
+            Expr::Param(p) => p.c_name(),
+            Expr::Load(a, i) => format!("{}[{}]", a.c_name(), self.expr_prec(i, 0)),
+            Expr::Bin(op @ (BinOp::Min | BinOp::Max), a, b) => {
+                let is_float = e.ty(self.vars) == Ty::F64;
+                let name = match (op, c, is_float) {
+                    (BinOp::Min, true, true) => "fmin",
+                    (BinOp::Max, true, true) => "fmax",
+                    (BinOp::Min, true, false) => "TACO_MIN",
+                    (BinOp::Max, true, false) => "TACO_MAX",
+                    (BinOp::Min, false, _) => "min",
+                    _ => "max",
+                };
+                format!("{name}({}, {})", self.expr_prec(a, 0), self.expr_prec(b, 0))
+            }
+            Expr::Bin(op, a, b) => {
+                let p = prec(*op);
+                let sym = match op {
+                    BinOp::Add => "+",
+                    BinOp::Sub => "-",
+                    BinOp::Mul => "*",
+                    BinOp::Div => "/",
+                    BinOp::Rem => "%",
+                    BinOp::And => "&&",
+                    BinOp::Or => "||",
+                    _ => unreachable!("min/max handled above"), // ok: matched by the arm above
+                };
+                let s = format!("{} {sym} {}", self.expr_prec(a, p), self.expr_prec(b, p + 1));
+                if p < outer { format!("({s})") } else { s }
+            }
+            Expr::Cmp(op, a, b) => {
+                let sym = match op {
+                    CmpOp::Eq => "==",
+                    CmpOp::Ne => "!=",
+                    CmpOp::Lt => "<",
+                    CmpOp::Le => "<=",
+                    CmpOp::Gt => ">",
+                    CmpOp::Ge => ">=",
+                };
+                let s = format!("{} {sym} {}", self.expr_prec(a, 4), self.expr_prec(b, 4));
+                if 3 < outer { format!("({s})") } else { s }
+            }
+            Expr::Not(a) => format!("!{}", self.expr_prec(a, 10)),
+            Expr::Neg(a) => format!("-{}", self.expr_prec(a, 10)),
+            Expr::Select(cnd, a, b) => {
+                let s = format!("{} ? {} : {}", self.expr_prec(cnd, 1), self.expr_prec(a, 1), self.expr_prec(b, 1));
+                if outer > 0 { format!("({s})") } else { s }
+            }
+        }
+    }
+
+    fn ty_name(&self, t: Ty) -> &'static str {
+        match (self.dialect, t) {
+            (Dialect::C, Ty::I64) => "int64_t",
+            (Dialect::C, Ty::F64) => "double",
+            (Dialect::C, Ty::Bool) => "bool",
+            (Dialect::Ir, Ty::I64) => "i64",
+            (Dialect::Ir, Ty::F64) => "f64",
+            (Dialect::Ir, Ty::Bool) => "bool",
+        }
+    }
+
+    fn line(&mut self, depth: usize, text: &str) {
+        for _ in 0..depth {
+            self.out.push_str("  ");
+        }
+        self.out.push_str(text);
+        self.out.push('\n');
+    }
+
+    pub fn block(&mut self, b: &Block, depth: usize) {
+        for s in b {
+            self.stmt(s, depth);
+        }
+    }
+
+    fn stmt(&mut self, s: &Stmt, depth: usize) {
+        let c = self.dialect == Dialect::C;
+        match s {
+            Stmt::Let(v, e) => {
+                let ty = self.vars[*v as usize].ty;
+                let text = if c {
+                    format!("{} {} = {};", self.ty_name(ty), self.var_name(*v), self.expr(e))
+                } else {
+                    format!("let {}: {} = {}", self.var_name(*v), self.ty_name(ty), self.expr(e))
+                };
+                self.line(depth, &text);
+            }
+            Stmt::Set(v, e) => {
+                let name = self.var_name(*v).to_string();
+                let text = match e {
+                    Expr::Bin(BinOp::Add, a, b) if **a == Expr::Var(*v) => format!("{name} += {}", self.expr(b)),
+                    _ => format!("{name} = {}", self.expr(e)),
+                };
+                self.line(depth, &format!("{text}{}", if c { ";" } else { "" }));
+            }
+            Stmt::Store(a, i, v) => {
+                let target = format!("{}[{}]", a.c_name(), self.expr(i));
+                let text = match v {
+                    Expr::Bin(BinOp::Add, l, r) if matches!(&**l, Expr::Load(la, li) if la == a && **li == *i) => {
+                        format!("{target} += {}", self.expr(r))
+                    }
+                    _ => format!("{target} = {}", self.expr(v)),
+                };
+                self.line(depth, &format!("{text}{}", if c { ";" } else { "" }));
+            }
+            Stmt::For { var, lo, hi, body } => {
+                let n = self.var_name(*var).to_string();
+                let text = if c {
+                    format!("for (int64_t {n} = {}; {n} < {}; {n}++) {{", self.expr(lo), self.expr(hi))
+                } else {
+                    format!("for {n} in {}..{} {{", self.expr(lo), self.expr(hi))
+                };
+                self.line(depth, &text);
+                self.block(body, depth + 1);
+                self.line(depth, "}");
+            }
+            Stmt::While { cond, body } => {
+                let text = if c { format!("while ({}) {{", self.expr(cond)) } else { format!("while {} {{", self.expr(cond)) };
+                self.line(depth, &text);
+                self.block(body, depth + 1);
+                self.line(depth, "}");
+            }
+            Stmt::If { cond, then, els } => {
+                let text = if c { format!("if ({}) {{", self.expr(cond)) } else { format!("if {} {{", self.expr(cond)) };
+                self.line(depth, &text);
+                self.block(then, depth + 1);
+                if !els.is_empty() {
+                    self.line(depth, "} else {");
+                    self.block(els, depth + 1);
+                }
+                self.line(depth, "}");
+            }
+            Stmt::Reserve { array, len } => {
+                let text = if c {
+                    format!("{0} = tensor_reserve_{1}(ctx, {0}, &{0}_capacity, {2});", array.c_name(), elem_suffix(array.elem()), self.expr(len))
+                } else {
+                    format!("reserve {}[{}]", array.c_name(), self.expr(len))
+                };
+                self.line(depth, &text);
+            }
+            Stmt::SortPairs { keys, vals, lo, len } => {
+                let text = if c {
+                    format!("tensor_sort_pairs({} + {lo}, {} + {lo}, {});", keys.c_name(), vals.c_name(), self.expr(len), lo = self.expr(lo))
+                } else {
+                    format!("sort_pairs({}, {}, {}, {})", keys.c_name(), vals.c_name(), self.expr(lo), self.expr(len))
+                };
+                self.line(depth, &text);
+            }
+            Stmt::Comment(t) => {
+                let text = format!("// {t}");
+                self.line(depth, &text);
+            }
+        }
+    }
+
+    pub fn finish(self) -> String {
+        self.out
+    }
+}
+
+pub fn elem_suffix(t: ElemTy) -> &'static str {
+    match t {
+        ElemTy::I32 => "i32",
+        ElemTy::F64 => "f64",
+    }
+}
+
+/// Print a block in the IR dialect.
+pub fn block(vars: &[VarInfo], b: &Block) -> String {
+    let mut p = Printer::new(vars, Dialect::Ir);
+    p.block(b, 0);
+    p.finish()
+}
+
+/// Print a whole function in the IR dialect, with its arrays and parameters.
+pub fn function(f: &Function) -> String {
+    let mut head = format!("fn {}(", f.name);
+    let params: Vec<String> = f.params().iter().map(|p| p.c_name()).collect();
+    let arrays: Vec<String> = f
+        .arrays()
+        .iter()
+        .map(|(a, w)| format!("{}{}: [{}]", if *w { "mut " } else { "" }, a.c_name(), elem_suffix(a.elem())))
+        .collect();
+    let _ = write!(head, "{}", params.into_iter().chain(arrays).collect::<Vec<_>>().join(", "));
+    head.push_str(") {\n");
+    let mut p = Printer::new(&f.vars, Dialect::Ir);
+    p.block(&f.body, 1);
+    head + &p.finish() + "}\n"
+}

@@ -1,0 +1,9 @@
+//! tensor-compiler: a sparse tensor algebra compiler after "Format
+//! Abstraction for Sparse Tensor Algebra Compilers" (Chou, Kjolstad,
+//! Amarasinghe, OOPSLA 2018). See ARCHITECTURE.md at the repository root.
+
+pub mod coo;
+pub mod format;
+pub mod io;
+pub mod ir;
+pub mod storage;

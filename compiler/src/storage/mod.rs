@@ -1,0 +1,14 @@
+//! Runtime tensors: the arrays each level owns plus the values, packed from
+//! coordinates, unpacked back, and validated before any kernel reads them.
+
+mod alloc;
+mod pack;
+mod tensor;
+mod unpack;
+mod validate;
+
+pub use alloc::{check_allocation, MemoryLimit};
+pub use pack::pack;
+pub use tensor::{StorageError, Tensor};
+pub use unpack::unpack;
+pub use validate::validate;

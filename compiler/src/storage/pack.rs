@@ -1,0 +1,92 @@
+//! Packing coordinates into any format, level by level: each level format
+//! builds its own arrays from its parent's positions; the values land at the
+//! positions of the last level.
+
+use super::alloc::check_allocation;
+use super::{StorageError, Tensor};
+use crate::coo::CooTensor;
+use crate::format::level::{LevelStorage, PackInput, Segment};
+use crate::format::TensorFormat;
+
+/// Pack `coo` (any order of entries, duplicates summed) into `format`.
+pub fn pack(name: &str, coo: &CooTensor, format: &TensorFormat) -> Result<Tensor, StorageError> {
+    let err = |reason: String| StorageError::Pack { tensor: name.to_string(), reason };
+    if coo.order() != format.order() {
+        return Err(err(format!("format {} is for order {}, the data has order {}", format.display_name(), format.order(), coo.order())));
+    }
+    for (d, &n) in coo.dims.iter().enumerate() {
+        if n > i32::MAX as usize {
+            return Err(err(format!("dimension {d} ({n}) does not fit 32-bit coordinates")));
+        }
+    }
+    let mut canon = coo.clone();
+    canon.canonicalize();
+    let (mut coords, extents) = format.map.to_levels(&canon).map_err(err)?;
+    let nlevels = format.levels.len();
+    let n = canon.nnz();
+    let mut vals_in = canon.vals;
+    sort_entries(&mut coords, &mut vals_in, nlevels);
+
+    let mut parents = vec![Segment { pos: 0, lo: 0, hi: n }];
+    let mut parent_size = 1usize;
+    let mut levels = Vec::with_capacity(nlevels);
+    for (k, level) in format.levels.iter().enumerate() {
+        let chain_len = format.levels[k + 1..].iter().take_while(|l| l.properties().branchless).count();
+        let input = PackInput { level: k, coords: &coords, nlevels, extents: &extents, parents: &parents, parent_size, chain_len };
+        check_allocation(name, &format!("level {k} ({})", level.spec()), estimate(level.name(), parent_size, extents[k], n), 4)?;
+        let out = level.pack(&input).map_err(|r| StorageError::Invalid {
+            tensor: name.to_string(),
+            level: k,
+            spec: level.spec(),
+            reason: r,
+        })?;
+        let mut storage = LevelStorage::default();
+        for (a, v) in out.arrays {
+            storage.arrays.insert(a, v);
+        }
+        for (p, v) in out.params {
+            storage.params.insert(p, v);
+        }
+        levels.push(storage);
+        parents = out.children;
+        parent_size = out.size;
+    }
+    check_allocation(name, "values", parent_size as u128, 8)?;
+    let mut vals = vec![0.0; parent_size];
+    for seg in &parents {
+        vals[seg.pos] = vals_in[seg.lo..seg.hi].iter().sum();
+    }
+    Ok(Tensor { name: name.to_string(), format: format.clone(), dims: coo.dims.clone(), extents, levels, vals })
+}
+
+/// A cheap upper estimate of a level's positions, to refuse absurd dense
+/// expansions before a level allocates them.
+fn estimate(name: &str, parent_size: usize, extent: usize, nnz: usize) -> u128 {
+    match name {
+        "dense" | "range" => parent_size as u128 * extent as u128,
+        _ => (parent_size as u128 + 1).max(nnz as u128),
+    }
+}
+
+/// Sort entries lexicographically by level coordinates (skipped when they
+/// already are, as for row-major formats over canonical input).
+fn sort_entries(coords: &mut Vec<i64>, vals: &mut Vec<f64>, nlevels: usize) {
+    let n = vals.len();
+    if nlevels == 0 || n < 2 {
+        return;
+    }
+    let key = |e: usize| &coords[e * nlevels..(e + 1) * nlevels];
+    if (1..n).all(|e| key(e - 1) <= key(e)) {
+        return;
+    }
+    let mut perm: Vec<u32> = (0..n as u32).collect();
+    perm.sort_by(|&a, &b| key(a as usize).cmp(key(b as usize)));
+    let mut c2 = Vec::with_capacity(coords.len());
+    let mut v2 = Vec::with_capacity(n);
+    for &e in &perm {
+        c2.extend_from_slice(key(e as usize));
+        v2.push(vals[e as usize]);
+    }
+    *coords = c2;
+    *vals = v2;
+}
