@@ -6,4 +6,8 @@ pub mod coo;
 pub mod format;
 pub mod io;
 pub mod ir;
+pub mod jit;
+pub mod lower;
+pub mod notation;
+pub mod oracle;
 pub mod storage;

@@ -1,0 +1,222 @@
+//! The boundary between Rust and JIT'd code: the only `unsafe` in the crate.
+//!
+//! Safety argument: a kernel reads arrays only at positions the level
+//! functions compute from validated storage (every tensor is validated before
+//! the call: pos monotone and within crd, coordinates in range, hash tables
+//! consistent), writes only arrays of the result, and grows those through
+//! `reserve` before writing past their capacity. The argument block and
+//! array slots live on this stack frame for the duration of the call; the
+//! buffers they point to are owned here or borrowed immutably.
+
+use crate::ir::{ArrayRef, ElemTy, ParamSlot, Slot};
+use crate::storage::{check_allocation, Tensor};
+use cranelift_jit::JITModule;
+use std::collections::BTreeMap;
+use thiserror::Error;
+
+#[derive(Debug, Error, PartialEq)]
+pub enum RunError {
+    #[error("kernel reads `{0}`, which no tensor provides")]
+    Missing(String),
+    #[error("kernel writes `{0}`, which is not part of the result")]
+    WritesInput(String),
+    #[error("the result grew beyond the memory available")]
+    OutOfMemory,
+}
+
+/// Native code and the module that owns its memory.
+pub(super) struct Code {
+    module: Option<JITModule>,
+    entry: extern "C" fn(*mut Args) -> i64,
+}
+
+impl Code {
+    pub(super) fn new(module: JITModule, ptr: *const u8) -> Self {
+        // SAFETY: `ptr` is the finalized address of a function compiled with
+        // the signature `fn(*mut Args) -> i64` in `jit::compile`.
+        let entry = unsafe { std::mem::transmute::<*const u8, extern "C" fn(*mut Args) -> i64>(ptr) };
+        Code { module: Some(module), entry }
+    }
+}
+
+impl Drop for Code {
+    fn drop(&mut self) {
+        if let Some(m) = self.module.take() {
+            // SAFETY: the only pointer into this module's memory is `entry`,
+            // which dies with `self`.
+            unsafe { m.free_memory() };
+        }
+    }
+}
+
+#[repr(C)]
+pub struct Slot_ {
+    ptr: *mut u8,
+    len: i64,
+    cap: i64,
+}
+
+#[repr(C)]
+pub struct Args {
+    arrays: *mut Slot_,
+    params: *const i64,
+    runtime: *mut Growable,
+    reserve: extern "C" fn(*mut Growable, i64, i64) -> *mut u8,
+}
+
+enum Buf {
+    I32(Vec<i32>),
+    F64(Vec<f64>),
+}
+
+impl Buf {
+    fn ptr(&mut self) -> *mut u8 {
+        match self {
+            Buf::I32(v) => v.as_mut_ptr() as *mut u8,
+            Buf::F64(v) => v.as_mut_ptr() as *mut u8,
+        }
+    }
+    fn len(&self) -> usize {
+        match self {
+            Buf::I32(v) => v.len(),
+            Buf::F64(v) => v.len(),
+        }
+    }
+}
+
+/// The result's arrays while a kernel runs: owned here so they can grow.
+pub struct Growable {
+    slots: *mut Slot_,
+    bufs: BTreeMap<i64, Buf>,
+    tensor: String,
+}
+
+/// Grow buffer `slot` to hold at least `len` elements (geometric growth so
+/// appends stay amortised O(1)); null when memory would run out.
+extern "C" fn reserve(rt: *mut Growable, slot: i64, len: i64) -> *mut u8 {
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: `rt` points to the `Growable` on `run_kernel`'s frame,
+        // alive and not otherwise borrowed during the call.
+        let g = unsafe { &mut *rt };
+        let Some(buf) = g.bufs.get_mut(&slot) else { return std::ptr::null_mut() };
+        let want = (len.max(0) as usize).max(buf.len() * 2).max(16);
+        let bytes = match buf {
+            Buf::I32(_) => 4,
+            Buf::F64(_) => 8,
+        };
+        if check_allocation(&g.tensor, "an output array", want as u128, bytes).is_err() {
+            return std::ptr::null_mut();
+        }
+        match buf {
+            Buf::I32(v) => v.resize(want, 0),
+            Buf::F64(v) => v.resize(want, 0.0),
+        }
+        advise_huge_pages(buf);
+        // SAFETY: `slots` has one entry per slot index handed to the kernel.
+        let s = unsafe { &mut *g.slots.add(slot as usize) };
+        s.ptr = buf.ptr();
+        s.cap = want as i64;
+        s.ptr
+    }));
+    result.unwrap_or(std::ptr::null_mut())
+}
+
+/// Large buffers get transparent huge pages: out-of-cache kernels lose up to
+/// 2x to TLB misses and page faults on 4 KiB pages.
+fn advise_huge_pages(buf: &mut Buf) {
+    let bytes = match buf {
+        Buf::I32(v) => v.len() * 4,
+        Buf::F64(v) => v.len() * 8,
+    };
+    if bytes >= 4 << 20 {
+        // SAFETY: madvise only advises the kernel about a range we own; an
+        // unaligned start is rounded up to a page and errors are ignored.
+        unsafe {
+            let p = buf.ptr() as usize;
+            let start = (p + 4095) & !4095;
+            let len = (p + bytes).saturating_sub(start) & !4095;
+            if len > 0 {
+                libc::madvise(start as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+}
+
+fn take_array(t: &mut Tensor, a: &ArrayRef) -> Option<Buf> {
+    match &a.slot {
+        Slot::Vals => Some(Buf::F64(std::mem::take(&mut t.vals))),
+        Slot::Level(k, name) => t.levels.get_mut(*k)?.arrays.get_mut(name).map(|v| Buf::I32(std::mem::take(v))).or(Some(Buf::I32(Vec::new()))),
+        Slot::Scratch(..) => Some(match a.elem() {
+            ElemTy::I32 => Buf::I32(Vec::new()),
+            ElemTy::F64 => Buf::F64(Vec::new()),
+        }),
+    }
+}
+
+fn put_array(t: &mut Tensor, a: &ArrayRef, buf: Buf, len: usize) {
+    match (&a.slot, buf) {
+        (Slot::Vals, Buf::F64(mut v)) => {
+            v.truncate(len);
+            t.vals = v;
+        }
+        (Slot::Level(k, name), Buf::I32(mut v)) => {
+            v.truncate(len);
+            if let Some(l) = t.levels.get_mut(*k) {
+                l.arrays.insert(name, v);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Run a compiled kernel. Inputs must have been validated; `output` is
+/// updated in place (its arrays may be reallocated).
+pub fn run_kernel(k: &super::CompiledKernel, inputs: &[&Tensor], output: &mut Tensor) -> Result<(), RunError> {
+    let find = |name: &str| inputs.iter().find(|t| t.name == name).copied();
+    let mut params = Vec::with_capacity(k.params.len());
+    for p in &k.params {
+        let t: &Tensor = if p.tensor == output.name { &*output } else { find(&p.tensor).ok_or_else(|| RunError::Missing(p.c_name()))? };
+        let v = match &p.slot {
+            ParamSlot::Dim(d) => t.dims.get(*d).map(|&n| n as i64),
+            ParamSlot::Level(l, name) => t.levels.get(*l).and_then(|s| s.params.get(name).copied()),
+        };
+        params.push(v.ok_or_else(|| RunError::Missing(p.c_name()))?);
+    }
+    let mut slots: Vec<Slot_> = Vec::with_capacity(k.arrays.len());
+    let mut growable = Growable { slots: std::ptr::null_mut(), bufs: BTreeMap::new(), tensor: output.name.clone() };
+    for (n, (a, writes)) in k.arrays.iter().enumerate() {
+        if a.tensor == output.name || matches!(a.slot, Slot::Scratch(..)) {
+            let mut buf = take_array(output, a).ok_or_else(|| RunError::Missing(a.c_name()))?;
+            let len = buf.len() as i64;
+            slots.push(Slot_ { ptr: buf.ptr(), len, cap: len });
+            growable.bufs.insert(n as i64, buf);
+        } else {
+            if *writes {
+                return Err(RunError::WritesInput(a.c_name()));
+            }
+            let t = find(&a.tensor).ok_or_else(|| RunError::Missing(a.c_name()))?;
+            let (ptr, len) = match &a.slot {
+                Slot::Vals => (t.vals.as_ptr() as *mut u8, t.vals.len()),
+                Slot::Level(l, name) => {
+                    let v = t.levels.get(*l).and_then(|s| s.arrays.get(name)).ok_or_else(|| RunError::Missing(a.c_name()))?;
+                    (v.as_ptr() as *mut u8, v.len())
+                }
+                Slot::Scratch(..) => unreachable!("scratch arrays are owned above"), // ok: handled by the first branch
+            };
+            slots.push(Slot_ { ptr, len: len as i64, cap: len as i64 });
+        }
+    }
+    growable.slots = slots.as_mut_ptr();
+    let mut args = Args { arrays: slots.as_mut_ptr(), params: params.as_ptr(), runtime: &mut growable, reserve };
+    let status = (k.code.entry)(&mut args);
+    let lens: Vec<i64> = slots.iter().map(|s| s.len).collect();
+    let bufs = std::mem::take(&mut growable.bufs);
+    for (n, buf) in bufs {
+        let a = &k.arrays[n as usize].0;
+        put_array(output, a, buf, lens[n as usize].max(0) as usize);
+    }
+    if status != 0 {
+        return Err(RunError::OutOfMemory);
+    }
+    Ok(())
+}

@@ -1,0 +1,363 @@
+//! Loop IR to Cranelift IR. One translator, `Variable`s for every IR
+//! variable, array base pointers and parameters loaded once at entry and kept
+//! in registers (reloaded only after an output array grows).
+
+use crate::ir::{ArrayRef, BinOp, CmpOp, ElemTy, Expr, Function, ParamRef, Stmt, Ty};
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{types, AbiParam, Block, InstBuilder, MemFlagsData, SigRef, Signature, Type, Value};
+use cranelift_frontend::{FunctionBuilder, Variable};
+use std::collections::BTreeMap;
+
+/// Layout of the kernel's argument block (see `call.rs`).
+pub const ARGS_ARRAYS: i32 = 0;
+pub const ARGS_PARAMS: i32 = 8;
+pub const ARGS_RUNTIME: i32 = 16;
+pub const ARGS_RESERVE: i32 = 24;
+/// Layout of one array slot: pointer, logical length, capacity.
+pub const SLOT_SIZE: i64 = 24;
+pub const SLOT_PTR: i32 = 0;
+pub const SLOT_LEN: i32 = 8;
+pub const SLOT_CAP: i32 = 16;
+
+struct ArrayVars {
+    slot: i64,
+    ptr: Variable,
+    /// Length and capacity, for arrays the kernel grows.
+    growth: Option<(Variable, Variable)>,
+}
+
+pub struct Translator<'a, 'b> {
+    b: &'a mut FunctionBuilder<'b>,
+    vars: Vec<Variable>,
+    arrays: BTreeMap<ArrayRef, ArrayVars>,
+    params: BTreeMap<ParamRef, Variable>,
+    ptr_ty: Type,
+    args: Value,
+    reserve_sig: SigRef,
+    fail: Block,
+}
+
+fn flags() -> MemFlagsData {
+    MemFlagsData::trusted()
+}
+
+fn cl_ty(t: Ty) -> Type {
+    match t {
+        Ty::I64 => types::I64,
+        Ty::F64 => types::F64,
+        Ty::Bool => types::I8,
+    }
+}
+
+/// Whether evaluating `e` reads memory (so `&&` must short-circuit).
+fn reads_memory(e: &Expr) -> bool {
+    let mut found = false;
+    e.walk(&mut |x| {
+        if matches!(x, Expr::Load(..)) {
+            found = true;
+        }
+    });
+    found
+}
+
+impl<'a, 'b> Translator<'a, 'b> {
+    /// Emit the whole function body into `b`, whose entry block takes the
+    /// argument-block pointer. Returns an error for IR the JIT cannot run.
+    pub fn translate(b: &'a mut FunctionBuilder<'b>, f: &Function, ptr_ty: Type, slots: &[(ArrayRef, bool)], params: &[ParamRef]) -> Result<(), String> {
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let args = b.block_params(entry)[0];
+        let mut sig = Signature::new(b.func.signature.call_conv);
+        sig.params.extend([AbiParam::new(ptr_ty), AbiParam::new(types::I64), AbiParam::new(types::I64)]);
+        sig.returns.push(AbiParam::new(ptr_ty));
+        let reserve_sig = b.import_signature(sig);
+        let fail = b.create_block();
+        let mut t = Translator { vars: Vec::new(), arrays: BTreeMap::new(), params: BTreeMap::new(), ptr_ty, args, reserve_sig, fail, b };
+        for v in &f.vars {
+            let var = t.b.declare_var(cl_ty(v.ty));
+            t.vars.push(var);
+        }
+        let table = t.b.ins().load(ptr_ty, flags(), args, ARGS_ARRAYS);
+        for (slot, (a, writes)) in slots.iter().enumerate() {
+            let base = t.b.ins().iadd_imm_s(table, slot as i64 * SLOT_SIZE);
+            let ptr = t.b.declare_var(ptr_ty);
+            let p = t.b.ins().load(ptr_ty, flags(), base, SLOT_PTR);
+            t.b.def_var(ptr, p);
+            let growth = if *writes {
+                let (len, cap) = (t.b.declare_var(types::I64), t.b.declare_var(types::I64));
+                let l = t.b.ins().load(types::I64, flags(), base, SLOT_LEN);
+                let c = t.b.ins().load(types::I64, flags(), base, SLOT_CAP);
+                t.b.def_var(len, l);
+                t.b.def_var(cap, c);
+                Some((len, cap))
+            } else {
+                None
+            };
+            t.arrays.insert(a.clone(), ArrayVars { slot: slot as i64, ptr, growth });
+        }
+        let ptable = t.b.ins().load(ptr_ty, flags(), args, ARGS_PARAMS);
+        for (j, p) in params.iter().enumerate() {
+            let var = t.b.declare_var(types::I64);
+            let v = t.b.ins().load(types::I64, flags(), ptable, (j * 8) as i32);
+            t.b.def_var(var, v);
+            t.params.insert(p.clone(), var);
+        }
+        t.block(&f.body)?;
+        t.store_lengths();
+        let zero = t.b.ins().iconst(types::I64, 0);
+        t.b.ins().return_(&[zero]);
+        t.b.switch_to_block(fail);
+        t.store_lengths();
+        let one = t.b.ins().iconst(types::I64, 1);
+        t.b.ins().return_(&[one]);
+        t.b.seal_all_blocks();
+        Ok(())
+    }
+
+    /// Write back the logical lengths of grown arrays.
+    fn store_lengths(&mut self) {
+        let table = self.b.ins().load(self.ptr_ty, flags(), self.args, ARGS_ARRAYS);
+        let grown: Vec<(i64, Variable)> = self.arrays.values().filter_map(|a| a.growth.map(|(len, _)| (a.slot, len))).collect();
+        for (slot, len) in grown {
+            let base = self.b.ins().iadd_imm_s(table, slot * SLOT_SIZE);
+            let l = self.b.use_var(len);
+            self.b.ins().store(flags(), l, base, SLOT_LEN);
+        }
+    }
+
+    fn array(&self, a: &ArrayRef) -> Result<&ArrayVars, String> {
+        self.arrays.get(a).ok_or_else(|| format!("array {} not bound", a.c_name()))
+    }
+
+    fn address(&mut self, a: &ArrayRef, index: &Expr) -> Result<Value, String> {
+        let shift = match a.elem() {
+            ElemTy::I32 => 2,
+            ElemTy::F64 => 3,
+        };
+        let i = self.expr(index)?;
+        let ptr_var = self.array(a)?.ptr;
+        let base = self.b.use_var(ptr_var);
+        let off = self.b.ins().ishl_imm_u(i, shift);
+        Ok(self.b.ins().iadd(base, off))
+    }
+
+    fn value_ty(&self, v: Value) -> Type {
+        self.b.func.dfg.value_type(v)
+    }
+
+    fn expr(&mut self, e: &Expr) -> Result<Value, String> {
+        Ok(match e {
+            Expr::Int(v) => self.b.ins().iconst(types::I64, *v),
+            Expr::Float(v) => self.b.ins().f64const(*v),
+            Expr::Bool(v) => self.b.ins().iconst(types::I8, *v as i64),
+            Expr::Var(v) => {
+                let var = *self.vars.get(*v as usize).ok_or("unknown variable")?;
+                self.b.use_var(var)
+            }
+            Expr::Param(p) => {
+                let var = *self.params.get(p).ok_or_else(|| format!("parameter {} not bound", p.c_name()))?;
+                self.b.use_var(var)
+            }
+            Expr::Load(a, i) => {
+                let addr = self.address(a, i)?;
+                match a.elem() {
+                    ElemTy::I32 => {
+                        let v = self.b.ins().load(types::I32, flags(), addr, 0);
+                        self.b.ins().sextend(types::I64, v)
+                    }
+                    ElemTy::F64 => self.b.ins().load(types::F64, flags(), addr, 0),
+                }
+            }
+            Expr::Bin(op @ (BinOp::And | BinOp::Or), a, b) if reads_memory(b) => self.short_circuit(*op, a, b)?,
+            Expr::Bin(op, a, b) => {
+                let (x, y) = (self.expr(a)?, self.expr(b)?);
+                let float = self.value_ty(x) == types::F64;
+                let ins = self.b.ins();
+                match (op, float) {
+                    (BinOp::Add, false) => ins.iadd(x, y),
+                    (BinOp::Sub, false) => ins.isub(x, y),
+                    (BinOp::Mul, false) => ins.imul(x, y),
+                    (BinOp::Div, false) => ins.sdiv(x, y),
+                    (BinOp::Rem, false) => ins.srem(x, y),
+                    (BinOp::Min, false) => ins.smin(x, y),
+                    (BinOp::Max, false) => ins.smax(x, y),
+                    (BinOp::And, _) => ins.band(x, y),
+                    (BinOp::Or, _) => ins.bor(x, y),
+                    (BinOp::Add, true) => ins.fadd(x, y),
+                    (BinOp::Sub, true) => ins.fsub(x, y),
+                    (BinOp::Mul, true) => ins.fmul(x, y),
+                    (BinOp::Div, true) => ins.fdiv(x, y),
+                    (BinOp::Min, true) => ins.fmin(x, y),
+                    (BinOp::Max, true) => ins.fmax(x, y),
+                    (BinOp::Rem, true) => return Err("floating-point remainder is not supported".into()),
+                }
+            }
+            Expr::Cmp(op, a, b) => {
+                let (x, y) = (self.expr(a)?, self.expr(b)?);
+                if self.value_ty(x) == types::F64 {
+                    let cc = match op {
+                        CmpOp::Eq => FloatCC::Equal,
+                        CmpOp::Ne => FloatCC::NotEqual,
+                        CmpOp::Lt => FloatCC::LessThan,
+                        CmpOp::Le => FloatCC::LessThanOrEqual,
+                        CmpOp::Gt => FloatCC::GreaterThan,
+                        CmpOp::Ge => FloatCC::GreaterThanOrEqual,
+                    };
+                    self.b.ins().fcmp(cc, x, y)
+                } else {
+                    let cc = match op {
+                        CmpOp::Eq => IntCC::Equal,
+                        CmpOp::Ne => IntCC::NotEqual,
+                        CmpOp::Lt => IntCC::SignedLessThan,
+                        CmpOp::Le => IntCC::SignedLessThanOrEqual,
+                        CmpOp::Gt => IntCC::SignedGreaterThan,
+                        CmpOp::Ge => IntCC::SignedGreaterThanOrEqual,
+                    };
+                    self.b.ins().icmp(cc, x, y)
+                }
+            }
+            Expr::Not(a) => {
+                let x = self.expr(a)?;
+                self.b.ins().icmp_imm_s(IntCC::Equal, x, 0)
+            }
+            Expr::Neg(a) => {
+                let x = self.expr(a)?;
+                if self.value_ty(x) == types::F64 {
+                    self.b.ins().fneg(x)
+                } else {
+                    self.b.ins().ineg(x)
+                }
+            }
+            Expr::Select(c, a, b) => {
+                let c = self.expr(c)?;
+                let (x, y) = (self.expr(a)?, self.expr(b)?);
+                self.b.ins().select(c, x, y)
+            }
+        })
+    }
+
+    /// `a && b` / `a || b` evaluating `b` only when needed (it may read an
+    /// array at an index `a` guards).
+    fn short_circuit(&mut self, op: BinOp, a: &Expr, b: &Expr) -> Result<Value, String> {
+        let x = self.expr(a)?;
+        let rhs = self.b.create_block();
+        let merge = self.b.create_block();
+        self.b.append_block_param(merge, types::I8);
+        if op == BinOp::And {
+            let f = self.b.ins().iconst(types::I8, 0);
+            self.b.ins().brif(x, rhs, &[], merge, &[f.into()]);
+        } else {
+            let t = self.b.ins().iconst(types::I8, 1);
+            self.b.ins().brif(x, merge, &[t.into()], rhs, &[]);
+        }
+        self.b.switch_to_block(rhs);
+        let y = self.expr(b)?;
+        self.b.ins().jump(merge, &[y.into()]);
+        self.b.switch_to_block(merge);
+        Ok(self.b.block_params(merge)[0])
+    }
+
+    fn block(&mut self, stmts: &[Stmt]) -> Result<(), String> {
+        for s in stmts {
+            self.stmt(s)?;
+        }
+        Ok(())
+    }
+
+    fn stmt(&mut self, s: &Stmt) -> Result<(), String> {
+        match s {
+            Stmt::Let(v, e) | Stmt::Set(v, e) => {
+                let x = self.expr(e)?;
+                let var = *self.vars.get(*v as usize).ok_or("unknown variable")?;
+                self.b.def_var(var, x);
+            }
+            Stmt::Store(a, i, v) => {
+                let addr = self.address(a, i)?;
+                let x = self.expr(v)?;
+                let x = if a.elem() == ElemTy::I32 { self.b.ins().ireduce(types::I32, x) } else { x };
+                self.b.ins().store(flags(), x, addr, 0);
+            }
+            Stmt::For { var, lo, hi, body } => {
+                let var = *self.vars.get(*var as usize).ok_or("unknown variable")?;
+                let lo = self.expr(lo)?;
+                let hi = self.expr(hi)?;
+                self.b.def_var(var, lo);
+                let (header, body_block, exit) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
+                self.b.ins().jump(header, &[]);
+                self.b.switch_to_block(header);
+                let i = self.b.use_var(var);
+                let c = self.b.ins().icmp(IntCC::SignedLessThan, i, hi);
+                self.b.ins().brif(c, body_block, &[], exit, &[]);
+                self.b.switch_to_block(body_block);
+                self.block(body)?;
+                let i = self.b.use_var(var);
+                let next = self.b.ins().iadd_imm_s(i, 1);
+                self.b.def_var(var, next);
+                self.b.ins().jump(header, &[]);
+                self.b.switch_to_block(exit);
+            }
+            Stmt::While { cond, body } => {
+                let (header, body_block, exit) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
+                self.b.ins().jump(header, &[]);
+                self.b.switch_to_block(header);
+                let c = self.expr(cond)?;
+                self.b.ins().brif(c, body_block, &[], exit, &[]);
+                self.b.switch_to_block(body_block);
+                self.block(body)?;
+                self.b.ins().jump(header, &[]);
+                self.b.switch_to_block(exit);
+            }
+            Stmt::If { cond, then, els } => {
+                let c = self.expr(cond)?;
+                let (t, e, merge) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
+                self.b.ins().brif(c, t, &[], e, &[]);
+                self.b.switch_to_block(t);
+                self.block(then)?;
+                self.b.ins().jump(merge, &[]);
+                self.b.switch_to_block(e);
+                self.block(els)?;
+                self.b.ins().jump(merge, &[]);
+                self.b.switch_to_block(merge);
+            }
+            Stmt::Reserve { array, len } => self.reserve(array, len)?,
+            Stmt::SortPairs { .. } => return Err("sorting scratch arrays is not supported by the JIT".into()),
+            Stmt::Comment(_) => {}
+        }
+        Ok(())
+    }
+
+    /// Grow an output array through the runtime when `len` exceeds its
+    /// capacity; a refused allocation ends the kernel with status 1.
+    fn reserve(&mut self, a: &ArrayRef, len: &Expr) -> Result<(), String> {
+        let (slot, ptr, growth) = {
+            let av = self.array(a)?;
+            (av.slot, av.ptr, av.growth.ok_or_else(|| format!("{} is not writable", a.c_name()))?)
+        };
+        let (lenv, capv) = growth;
+        let want = self.expr(len)?;
+        let cur = self.b.use_var(lenv);
+        let newlen = self.b.ins().smax(cur, want);
+        self.b.def_var(lenv, newlen);
+        let cap = self.b.use_var(capv);
+        let grow = self.b.ins().icmp(IntCC::SignedGreaterThan, want, cap);
+        let (grow_block, done) = (self.b.create_block(), self.b.create_block());
+        self.b.set_cold_block(grow_block);
+        self.b.ins().brif(grow, grow_block, &[], done, &[]);
+        self.b.switch_to_block(grow_block);
+        let rt = self.b.ins().load(self.ptr_ty, flags(), self.args, ARGS_RUNTIME);
+        let f = self.b.ins().load(self.ptr_ty, flags(), self.args, ARGS_RESERVE);
+        let s = self.b.ins().iconst(types::I64, slot);
+        let call = self.b.ins().call_indirect(self.reserve_sig, f, &[rt, s, want]);
+        let newptr = self.b.inst_results(call)[0];
+        self.b.def_var(ptr, newptr);
+        let table = self.b.ins().load(self.ptr_ty, flags(), self.args, ARGS_ARRAYS);
+        let base = self.b.ins().iadd_imm_s(table, slot * SLOT_SIZE);
+        let newcap = self.b.ins().load(types::I64, flags(), base, SLOT_CAP);
+        self.b.def_var(capv, newcap);
+        let fail = self.fail;
+        self.b.ins().brif(newptr, done, &[], fail, &[]);
+        self.b.switch_to_block(done);
+        Ok(())
+    }
+}

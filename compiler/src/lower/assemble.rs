@@ -1,0 +1,258 @@
+//! Result assembly through the insert and append capabilities (section 4.3):
+//! initialisation before the loops, per-level work as result coordinates
+//! become known, the values at the leaves, and finalisation after.
+
+use super::lattice::LExpr;
+use super::{LowerError, Lowerer, Sink, State};
+use crate::format::level::{Assembly, LevelCtx};
+use crate::ir::{ArrayRef, Expr, Stmt};
+use crate::notation::BinOp;
+
+impl<'p> Lowerer<'p> {
+    /// First level of the append chain that `k` belongs to (an append level
+    /// followed by branchless append levels appends them together).
+    fn chain_head(&self, k: usize) -> usize {
+        let levels = &self.p.output().format.levels;
+        let mut h = k;
+        while h > 0 && levels[h].properties().branchless && matches!(levels[h - 1].assembly(), Assembly::Append(_)) {
+            h -= 1;
+        }
+        h
+    }
+
+    fn chain_tail(&self, h: usize) -> usize {
+        let levels = &self.p.output().format.levels;
+        let mut t = h;
+        while t + 1 < levels.len() && levels[t + 1].properties().branchless && matches!(levels[t + 1].assembly(), Assembly::Append(_)) {
+            t += 1;
+        }
+        t
+    }
+
+    /// Whether variable `v` is a result coordinate assembled by append.
+    pub(super) fn appends_var(&self, st: &State, v: &str) -> bool {
+        let o = self.p.output();
+        o.level_vars.iter().enumerate().skip(st.pos[0].len()).any(|(k, x)| x == v && matches!(o.format.levels[k].assembly(), Assembly::Append(_)))
+    }
+
+    /// Initialise the result's levels and values.
+    pub(super) fn prologue(&mut self) -> Result<(), LowerError> {
+        let p = self.p;
+        let o = p.output();
+        let accumulate = p.assignment.accumulate;
+        let mut parent_size = Expr::Int(1);
+        let mut seen_append = false;
+        for (k, level) in o.format.levels.iter().enumerate() {
+            let c = LevelCtx::new(&o.tensor, k);
+            match level.assembly() {
+                Assembly::Insert(ins) => {
+                    if seen_append {
+                        return Err(LowerError::Capability {
+                            reason: format!("result level {} inserts below a level assembled by append; use a format whose levels below an append level also append", o.level_name(k)),
+                            span: o.access.span,
+                        });
+                    }
+                    let size = ins.size(&c, &mut self.e, parent_size.clone());
+                    let size = self.e.bind(&format!("{}{}_size", o.tensor, k + 1), size);
+                    if !accumulate {
+                        ins.insert_init(&c, &mut self.e, parent_size.clone(), size.clone());
+                    }
+                    parent_size = size;
+                }
+                Assembly::Append(app) => {
+                    if accumulate {
+                        return Err(LowerError::Capability {
+                            reason: format!("`+=` updates {} in place, but its level {} assembles by append only; use a dense or hash result", o.tensor, o.level_name(k)),
+                            span: o.access.span,
+                        });
+                    }
+                    seen_append = true;
+                    app.append_init(&c, &mut self.e, parent_size.clone(), Expr::Int(0));
+                    if self.chain_head(k) == k {
+                        let counter = self.e.let_var(&format!("{}{}_count", o.tensor, k + 1), Expr::Int(0));
+                        self.out_sizes.insert(k, counter.clone());
+                        parent_size = counter;
+                    }
+                }
+                Assembly::None => {
+                    return Err(LowerError::Capability {
+                        reason: format!(
+                            "{} cannot hold a result: its level {} has neither the insert nor the append capability",
+                            o.tensor,
+                            o.level_name(k)
+                        ),
+                        span: o.access.span,
+                    })
+                }
+            }
+        }
+        if !seen_append {
+            let vals = ArrayRef::vals(&o.tensor);
+            self.e.reserve(vals.clone(), parent_size.clone());
+            if !accumulate {
+                self.e.for_("pz", Expr::Int(0), parent_size, |e, q| e.store(vals.clone(), q, Expr::Float(0.0)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Finalise appended levels once every coordinate is in.
+    pub(super) fn epilogue(&mut self) {
+        let p = self.p;
+        let o = p.output();
+        let mut parent_size = Expr::Int(1);
+        for (k, level) in o.format.levels.iter().enumerate() {
+            let c = LevelCtx::new(&o.tensor, k);
+            match level.assembly() {
+                Assembly::Insert(ins) => {
+                    let size = ins.size(&c, &mut self.e, parent_size.clone());
+                    ins.insert_finalize(&c, &mut self.e, parent_size.clone(), size.clone());
+                    parent_size = size;
+                }
+                Assembly::Append(app) => {
+                    let size = self.out_sizes[&self.chain_head(k)].clone();
+                    if k == 0 {
+                        app.append_edges(&c, &mut self.e, Expr::Int(0), Expr::Int(0), size.clone());
+                    }
+                    app.append_finalize(&c, &mut self.e, parent_size.clone(), size.clone());
+                    parent_size = size;
+                }
+                Assembly::None => {}
+            }
+        }
+    }
+
+    /// Resolve the result's levels whose variables are now bound: locate and
+    /// insert, or append (after the nested loops tell what they produced).
+    pub(super) fn output_levels(&mut self, next: usize, mut st: State, expr: LExpr) -> Result<(), LowerError> {
+        let p = self.p;
+        let o = p.output();
+        let k = st.pos[0].len();
+        if k == o.level_vars.len() {
+            return self.next_var(next, st, expr);
+        }
+        let Some(coord) = st.bound.get(&o.level_vars[k]).cloned() else {
+            return self.next_var(next, st, expr);
+        };
+        let c = LevelCtx::new(&o.tensor, k);
+        match o.format.levels[k].assembly() {
+            Assembly::Insert(ins) => {
+                let (pos, found) = self.locate(0, coord.clone(), &st)?;
+                self.e.open();
+                ins.insert_coord(&c, &mut self.e, pos.clone(), coord);
+                let insert = self.e.close();
+                if !insert.is_empty() {
+                    self.e.push(Stmt::If { cond: Expr::not(found), then: insert, els: Vec::new() });
+                }
+                st.pos[0].push(pos.clone());
+                let child_appends = o.format.levels.get(k + 1).is_some_and(|l| matches!(l.assembly(), Assembly::Append(_)));
+                if child_appends {
+                    let counter = self.out_sizes[&(k + 1)].clone();
+                    let begin = self.e.let_var(&format!("{}{}_begin", o.tensor, k + 2), counter.clone());
+                    self.output_levels(next, st, expr)?;
+                    if let Assembly::Append(app) = o.format.levels[k + 1].assembly() {
+                        app.append_edges(&LevelCtx::new(&o.tensor, k + 1), &mut self.e, pos, begin, counter);
+                    }
+                    Ok(())
+                } else {
+                    self.output_levels(next, st, expr)
+                }
+            }
+            Assembly::Append(_) => {
+                let h = self.chain_head(k);
+                let t = self.chain_tail(h);
+                let at = self.out_sizes[&h].clone();
+                st.pos[0].push(at.clone());
+                if k < t {
+                    return self.output_levels(next, st, expr);
+                }
+                let last = t + 1 == o.level_vars.len();
+                if last {
+                    let sum = self.e.let_var("tsum", Expr::Float(0.0));
+                    st.sink = Sink::Temp(sum.clone());
+                    let coords: Vec<Expr> = (h..=t).map(|l| st.bound[&o.level_vars[l]].clone()).collect();
+                    self.next_var(next, st, expr)?;
+                    self.append_chain(h, t, &at, &coords);
+                    let vals = ArrayRef::vals(&o.tensor);
+                    self.e.reserve(vals.clone(), Expr::add(at.clone(), Expr::Int(1)));
+                    self.e.store(vals, at.clone(), sum);
+                    self.e.set(&at, Expr::add(at.clone(), Expr::Int(1)));
+                    Ok(())
+                } else {
+                    let Some(child) = self.out_sizes.get(&(t + 1)).cloned() else {
+                        return Err(LowerError::Internal("append chain without a child counter".into()));
+                    };
+                    let begin = self.e.let_var(&format!("{}{}_begin", o.tensor, t + 2), child.clone());
+                    let coords: Vec<Expr> = (h..=t).map(|l| st.bound[&o.level_vars[l]].clone()).collect();
+                    self.output_levels(next, st, expr)?;
+                    self.e.open();
+                    self.append_chain(h, t, &at, &coords);
+                    if let Assembly::Append(app) = o.format.levels[t + 1].assembly() {
+                        app.append_edges(&LevelCtx::new(&o.tensor, t + 1), &mut self.e, at.clone(), begin.clone(), child.clone());
+                    }
+                    self.e.set(&at, Expr::add(at.clone(), Expr::Int(1)));
+                    let then = self.e.close();
+                    self.e.push(Stmt::If { cond: Expr::cmp(crate::ir::CmpOp::Gt, child, begin), then, els: Vec::new() });
+                    Ok(())
+                }
+            }
+            Assembly::None => Err(LowerError::Internal("result level without assembly".into())),
+        }
+    }
+
+    fn append_chain(&mut self, h: usize, t: usize, at: &Expr, coords: &[Expr]) {
+        let o = self.p.output();
+        for (l, coord) in (h..=t).zip(coords) {
+            if let Assembly::Append(app) = o.format.levels[l].assembly() {
+                app.append_coord(&LevelCtx::new(&o.tensor, l), &mut self.e, at.clone(), coord.clone());
+            }
+        }
+    }
+
+    /// The innermost body: compute the value and add it to the sink.
+    pub(super) fn leaf(&mut self, st: &State, expr: &LExpr) {
+        let value = self.value(st, expr);
+        match &st.sink {
+            Sink::Temp(t) => self.e.set(t, Expr::add(t.clone(), value)),
+            Sink::Direct => {
+                let vals = ArrayRef::vals(&self.p.output().tensor);
+                let pos = st.pos[0].last().cloned().unwrap_or(Expr::Int(0));
+                self.e.store(vals.clone(), pos.clone(), Expr::add(Expr::load(vals, pos), value));
+            }
+        }
+    }
+
+    fn value(&mut self, st: &State, e: &LExpr) -> Expr {
+        match e {
+            LExpr::Const(v) => Expr::Float(*v),
+            LExpr::Neg(x) => {
+                let v = self.value(st, x);
+                Expr::neg(v)
+            }
+            LExpr::Bin(op, a, b) => {
+                let (x, y) = (self.value(st, a), self.value(st, b));
+                let op = match op {
+                    BinOp::Add => crate::ir::BinOp::Add,
+                    BinOp::Sub => crate::ir::BinOp::Sub,
+                    BinOp::Mul => crate::ir::BinOp::Mul,
+                };
+                Expr::Bin(op, Box::new(x), Box::new(y))
+            }
+            LExpr::Access(op) => {
+                let o = &self.p.operands[*op];
+                let vals = ArrayRef::vals(&o.tensor);
+                let pos = st.pos[*op].last().cloned().unwrap_or(Expr::Int(0));
+                let v = match &st.run_end[*op] {
+                    // Duplicates at the bottom level: sum their values.
+                    Some(end) if st.pos[*op].len() == o.level_vars.len() => {
+                        let s = self.e.let_var("dupsum", Expr::Float(0.0));
+                        self.e.for_("pdup", pos, end.clone(), |e, q| e.set(&s, Expr::add(s.clone(), Expr::load(vals.clone(), q))));
+                        s
+                    }
+                    _ => Expr::load(vals, pos),
+                };
+                Expr::select(st.found[*op].clone(), v, Expr::Float(0.0))
+            }
+        }
+    }
+}

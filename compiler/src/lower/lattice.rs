@@ -1,0 +1,168 @@
+//! Merge lattices (Kjolstad et al. 2017, section 5.1 of the format paper's
+//! background): per index variable, the sets of operands whose nonzeros must
+//! be merged, with the sub-expression each set computes. Intersection for
+//! `*`, union for `+` and `-`; simplified by the full property.
+
+use crate::notation::{BinOp, Expr};
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// The right-hand side over operand numbers (the output is operand 0).
+#[derive(Clone, Debug, PartialEq)]
+pub enum LExpr {
+    Access(usize),
+    Const(f64),
+    Neg(Box<LExpr>),
+    Bin(BinOp, Box<LExpr>, Box<LExpr>),
+}
+
+/// Pseudo-operand standing for "every coordinate of the dimension".
+pub const DIM: usize = usize::MAX;
+
+impl LExpr {
+    /// Number the accesses of `e` from 1, left to right (as `resolve` does).
+    pub fn from_notation(e: &Expr) -> LExpr {
+        fn go(e: &Expr, next: &mut usize) -> LExpr {
+            match e {
+                Expr::Access(_) => {
+                    *next += 1;
+                    LExpr::Access(*next)
+                }
+                Expr::Const(v, _) => LExpr::Const(*v),
+                Expr::Neg(x, _) => LExpr::Neg(Box::new(go(x, next))),
+                Expr::Bin(op, a, b, _) => {
+                    let a = go(a, next);
+                    LExpr::Bin(*op, Box::new(a), Box::new(go(b, next)))
+                }
+            }
+        }
+        go(e, &mut 0)
+    }
+
+    pub fn operands(&self) -> BTreeSet<usize> {
+        let mut out = BTreeSet::new();
+        fn go(e: &LExpr, out: &mut BTreeSet<usize>) {
+            match e {
+                LExpr::Access(i) => {
+                    out.insert(*i);
+                }
+                LExpr::Const(_) => {}
+                LExpr::Neg(x) => go(x, out),
+                LExpr::Bin(_, a, b) => {
+                    go(a, out);
+                    go(b, out);
+                }
+            }
+        }
+        go(self, &mut out);
+        out
+    }
+
+    pub fn display(&self, names: &dyn Fn(usize) -> String) -> String {
+        match self {
+            LExpr::Access(i) => names(*i),
+            LExpr::Const(v) => format!("{v}"),
+            LExpr::Neg(x) => format!("-({})", x.display(names)),
+            LExpr::Bin(op, a, b) => {
+                let sym = match op {
+                    BinOp::Add => "+",
+                    BinOp::Sub => "-",
+                    BinOp::Mul => "*",
+                };
+                format!("({} {sym} {})", a.display(names), b.display(names))
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Point {
+    /// Operands iterating the variable that must have a nonzero here
+    /// (`DIM`: every coordinate).
+    pub iters: BTreeSet<usize>,
+    pub expr: LExpr,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Lattice {
+    pub points: Vec<Point>,
+}
+
+fn neg(e: LExpr) -> LExpr {
+    LExpr::Neg(Box::new(e))
+}
+
+fn build(e: &LExpr, its: &BTreeSet<usize>) -> Vec<Point> {
+    match e {
+        LExpr::Access(i) => {
+            let iters = if its.contains(i) { [*i].into() } else { BTreeSet::new() };
+            vec![Point { iters, expr: e.clone() }]
+        }
+        LExpr::Const(_) => vec![Point { iters: BTreeSet::new(), expr: e.clone() }],
+        LExpr::Neg(x) => build(x, its).into_iter().map(|p| Point { iters: p.iters, expr: neg(p.expr) }).collect(),
+        LExpr::Bin(op, a, b) => {
+            let (la, lb) = (build(a, its), build(b, its));
+            let mut out = Vec::new();
+            for pa in &la {
+                for pb in &lb {
+                    out.push(Point {
+                        iters: pa.iters.union(&pb.iters).copied().collect(),
+                        expr: LExpr::Bin(*op, Box::new(pa.expr.clone()), Box::new(pb.expr.clone())),
+                    });
+                }
+            }
+            if *op != BinOp::Mul {
+                out.extend(la.iter().cloned());
+                for pb in lb {
+                    let expr = if *op == BinOp::Sub { neg(pb.expr) } else { pb.expr };
+                    out.push(Point { iters: pb.iters, expr });
+                }
+            }
+            out
+        }
+    }
+}
+
+impl Lattice {
+    /// The lattice of `e` for a variable iterated by the operands `its`;
+    /// `full` are those whose level holds every coordinate.
+    pub fn new(e: &LExpr, its: &BTreeSet<usize>, full: &BTreeSet<usize>) -> Lattice {
+        let mut points: Vec<Point> = Vec::new();
+        for p in build(e, its) {
+            if !points.iter().any(|q| q.iters == p.iters) {
+                points.push(p);
+            }
+        }
+        // A term present at every coordinate makes the loop cover the whole
+        // dimension.
+        if points.iter().any(|p| p.iters.is_empty()) {
+            for p in &mut points {
+                p.iters.insert(DIM);
+            }
+        }
+        // Property-based simplification: once a full operand is exhausted,
+        // every coordinate has been visited.
+        let full_here: BTreeSet<usize> = points.iter().flat_map(|p| p.iters.iter().copied()).filter(|i| *i == DIM || full.contains(i)).collect();
+        if !full_here.is_empty() {
+            points.retain(|p| full_here.is_subset(&p.iters));
+        }
+        points.sort_by_key(|p| std::cmp::Reverse(p.iters.len()));
+        Lattice { points }
+    }
+
+    /// Points dominated by `p` (subsets of its operands), in lattice order:
+    /// the cases of `p`'s loop.
+    pub fn cases(&self, p: &Point) -> Vec<&Point> {
+        self.points.iter().filter(|q| q.iters.is_subset(&p.iters)).collect()
+    }
+}
+
+impl fmt::Display for Lattice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for p in &self.points {
+            let its: Vec<String> = p.iters.iter().map(|i| if *i == DIM { "dim".into() } else { format!("#{i}") }).collect();
+            writeln!(f, "[{}] {}", its.join(", "), p.expr.display(&|i| format!("#{i}")))?;
+        }
+        Ok(())
+    }
+}

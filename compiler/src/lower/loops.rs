@@ -1,0 +1,640 @@
+//! The code generation recursion (section 5.5 of the paper): one index
+//! variable per level of recursion, in iteration-graph order. For each
+//! variable it builds the merge lattice, chooses per lattice point which
+//! levels to co-iterate and which to locate (the Coiter rule of section 5.4
+//! plus the full-level optimisation of 5.2), applies iterator conversions
+//! (deduplication, fusion), and emits a loop per point with a case per
+//! dominated point.
+
+use super::iterators::{child_bounds, coord_name, pos_name, Cursor, Kind, LevelIter};
+use super::lattice::{LExpr, Lattice, Point, DIM};
+use super::plan::{LoopPlan, VarPlan};
+use super::{LowerError, Lowerer, Sink, State};
+use crate::format::level::LevelCtx;
+use crate::ir::{Expr, Stmt};
+use crate::notation::BinOp;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The Coiter rule: operands that must be co-iterated to enumerate the
+/// nonzeros of `e` (restricted to the point's operands).
+fn coiter(e: &LExpr, point: &BTreeSet<usize>, locatable: &dyn Fn(usize) -> bool) -> BTreeSet<usize> {
+    match e {
+        LExpr::Access(i) if point.contains(i) => [*i].into(),
+        LExpr::Access(_) | LExpr::Const(_) => BTreeSet::new(),
+        LExpr::Neg(x) => coiter(x, point, locatable),
+        LExpr::Bin(BinOp::Mul, a, b) => {
+            let (ca, cb) = (coiter(a, point, locatable), coiter(b, point, locatable));
+            if ca.is_empty() {
+                return cb;
+            }
+            if cb.is_empty() {
+                return ca;
+            }
+            let all_loc = |s: &BTreeSet<usize>| s.iter().all(|&i| locatable(i));
+            if all_loc(&cb) {
+                ca
+            } else if all_loc(&ca) {
+                cb
+            } else {
+                ca.union(&cb.iter().copied().filter(|&i| !locatable(i)).collect()).copied().collect()
+            }
+        }
+        LExpr::Bin(_, a, b) => coiter(a, point, locatable).union(&coiter(b, point, locatable)).copied().collect(),
+    }
+}
+
+/// How one lattice point is merged.
+#[derive(Clone, Debug)]
+struct Strategy {
+    coiter: Vec<usize>,
+    located: Vec<usize>,
+    /// A full iterator whose coordinate is every coordinate in order.
+    driver: Option<usize>,
+}
+
+impl<'p> Lowerer<'p> {
+    pub(super) fn lower(&mut self, d: usize, st: State, expr: LExpr) -> Result<(), LowerError> {
+        if d == self.order.len() {
+            self.leaf(&st, &expr);
+            return Ok(());
+        }
+        let v = self.order[d].clone();
+        let p = self.p;
+        let ops = expr.operands();
+        let mut its: Vec<LevelIter<'p>> = Vec::new();
+        for &op in &ops {
+            let o = &p.operands[op];
+            let k = st.pos[op].len();
+            if k < o.level_vars.len() && o.level_vars[k] == v {
+                its.push(LevelIter::level(o, k));
+            } else if o.level_vars[k.min(o.level_vars.len())..].contains(&v) {
+                if !o.fully_locatable() {
+                    return Err(LowerError::Internal(format!("{} reaches {v} out of order", o.describe())));
+                }
+                its.push(LevelIter::dimension(op, &v, p));
+            }
+        }
+        let out_needs = self.output_needs(&st, &v);
+        if its.is_empty() && !out_needs {
+            // Nothing left here depends on this variable (hidden variable of
+            // an operand absent from this case).
+            return self.lower(d + 1, st, expr);
+        }
+        let ids: BTreeSet<usize> = its.iter().map(|i| i.op).collect();
+        let full: BTreeSet<usize> = its.iter().filter(|i| i.full).map(|i| i.op).collect();
+        let mut lattice = Lattice::new(&expr, &ids, &full);
+        if its.is_empty() || lattice.points.iter().any(|pt| pt.iters.contains(&DIM)) {
+            if lattice.points.is_empty() || !lattice.points[0].iters.contains(&DIM) {
+                for pt in &mut lattice.points {
+                    pt.iters.insert(DIM);
+                }
+            }
+            its.push(LevelIter::dimension(DIM, &v, p));
+        }
+        let by_op: BTreeMap<usize, LevelIter<'p>> = its.into_iter().map(|i| (i.op, i)).collect();
+        let strategies: Vec<Strategy> = lattice.points.iter().map(|pt| self.strategy(pt, &by_op)).collect();
+        let by_op = self.convert(&v, &lattice, &strategies, by_op, &st)?;
+        self.record_plan(&v, &lattice, &strategies, &by_op);
+        let single = lattice.points.len() == 1 && strategies[0].coiter.len() == 1;
+        if single {
+            self.single_loop(d, &v, &st, &lattice, &strategies[0], &by_op)
+        } else {
+            self.merge_loops(d, &v, &st, &lattice, &strategies, &by_op)
+        }
+    }
+
+    /// Whether the result still needs a loop over `v` (a result variable not
+    /// yet bound).
+    fn output_needs(&self, st: &State, v: &str) -> bool {
+        let o = self.p.output();
+        o.level_vars[st.pos[0].len().min(o.level_vars.len())..].iter().any(|x| x == v) && !st.bound.contains_key(v)
+    }
+
+    fn strategy(&self, pt: &Point, its: &BTreeMap<usize, LevelIter<'p>>) -> Strategy {
+        let locatable = |i: usize| its.get(&i).is_some_and(|it| it.locatable);
+        let mut co = coiter(&pt.expr, &pt.iters, &locatable);
+        if pt.iters.contains(&DIM) {
+            co.insert(DIM);
+        }
+        for (op, it) in its {
+            // Out-of-order operands stand in for their dimension only in
+            // unions, where they keep every coordinate alive.
+            if matches!(it.kind, Kind::Dimension) && *op != DIM && pt.iters.contains(op) && !co.contains(op) && !locatable(*op) {
+                co.insert(*op);
+            }
+        }
+        if co.is_empty() {
+            if let Some(&first) = pt.iters.iter().next() {
+                co.insert(first);
+            }
+        }
+        // Full levels: co-iterate one (a driver enumerating every coordinate)
+        // and locate the other locatable ones (section 5.2).
+        let fulls: Vec<usize> = co.iter().copied().filter(|i| its.get(i).is_some_and(|it| it.full)).collect();
+        let driver = fulls
+            .iter()
+            .copied()
+            .find(|i| its.get(i).is_some_and(|it| !it.is_position()))
+            .or_else(|| fulls.first().copied());
+        if let Some(dr) = driver {
+            for f in &fulls {
+                if *f != dr && locatable(*f) {
+                    co.remove(f);
+                }
+            }
+        }
+        let located = pt.iters.iter().copied().filter(|i| !co.contains(i)).collect();
+        Strategy { coiter: co.into_iter().collect(), located, driver }
+    }
+
+    /// Iterator conversions: deduplicate non-unique levels that are merged
+    /// with others, assembled into a result, or cannot be fused; reject what
+    /// needs a reordering scratch array.
+    fn convert(
+        &mut self,
+        v: &str,
+        lattice: &Lattice,
+        strategies: &[Strategy],
+        mut its: BTreeMap<usize, LevelIter<'p>>,
+        st: &State,
+    ) -> Result<BTreeMap<usize, LevelIter<'p>>, LowerError> {
+        let appended = self.appends_var(st, v);
+        for (pt, s) in lattice.points.iter().zip(strategies) {
+            let merging = s.coiter.len() > 1;
+            for op in &s.coiter {
+                let Some(it) = its.get_mut(op) else { continue };
+                let needs_order = merging || appended;
+                if needs_order && !it.ordered {
+                    return Err(LowerError::Capability {
+                        reason: format!(
+                            "{} is unordered and cannot be located, so it cannot be {} over `{v}` (a reordering scratch copy is not implemented); store it ordered or in a hash format",
+                            it.name,
+                            if merging { "co-iterated with other operands" } else { "appended in order to the result" }
+                        ),
+                        span: self.p.assignment.span,
+                    });
+                }
+                if !it.unique && it.is_position() && (needs_order || !self.fusable(*op, st)) {
+                    self.check_chainable(*op, it, pt)?;
+                    it.dedup = true;
+                }
+            }
+        }
+        Ok(its)
+    }
+
+    /// A non-unique level can stay un-deduplicated (each duplicate visited on
+    /// its own, fused with its branchless children) when everything merged
+    /// with its children can be located and the result can take scattered
+    /// updates.
+    fn fusable(&self, op: usize, st: &State) -> bool {
+        let p = self.p;
+        let o = &p.operands[op];
+        let k = st.pos[op].len();
+        let rest = &o.format.levels[k + 1..];
+        if !rest.iter().all(|l| l.properties().branchless) {
+            return false;
+        }
+        let later: Vec<&String> = o.level_vars[k + 1..].iter().collect();
+        let others_locatable = p.operands.iter().filter(|x| x.id != op).all(|x| {
+            let uses = x.level_vars.iter().any(|v| later.contains(&v));
+            !uses || if x.output { x.format.levels.iter().all(|l| l.locate().is_some()) } else { x.fully_locatable() }
+        });
+        others_locatable
+    }
+
+    fn check_chainable(&self, op: usize, it: &LevelIter<'p>, _pt: &Point) -> Result<(), LowerError> {
+        let o = &self.p.operands[op];
+        let Some(k) = it.level else { return Ok(()) };
+        if k + 1 == o.format.levels.len() {
+            return Ok(()); // bottom level: duplicates' values are summed
+        }
+        let child = &o.format.levels[k + 1];
+        let cp = child.properties();
+        let chain_ok = matches!(child.iteration(), crate::format::level::Iteration::CoordPosition(_)) && cp.ordered && cp.compact && it.ordered && it.compact;
+        if !chain_ok {
+            return Err(LowerError::Capability {
+                reason: format!(
+                    "deduplicating {} needs its child level {} to be ordered, compact and position-iterable (iterator chaining); a scratch-array deduplication is not implemented",
+                    it.name,
+                    o.level_name(k + 1)
+                ),
+                span: o.access.span,
+            });
+        }
+        Ok(())
+    }
+
+    fn record_plan(&mut self, v: &str, lattice: &Lattice, strategies: &[Strategy], its: &BTreeMap<usize, LevelIter<'p>>) {
+        let name = |i: &usize| its.get(i).map_or("?".to_string(), |it| it.display());
+        let p = self.p;
+        let opname = |i: usize| if i == DIM { format!("dim({v})") } else { p.operands[i].access.to_string() };
+        let loops = lattice
+            .points
+            .iter()
+            .zip(strategies)
+            .map(|(pt, s)| LoopPlan {
+                operands: pt.iters.iter().map(|&i| opname(i)).collect(),
+                expr: pt.expr.display(&|i| p.operands[i].access.to_string()),
+                coiterated: s.coiter.iter().map(name).collect(),
+                located: s.located.iter().map(name).collect(),
+                fused: s.coiter.len() == 1 && its.get(&s.coiter[0]).is_some_and(|it| it.branchless && !it.dedup),
+            })
+            .collect();
+        self.plans.push(VarPlan { var: v.to_string(), loops });
+    }
+
+    /// Declare the cursor of iterator `it` at its starting bound.
+    fn start(&mut self, it: &LevelIter<'p>, v: &str, st: &State) -> Cursor {
+        let p = self.p;
+        match (it.kind, it.level) {
+            (Kind::Position(f), Some(k)) => {
+                let o = &p.operands[it.op];
+                let c = LevelCtx::new(&o.tensor, k);
+                let parent = st.pos[it.op].last().cloned().unwrap_or(Expr::Int(0));
+                let (lo, hi) = child_bounds(f, &c, &mut self.e, parent, st.run_end[it.op].clone());
+                let name = pos_name(o, k);
+                let at = self.e.let_var(&name, lo);
+                let end = self.e.bind(&format!("{name}_end"), hi);
+                Cursor { at, end }
+            }
+            (Kind::Value(f), Some(k)) => {
+                let o = &p.operands[it.op];
+                let c = LevelCtx::new(&o.tensor, k);
+                let anc = self.ancestors(o, st);
+                let (lo, hi) = f.coord_bounds(&c, &mut self.e, &anc);
+                let at = self.e.let_var(&coord_name(v, Some(o)), lo);
+                let end = self.e.bind(&format!("{}_end", coord_name(v, Some(o))), hi);
+                Cursor { at, end }
+            }
+            _ => {
+                let at = self.e.let_var(v, Expr::Int(0));
+                Cursor { at, end: self.extent(v) }
+            }
+        }
+    }
+
+    pub(super) fn extent(&self, v: &str) -> Expr {
+        self.p.extents.get(v).cloned().unwrap_or(Expr::Int(0))
+    }
+
+    /// Coordinates of an operand's resolved levels (its ancestors).
+    pub(super) fn ancestors(&self, o: &crate::lower::operands::Operand, st: &State) -> Vec<Expr> {
+        o.level_vars[..st.pos[o.id].len()].iter().map(|v| st.bound.get(v).cloned().unwrap_or(Expr::Int(0))).collect()
+    }
+
+    /// Read the coordinate under a cursor: returns (coordinate, position,
+    /// found), emitting the dedup scan when the iterator deduplicates.
+    fn deref(&mut self, it: &LevelIter<'p>, cur: &Cursor, v: &str, st: &State) -> (Expr, Expr, Expr, Option<Expr>) {
+        let p = self.p;
+        match (it.kind, it.level) {
+            (Kind::Position(f), Some(k)) => {
+                let o = &p.operands[it.op];
+                let c = LevelCtx::new(&o.tensor, k);
+                let anc = self.ancestors(o, st);
+                let (coord, found) = f.pos_access(&c, &mut self.e, cur.at.clone(), &anc);
+                let coord = self.e.bind(&coord_name(v, Some(o)), coord);
+                let run_end = if it.dedup {
+                    let seg = self.e.let_var(&format!("{}_seg", pos_name(o, k)), Expr::add(cur.at.clone(), Expr::Int(1)));
+                    // Scan ahead over duplicates of this coordinate.
+                    self.e.open();
+                    let (next, _) = f.pos_access(&c, &mut self.e, seg.clone(), &anc);
+                    let pre = self.e.close();
+                    debug_assert!(pre.is_empty(), "deduplicated levels have expression-only pos_access");
+                    let cond = Expr::and(Expr::lt(seg.clone(), cur.end.clone()), Expr::eq(next, coord.clone()));
+                    self.e.while_(cond, |e| e.set(&seg, Expr::add(seg.clone(), Expr::Int(1))));
+                    Some(seg)
+                } else {
+                    None
+                };
+                (coord, cur.at.clone(), found, run_end)
+            }
+            (Kind::Value(f), Some(k)) => {
+                let o = &p.operands[it.op];
+                let c = LevelCtx::new(&o.tensor, k);
+                let mut coords = self.ancestors(o, st);
+                coords.push(cur.at.clone());
+                let parent = st.pos[it.op].last().cloned().unwrap_or(Expr::Int(0));
+                let (pos, found) = f.coord_access(&c, &mut self.e, parent, &coords);
+                let pos = self.e.bind(&pos_name(o, k), pos);
+                (cur.at.clone(), pos, found, None)
+            }
+            _ => (cur.at.clone(), Expr::Int(0), Expr::Bool(true), None),
+        }
+    }
+
+    /// Locate `op`'s next level at coordinate `coord`: (position, found).
+    pub(super) fn locate(&mut self, op: usize, coord: Expr, st: &State) -> Result<(Expr, Expr), LowerError> {
+        let p = self.p;
+        let o = &p.operands[op];
+        let k = st.pos[op].len();
+        let level = &o.format.levels[k];
+        let Some(loc) = level.locate() else {
+            return Err(LowerError::Capability {
+                reason: format!("{} must be accessed at a given coordinate of `{}` but {} has no locate capability", o.access, o.level_vars[k], o.level_name(k)),
+                span: o.access.span,
+            });
+        };
+        let c = LevelCtx::new(&o.tensor, k);
+        let mut coords = self.ancestors(o, st);
+        coords.push(coord);
+        let parent = st.pos[op].last().cloned().unwrap_or(Expr::Int(0));
+        let (pos, found) = loc.locate(&c, &mut self.e, parent, &coords);
+        let pos = self.e.bind(&pos_name(o, k), pos);
+        Ok((pos, found))
+    }
+
+    /// One iterator, one point: a plain `for` loop (or no loop at all for a
+    /// fused branchless level).
+    fn single_loop(&mut self, d: usize, v: &str, st: &State, lattice: &Lattice, s: &Strategy, its: &BTreeMap<usize, LevelIter<'p>>) -> Result<(), LowerError> {
+        let pt = &lattice.points[0];
+        let it = its[&s.coiter[0]].clone();
+        let fused = it.branchless && it.is_position() && !it.dedup && st.run_end.get(it.op).is_none_or(|r| r.is_none());
+        let (lo, hi) = {
+            let cur = self.start_bounds(&it, v, st);
+            (cur.at, cur.end)
+        };
+        if it.dedup {
+            let at = self.e.let_var(&self.cursor_name(&it, v), lo);
+            let cur = Cursor { at: at.clone(), end: hi };
+            self.e.open();
+            let (coord, pos, found, run_end) = self.deref(&it, &cur, v, st);
+            let seg = run_end.clone().unwrap_or_else(|| Expr::add(at.clone(), Expr::Int(1)));
+            self.e.open();
+            self.case(d, v, coord, st, pt, s, &[(it.op, pos, run_end)], its)?;
+            let body = self.e.close();
+            self.guard(found, body);
+            self.e.set(&at, seg);
+            let body = self.e.close();
+            self.e.push(Stmt::While { cond: Expr::lt(at, cur.end), body });
+            return Ok(());
+        }
+        if fused {
+            // Branchless level: exactly one child, no loop (iterator fusion).
+            let at = self.e.bind(&self.cursor_name(&it, v), lo);
+            let cur = Cursor { at, end: hi };
+            let (coord, pos, found, _) = self.deref(&it, &cur, v, st);
+            self.e.open();
+            self.case(d, v, coord, st, pt, s, &[(it.op, pos, None)], its)?;
+            let body = self.e.close();
+            self.guard(found, body);
+            return Ok(());
+        }
+        let var = self.e.fresh(&self.cursor_name(&it, v), crate::ir::Ty::I64);
+        let cur = Cursor { at: Expr::Var(var), end: hi.clone() };
+        self.e.open();
+        let (coord, pos, found, _) = self.deref(&it, &cur, v, st);
+        self.e.open();
+        self.case(d, v, coord, st, pt, s, &[(it.op, pos, None)], its)?;
+        let body = self.e.close();
+        self.guard(found, body);
+        let body = self.e.close();
+        self.e.push(Stmt::For { var, lo, hi, body });
+        Ok(())
+    }
+
+    fn cursor_name(&self, it: &LevelIter<'p>, v: &str) -> String {
+        let p = self.p;
+        match (it.kind, it.level) {
+            (Kind::Position(_), Some(k)) => pos_name(&p.operands[it.op], k),
+            (Kind::Value(_), Some(_)) => coord_name(v, Some(&p.operands[it.op])),
+            _ => v.to_string(),
+        }
+    }
+
+    /// Bounds of an iterator without declaring a cursor.
+    fn start_bounds(&mut self, it: &LevelIter<'p>, v: &str, st: &State) -> Cursor {
+        let p = self.p;
+        match (it.kind, it.level) {
+            (Kind::Position(f), Some(k)) => {
+                let o = &p.operands[it.op];
+                let c = LevelCtx::new(&o.tensor, k);
+                let parent = st.pos[it.op].last().cloned().unwrap_or(Expr::Int(0));
+                let (lo, hi) = child_bounds(f, &c, &mut self.e, parent, st.run_end[it.op].clone());
+                let name = pos_name(o, k);
+                let lo = self.e.bind(&format!("{name}_begin"), lo);
+                let hi = self.e.bind(&format!("{name}_end"), hi);
+                Cursor { at: lo, end: hi }
+            }
+            (Kind::Value(f), Some(k)) => {
+                let o = &p.operands[it.op];
+                let c = LevelCtx::new(&o.tensor, k);
+                let anc = self.ancestors(o, st);
+                let (lo, hi) = f.coord_bounds(&c, &mut self.e, &anc);
+                Cursor { at: lo, end: hi }
+            }
+            _ => Cursor { at: Expr::Int(0), end: self.extent(v) },
+        }
+    }
+
+    fn guard(&mut self, cond: Expr, body: Vec<Stmt>) {
+        match cond {
+            Expr::Bool(true) => {
+                for s in body {
+                    self.e.push(s);
+                }
+            }
+            Expr::Bool(false) => {}
+            cond => self.e.push(Stmt::If { cond, then: body, els: Vec::new() }),
+        }
+    }
+
+    /// A loop per lattice point, co-iterating its operands two-way-merge
+    /// style, with a case per dominated point.
+    fn merge_loops(&mut self, d: usize, v: &str, st: &State, lattice: &Lattice, strategies: &[Strategy], its: &BTreeMap<usize, LevelIter<'p>>) -> Result<(), LowerError> {
+        let mut cursors: BTreeMap<usize, Cursor> = BTreeMap::new();
+        for s in strategies {
+            for op in &s.coiter {
+                if !cursors.contains_key(op) {
+                    let c = self.start(&its[op], v, st);
+                    cursors.insert(*op, c);
+                }
+            }
+        }
+        for (pt, s) in lattice.points.iter().zip(strategies) {
+            let cond = s.coiter.iter().fold(Expr::Bool(true), |acc, op| Expr::and(acc, Expr::lt(cursors[op].at.clone(), cursors[op].end.clone())));
+            self.e.open();
+            let mut derefs: BTreeMap<usize, (Expr, Expr, Expr, Option<Expr>)> = BTreeMap::new();
+            for op in &s.coiter {
+                let dr = self.deref(&its[op], &cursors[op], v, st);
+                derefs.insert(*op, dr);
+            }
+            // The merged coordinate: the driver's, or the smallest.
+            let coord = match s.driver {
+                Some(dr) => derefs[&dr].0.clone(),
+                None => {
+                    let mut m: Option<Expr> = None;
+                    for op in &s.coiter {
+                        let c = derefs[op].0.clone();
+                        m = Some(match m {
+                            None => c,
+                            Some(prev) => Expr::min(prev, c),
+                        });
+                    }
+                    m.unwrap_or(Expr::Int(0))
+                }
+            };
+            let coord = self.e.bind(v, coord);
+            let cases = lattice.cases(pt);
+            self.emit_cases(d, v, &coord, st, &cases, s, &derefs, its, 0)?;
+            // Advance every iterator that produced this coordinate.
+            for op in &s.coiter {
+                let cur = &cursors[op];
+                let (c, _, _, run_end) = &derefs[op];
+                let next = run_end.clone().unwrap_or_else(|| Expr::add(cur.at.clone(), Expr::Int(1)));
+                let advance = if Some(*op) == s.driver { next } else { Expr::select(Expr::eq(c.clone(), coord.clone()), next, cur.at.clone()) };
+                self.e.set(&cur.at, advance);
+            }
+            let body = self.e.close();
+            self.e.push(Stmt::While { cond, body });
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn emit_cases(
+        &mut self,
+        d: usize,
+        v: &str,
+        coord: &Expr,
+        st: &State,
+        cases: &[&Point],
+        s: &Strategy,
+        derefs: &BTreeMap<usize, (Expr, Expr, Expr, Option<Expr>)>,
+        its: &BTreeMap<usize, LevelIter<'p>>,
+        n: usize,
+    ) -> Result<(), LowerError> {
+        let Some(q) = cases.get(n) else { return Ok(()) };
+        let mut cond = Expr::Bool(true);
+        let mut resolved = Vec::new();
+        for op in q.iters.iter().filter(|op| s.coiter.contains(op)) {
+            let (c, pos, found, run_end) = &derefs[op];
+            if Some(*op) != s.driver {
+                cond = Expr::and(cond, Expr::eq(c.clone(), coord.clone()));
+            }
+            cond = Expr::and(cond, found.clone());
+            resolved.push((*op, pos.clone(), run_end.clone()));
+        }
+        self.e.open();
+        let sub = Strategy { coiter: s.coiter.clone(), located: s.located.iter().copied().filter(|o| q.iters.contains(o)).collect(), driver: s.driver };
+        self.case(d, v, coord.clone(), st, q, &sub, &resolved, its)?;
+        let then = self.e.close();
+        self.e.open();
+        self.emit_cases(d, v, coord, st, cases, s, derefs, its, n + 1)?;
+        let els = self.e.close();
+        match cond {
+            Expr::Bool(true) => {
+                for s in then {
+                    self.e.push(s);
+                }
+            }
+            cond => self.e.push(Stmt::If { cond, then, els }),
+        }
+        Ok(())
+    }
+
+    /// The body of one case: bind the coordinate, locate the located
+    /// operands, then assemble the result and recurse.
+    #[allow(clippy::too_many_arguments)]
+    fn case(
+        &mut self,
+        d: usize,
+        v: &str,
+        coord: Expr,
+        st: &State,
+        q: &Point,
+        s: &Strategy,
+        resolved: &[(usize, Expr, Option<Expr>)],
+        its: &BTreeMap<usize, LevelIter<'p>>,
+    ) -> Result<(), LowerError> {
+        let mut st = st.clone();
+        st.bound.insert(v.to_string(), coord.clone());
+        for (op, pos, run_end) in resolved {
+            if *op != DIM && its.get(op).is_some_and(|it| it.level.is_some()) {
+                st.pos[*op].push(pos.clone());
+                st.run_end[*op] = run_end.clone();
+            }
+        }
+        let mut found = Expr::Bool(true);
+        for op in &s.located {
+            if *op == DIM || its.get(op).is_none_or(|it| it.level.is_none()) {
+                continue;
+            }
+            let (pos, f) = self.locate(*op, coord.clone(), &st)?;
+            st.pos[*op].push(pos);
+            st.run_end[*op] = None;
+            found = Expr::and(found, f);
+        }
+        self.e.open();
+        self.after_bind(d + 1, st, q.expr.clone())?;
+        let body = self.e.close();
+        self.guard(found, body);
+        Ok(())
+    }
+
+    /// Everything that follows binding a variable: derived variables,
+    /// late locates, the result's levels, then variable `next`.
+    pub(super) fn after_bind(&mut self, next: usize, mut st: State, expr: LExpr) -> Result<(), LowerError> {
+        let d = next;
+        // Derived variables (blocked formats): var = outer * b + inner, only
+        // inside the tensor (blocks past the edge hold padding).
+        for dv in self.p.derived.clone() {
+            if st.bound.contains_key(&dv.var) {
+                continue;
+            }
+            if let (Some(o), Some(i)) = (st.bound.get(&dv.outer).cloned(), st.bound.get(&dv.inner).cloned()) {
+                let val = self.e.bind(&dv.var, Expr::add(Expr::mul(o, Expr::Int(dv.b)), i));
+                st.bound.insert(dv.var.clone(), val.clone());
+                let cond = Expr::lt(val, self.extent(&dv.var));
+                self.e.open();
+                self.after_bind(d, st, expr)?;
+                let body = self.e.close();
+                self.guard(cond, body);
+                return Ok(());
+            }
+        }
+        self.late_locates(&mut st, &expr)?;
+        self.output_levels(d, st, expr)
+    }
+
+    /// Locate input levels whose variable is bound but which no loop
+    /// iterated (operands ordered by locate, derived variables).
+    fn late_locates(&mut self, st: &mut State, expr: &LExpr) -> Result<(), LowerError> {
+        loop {
+            let mut progress = false;
+            for op in expr.operands() {
+                let o = &self.p.operands[op];
+                let k = st.pos[op].len();
+                if k >= o.level_vars.len() {
+                    continue;
+                }
+                let Some(c) = st.bound.get(&o.level_vars[k]).cloned() else { continue };
+                let (pos, f) = self.locate(op, c, st)?;
+                st.pos[op].push(pos);
+                st.run_end[op] = None;
+                st.found[op] = Expr::and(st.found[op].clone(), f);
+                progress = true;
+            }
+            if !progress {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Continue with the next variable, first turning the sink into a scalar
+    /// accumulator once the result position is known and only reductions
+    /// remain.
+    pub(super) fn next_var(&mut self, next: usize, mut st: State, expr: LExpr) -> Result<(), LowerError> {
+        let out_done = st.pos[0].len() == self.p.output().level_vars.len();
+        if out_done && matches!(st.sink, Sink::Direct) && next < self.order.len() && self.p.output_inserts() {
+            let t = self.e.let_var("tsum", Expr::Float(0.0));
+            st.sink = Sink::Temp(t.clone());
+            let pos = st.pos[0].last().cloned().unwrap_or(Expr::Int(0));
+            self.lower(next, st, expr)?;
+            let vals = crate::ir::ArrayRef::vals(&self.p.output().tensor);
+            self.e.store(vals.clone(), pos.clone(), Expr::add(Expr::load(vals, pos), t));
+            return Ok(());
+        }
+        self.lower(next, st, expr)
+    }
+}

@@ -1,0 +1,210 @@
+//! Lowering index notation to the loop IR, reasoning only about level
+//! capabilities and properties (section 5 of the paper).
+//!
+//! operands -> iteration graph -> per variable: merge lattice, co-iterate vs
+//! locate, iterator conversions -> loops, with the result assembled by insert
+//! or append. Split by concern: `operands`, `graph`, `lattice`, `iterators`,
+//! `loops` (merge and locate), `assemble` (result), `plan` (what was chosen).
+
+mod assemble;
+pub mod graph;
+mod iterators;
+pub mod lattice;
+mod loops;
+pub mod operands;
+pub mod plan;
+
+use crate::format::level::Assembly;
+use crate::format::TensorFormat;
+use crate::ir::{Emitter, Expr, Function};
+use crate::notation::reduce::{additive_terms, place_reductions, sums_hoist_to_root};
+use crate::notation::{Access, Assignment, Expr as NExpr, Index, Span};
+use graph::IterationGraph;
+use lattice::LExpr;
+use operands::{resolve, Problem};
+use plan::VarPlan;
+use std::collections::BTreeMap;
+use thiserror::Error;
+
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum LowerError {
+    #[error("unknown tensor `{name}`")]
+    UnknownTensor { name: String, span: Span },
+    #[error("{access} is indexed by {indices} variables but the tensor has order {order}")]
+    Arity { access: String, order: usize, indices: usize, span: Span },
+    #[error("shape mismatch for index `{var}`: {first}, {second}")]
+    Shape { var: String, first: String, second: String, span: Span },
+    #[error("no loop order works: {detail}")]
+    NoLoopOrder { detail: String, span: Span },
+    #[error("{reason}")]
+    Capability { reason: String, span: Span },
+    #[error("unsupported: {reason}")]
+    Unsupported { reason: String, span: Span },
+    #[error("internal compiler error: {0}")]
+    Internal(String),
+}
+
+impl LowerError {
+    pub fn span(&self) -> Option<Span> {
+        match self {
+            LowerError::UnknownTensor { span, .. }
+            | LowerError::Arity { span, .. }
+            | LowerError::Shape { span, .. }
+            | LowerError::NoLoopOrder { span, .. }
+            | LowerError::Capability { span, .. }
+            | LowerError::Unsupported { span, .. } => Some(*span),
+            LowerError::Internal(_) => None,
+        }
+    }
+}
+
+/// One loop nest of a kernel (a kernel whose sum cannot be hoisted over an
+/// addition is computed as one nest per term).
+#[derive(Clone, Debug)]
+pub struct Nest {
+    pub problem: Problem,
+    pub graph: IterationGraph,
+    pub plans: Vec<VarPlan>,
+}
+
+/// A compiled kernel: the loop IR and how it was derived.
+#[derive(Clone, Debug)]
+pub struct Kernel {
+    pub assignment: Assignment,
+    pub nests: Vec<Nest>,
+    pub function: Function,
+}
+
+impl Kernel {
+    pub fn output(&self) -> &str {
+        &self.assignment.lhs.tensor
+    }
+    pub fn plans(&self) -> impl Iterator<Item = &VarPlan> {
+        self.nests.iter().flat_map(|n| n.plans.iter())
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Sink {
+    /// Add each value into the result's values at its position.
+    Direct,
+    /// Add into a scalar accumulator, stored once the inner loops finish.
+    Temp(Expr),
+}
+
+/// What the recursion knows at a point in the loop nest.
+#[derive(Clone, Debug)]
+pub(crate) struct State {
+    pub bound: BTreeMap<String, Expr>,
+    /// Per operand: positions of its resolved levels.
+    pub pos: Vec<Vec<Expr>>,
+    /// Per operand: end of a deduplicated run at its last resolved level.
+    pub run_end: Vec<Option<Expr>>,
+    /// Per operand: whether late locates found its coordinates.
+    pub found: Vec<Expr>,
+    pub sink: Sink,
+}
+
+pub(crate) struct Lowerer<'p> {
+    pub p: &'p Problem,
+    pub order: Vec<String>,
+    pub e: Emitter,
+    pub plans: Vec<VarPlan>,
+    /// Counter of appended positions per append chain head of the result.
+    pub out_sizes: BTreeMap<usize, Expr>,
+}
+
+impl Problem {
+    /// Whether every level of the result can be written by insert.
+    pub fn output_inserts(&self) -> bool {
+        self.output().format.levels.iter().all(|l| matches!(l.assembly(), Assembly::Insert(_)))
+    }
+}
+
+/// The assignment with each access's hidden variables written out, so that
+/// reduction placement sees them (DIA's diagonals are summed per access).
+fn with_hidden(a: &Assignment, formats: &BTreeMap<String, TensorFormat>) -> Assignment {
+    fn go(e: &NExpr, formats: &BTreeMap<String, TensorFormat>, n: &mut usize) -> NExpr {
+        match e {
+            NExpr::Access(acc) => {
+                *n += 1;
+                let mut acc: Access = acc.clone();
+                if let Some(f) = formats.get(&acc.tensor) {
+                    for k in 0..f.levels.len() {
+                        if let crate::format::LevelVar::Hidden(h) = f.map.level_var(k) {
+                            acc.indices.push(Index { name: format!("{h}#{n}"), span: acc.span });
+                        }
+                    }
+                }
+                NExpr::Access(acc)
+            }
+            NExpr::Const(..) => e.clone(),
+            NExpr::Neg(x, s) => NExpr::Neg(Box::new(go(x, formats, n)), *s),
+            NExpr::Bin(op, x, y, s) => {
+                let x = go(x, formats, n);
+                NExpr::Bin(*op, Box::new(x), Box::new(go(y, formats, n)), *s)
+            }
+        }
+    }
+    Assignment { rhs: go(&a.rhs, formats, &mut 0), ..a.clone() }
+}
+
+/// Compile `a` given each tensor's format and dimensions.
+pub fn compile(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> Result<Kernel, LowerError> {
+    let hoists = sums_hoist_to_root(&place_reductions(&with_hidden(a, formats)));
+    let parts: Vec<Assignment> = if hoists {
+        vec![a.clone()]
+    } else {
+        split_terms(a, formats, dims)?
+    };
+    let mut e = Emitter::new();
+    let mut nests = Vec::new();
+    for part in &parts {
+        if !sums_hoist_to_root(&place_reductions(&with_hidden(part, formats))) {
+            return Err(LowerError::Unsupported {
+                reason: format!("in `{part}`, a sum sits inside an addition; write the terms as separate `+=` statements"),
+                span: part.rhs.span(),
+            });
+        }
+        let p = resolve(part, formats, dims)?;
+        let graph = graph::build(&p)?;
+        let mut l = Lowerer { p: &p, order: graph.order.clone(), e, plans: Vec::new(), out_sizes: BTreeMap::new() };
+        l.e.comment(format!("{part}"));
+        l.prologue()?;
+        let n = p.operands.len();
+        let st = State { bound: BTreeMap::new(), pos: vec![Vec::new(); n], run_end: vec![None; n], found: vec![Expr::Bool(true); n], sink: Sink::Direct };
+        l.after_bind(0, st, LExpr::from_notation(&part.rhs))?;
+        l.epilogue();
+        let plans = std::mem::take(&mut l.plans);
+        e = l.e;
+        nests.push(Nest { problem: p.clone(), graph, plans });
+    }
+    Ok(Kernel { assignment: a.clone(), nests, function: e.finish(name) })
+}
+
+/// `y(i) = A(i,j)*x(j) + z(i)` as `y(i) = A(i,j)*x(j); y(i) += z(i)`: valid
+/// when the result can be updated in place (insert levels).
+fn split_terms(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> Result<Vec<Assignment>, LowerError> {
+    let out_inserts = formats
+        .get(&a.lhs.tensor)
+        .is_some_and(|f| f.levels.iter().all(|l| matches!(l.assembly(), Assembly::Insert(_))));
+    let _ = dims;
+    if !out_inserts {
+        return Err(LowerError::Unsupported {
+            reason: format!(
+                "`{a}` sums over a variable inside an addition (or adds a format with hidden levels), which needs one loop nest per term; that requires a result written by insert (dense or hash), not {}",
+                formats.get(&a.lhs.tensor).map_or("this format".into(), |f| f.display_name())
+            ),
+            span: a.rhs.span(),
+        });
+    }
+    Ok(additive_terms(&a.rhs)
+        .into_iter()
+        .enumerate()
+        .map(|(n, (positive, term))| {
+            let span = term.span();
+            let rhs = if positive { term } else { NExpr::Neg(Box::new(term), span) };
+            Assignment { lhs: a.lhs.clone(), accumulate: a.accumulate || n > 0, rhs, span: a.span }
+        })
+        .collect())
+}

@@ -1,0 +1,10 @@
+//! Tensor index notation: the AST shared by the command line and the
+//! `.tensor` language, its parser for the command-line form, and the
+//! placement of implicit reductions.
+
+pub mod ast;
+pub mod parse;
+pub mod reduce;
+
+pub use ast::*;
+pub use parse::{parse_assignment, ParseError};
