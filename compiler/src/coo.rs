@@ -137,6 +137,60 @@ impl CooTensor {
     }
 }
 
+/// A small seeded generator (SplitMix64) for reproducible random operands.
+#[derive(Clone, Debug)]
+pub struct SplitMix(pub u64);
+
+impl SplitMix {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next_u64() % n }
+    }
+}
+
+impl CooTensor {
+    /// A random tensor with values in [-1, 1): every entry when `density`
+    /// is 1, else about `density * size` entries at random coordinates.
+    pub fn random(dims: &[usize], density: f64, rng: &mut SplitMix) -> CooTensor {
+        let mut t = CooTensor::new(dims.to_vec());
+        let total: u128 = dims.iter().map(|&d| d as u128).product();
+        if total == 0 {
+            return t;
+        }
+        let mut coord = vec![0u32; dims.len()];
+        if density >= 1.0 {
+            for lin in 0..total {
+                let mut rest = lin;
+                for d in (0..dims.len()).rev() {
+                    coord[d] = (rest % dims[d] as u128) as u32;
+                    rest /= dims[d] as u128;
+                }
+                t.push(&coord, rng.unit() * 2.0 - 1.0);
+            }
+            return t;
+        }
+        let n = ((total as f64) * density.max(0.0)).round() as u64;
+        for _ in 0..n {
+            for (d, &m) in dims.iter().enumerate() {
+                coord[d] = rng.below(m as u64) as u32;
+            }
+            t.push(&coord, rng.unit() * 2.0 - 1.0);
+        }
+        t.canonicalize();
+        t
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

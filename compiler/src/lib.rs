@@ -2,11 +2,14 @@
 //! Abstraction for Sparse Tensor Algebra Compilers" (Chou, Kjolstad,
 //! Amarasinghe, OOPSLA 2018). See ARCHITECTURE.md at the repository root.
 
+pub mod cli;
 pub mod coo;
+pub mod execute;
 pub mod format;
 pub mod io;
 pub mod ir;
 pub mod jit;
+pub mod language;
 pub mod lower;
 pub mod notation;
 pub mod oracle;

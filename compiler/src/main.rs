@@ -1,1 +1,51 @@
-fn main() {}
+//! `tensorc`: see `cli.rs`. Every failure is one `error:` line and a
+//! non-zero exit, panics included.
+
+use clap::Parser;
+use std::process::ExitCode;
+use tensor_compiler::cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    std::panic::set_hook(Box::new(|_| {}));
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+                print!("{e}");
+                return ExitCode::SUCCESS;
+            }
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("bad arguments").trim_start_matches("error: ");
+            eprintln!("error: {first}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = std::panic::catch_unwind(|| dispatch(&cli));
+    match result {
+        Ok(Ok(out)) => {
+            print!("{out}");
+            ExitCode::SUCCESS
+        }
+        Ok(Err(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::FAILURE
+        }
+        Err(p) => {
+            let what = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+            eprintln!("error: internal compiler error: {what}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dispatch(cli: &Cli) -> Result<String, String> {
+    match &cli.command {
+        Some(Command::Run { file, kernel, opts }) => tensor_compiler::language::run_file(file, kernel.as_deref(), opts),
+        Some(Command::Check { files }) => tensor_compiler::language::check_files(files),
+        None => match &cli.expr {
+            Some(expr) => tensor_compiler::cli::run_expression(expr, &cli.opts),
+            None => Err("no expression given (try: tensorc \"y(i) = A(i,j) * x(j)\" -f A:CSR -d A:100,100)".into()),
+        },
+    }
+}

@@ -5,7 +5,7 @@
 use crate::coo::CooTensor;
 use crate::notation::reduce::{place_reductions, RExpr};
 use crate::notation::{Assignment, BinOp};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 struct Dense {
     dims: Vec<usize>,
@@ -14,7 +14,7 @@ struct Dense {
 
 /// Evaluate `a` on `inputs`. The result has `out_dims`; with `+=` it starts
 /// from `initial` (zero when absent).
-pub fn evaluate(a: &Assignment, inputs: &HashMap<String, CooTensor>, out_dims: &[usize], initial: Option<&CooTensor>) -> Result<CooTensor, String> {
+pub fn evaluate(a: &Assignment, inputs: &BTreeMap<String, CooTensor>, out_dims: &[usize], initial: Option<&CooTensor>) -> Result<CooTensor, String> {
     let mut dense: HashMap<&str, Dense> = HashMap::new();
     let mut var_dims: HashMap<String, usize> = HashMap::new();
     for acc in a.rhs.accesses() {

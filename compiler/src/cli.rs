@@ -1,0 +1,258 @@
+//! The `tensorc` command line (the contract in DESIGN.md): an expression,
+//! formats, inputs, outputs, emission, timing. Every failure is returned as
+//! one message the binary prints after `error: `.
+
+use crate::coo::CooTensor;
+use crate::execute::{prepare, Prepared, Timing};
+use crate::format::{parse_format, Registry, TensorFormat};
+use crate::lower;
+use crate::notation::{parse_assignment, Assignment};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(name = "tensorc", version, about = "Sparse tensor algebra compiler: compiles index notation over any combination of formats, prints the C, runs it with a JIT.")]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Index notation, e.g. "y(i) = A(i,j) * x(j)".
+    pub expr: Option<String>,
+    #[command(flatten)]
+    pub opts: Options,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Compile and run a kernel of a .tensor file.
+    Run {
+        file: PathBuf,
+        #[arg(long)]
+        kernel: Option<String>,
+        #[command(flatten)]
+        opts: Options,
+    },
+    /// Report every problem in .tensor files as FILE:LINE:COL: error: ...
+    Check { files: Vec<PathBuf> },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Emit {
+    C,
+    Ir,
+    Lattice,
+    Graph,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct Options {
+    /// NAME:FORMAT[:ORDER], a preset (CSR, COO, DIA, BCSR(4), ...) or a level list.
+    #[arg(short = 'f', value_name = "NAME:FORMAT[:ORDER]")]
+    pub format: Vec<String>,
+    /// NAME:PATH, read a .mtx or .tns file.
+    #[arg(short = 'i', value_name = "NAME:PATH")]
+    pub input: Vec<String>,
+    /// NAME:PATH, write the result as .mtx or .tns.
+    #[arg(short = 'o', value_name = "NAME:PATH")]
+    pub output: Vec<String>,
+    /// NAME:D1,D2,..., dimensions of a tensor no file gives.
+    #[arg(short = 'd', value_name = "NAME:DIMS")]
+    pub dims: Vec<String>,
+    /// Print the generated code or analysis instead of only running.
+    #[arg(long, value_enum)]
+    pub emit: Option<Emit>,
+    /// Time N runs after a warm-up.
+    #[arg(long, value_name = "N")]
+    pub time: Option<usize>,
+    /// Print one JSON object with the timing and result summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Seed for operands generated without a file.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Density of sparse operands generated without a file.
+    #[arg(long, default_value_t = 0.1)]
+    pub density: f64,
+}
+
+fn split_pair<'a>(arg: &'a str, flag: &str) -> Result<(&'a str, &'a str), String> {
+    arg.split_once(':').filter(|(n, v)| !n.is_empty() && !v.is_empty()).ok_or_else(|| format!("-{flag} {arg}: expected NAME:VALUE"))
+}
+
+/// Everything a kernel run needs, resolved from the options.
+pub struct Setup {
+    pub assignment: Assignment,
+    pub formats: BTreeMap<String, TensorFormat>,
+    pub data: BTreeMap<String, CooTensor>,
+    pub out_dims: Vec<usize>,
+    pub initial: Option<CooTensor>,
+}
+
+/// Resolve formats, data and dimensions for `a` from the options.
+pub fn setup(a: &Assignment, o: &Options, base: &std::path::Path) -> Result<Setup, String> {
+    let registry = Registry::builtin();
+    let mut orders: BTreeMap<String, usize> = BTreeMap::new();
+    for acc in std::iter::once(&a.lhs).chain(a.rhs.accesses()) {
+        if let Some(prev) = orders.insert(acc.tensor.clone(), acc.indices.len()) {
+            if prev != acc.indices.len() {
+                return Err(format!("{} is used with {prev} and with {} indices", acc.tensor, acc.indices.len()));
+            }
+        }
+    }
+    let mut formats = BTreeMap::new();
+    for f in &o.format {
+        let (name, spec) = split_pair(f, "f")?;
+        let order = *orders.get(name).ok_or_else(|| format!("-f {f}: no tensor `{name}` in the expression"))?;
+        let fmt = parse_format(spec, order, &registry).map_err(|e| format!("-f {f}: {e}"))?;
+        formats.insert(name.to_string(), fmt);
+    }
+    for (name, &order) in &orders {
+        if !formats.contains_key(name) {
+            let fmt = parse_format("dense", order, &registry).map_err(|e| e.to_string())?;
+            formats.insert(name.clone(), fmt);
+        }
+    }
+    let mut given_dims: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for d in &o.dims {
+        let (name, list) = split_pair(d, "d")?;
+        let order = *orders.get(name).ok_or_else(|| format!("-d {d}: no tensor `{name}` in the expression"))?;
+        let dims: Vec<usize> = list.split(',').map(|x| x.trim().parse::<usize>()).collect::<Result<_, _>>().map_err(|_| format!("-d {d}: dimensions must be non-negative integers"))?;
+        if dims.len() != order {
+            return Err(format!("-d {d}: {name} has order {order} but {} dimensions were given", dims.len()));
+        }
+        given_dims.insert(name.to_string(), dims);
+    }
+    let mut files: BTreeMap<String, PathBuf> = BTreeMap::new();
+    for i in &o.input {
+        let (name, path) = split_pair(i, "i")?;
+        if !orders.contains_key(name) {
+            return Err(format!("-i {i}: no tensor `{name}` in the expression"));
+        }
+        let p = PathBuf::from(path);
+        files.insert(name.to_string(), if p.is_absolute() { p } else { base.join(p) });
+    }
+    // Read files; .tns files carry no dimensions, so fix those after.
+    let mut data: BTreeMap<String, CooTensor> = BTreeMap::new();
+    for (name, path) in &files {
+        let t = crate::io::read_tns_with_dims(path, given_dims.get(name).map(|d| d.as_slice())).map_err(|e| e.to_string())?;
+        if t.order() != orders[name] {
+            return Err(format!("{}: {name} is used with {} indices but the file holds an order-{} tensor", path.display(), orders[name], t.order()));
+        }
+        data.insert(name.clone(), t);
+    }
+    // Index extents from every tensor whose dimensions are known.
+    let mut extents: BTreeMap<String, usize> = BTreeMap::new();
+    for acc in std::iter::once(&a.lhs).chain(a.rhs.accesses()) {
+        let dims = given_dims.get(&acc.tensor).or_else(|| data.get(&acc.tensor).map(|t| &t.dims));
+        if let Some(dims) = dims {
+            for (i, &n) in acc.indices.iter().zip(dims) {
+                let e = extents.entry(i.name.clone()).or_insert(n);
+                *e = (*e).max(n);
+            }
+        }
+    }
+    let dims_of = |acc: &crate::notation::Access| -> Result<Vec<usize>, String> {
+        if let Some(d) = given_dims.get(&acc.tensor) {
+            return Ok(d.clone());
+        }
+        acc.indices
+            .iter()
+            .map(|i| extents.get(&i.name).copied().ok_or_else(|| format!("cannot tell the extent of index `{}` of {}: give -d {}:...", i.name, acc.tensor, acc.tensor)))
+            .collect()
+    };
+    let mut rng = crate::coo::SplitMix(o.seed);
+    for acc in a.rhs.accesses() {
+        let dims = dims_of(acc)?;
+        match data.get_mut(&acc.tensor) {
+            Some(t) => {
+                if !files[&acc.tensor].extension().is_some_and(|e| e == "tns") && t.dims != dims {
+                    return Err(format!("shape mismatch: {} is {:?} in its file but its indices need {:?}", acc.tensor, t.dims, dims));
+                }
+                // A .tns file's largest coordinate is only a lower bound.
+                for (d, n) in t.dims.iter_mut().zip(&dims) {
+                    *d = (*d).max(*n);
+                }
+            }
+            None => {
+                let dense = formats[&acc.tensor].is_all_dense();
+                let density = if dense { 1.0 } else { o.density };
+                let t = CooTensor::random(&dims, density, &mut rng);
+                data.insert(acc.tensor.clone(), t);
+            }
+        }
+    }
+    let out_dims = dims_of(&a.lhs)?;
+    let initial = if a.accumulate { data.get(&a.lhs.tensor).cloned().or_else(|| Some(CooTensor::new(out_dims.clone()))) } else { None };
+    Ok(Setup { assignment: a.clone(), formats, data, out_dims, initial })
+}
+
+/// What `--emit` prints for a compiled kernel.
+pub fn emit_text(k: &lower::Kernel, what: Emit) -> String {
+    match what {
+        Emit::C => crate::ir::c::function(&k.function),
+        Emit::Ir => k.function.to_string(),
+        Emit::Graph => k.nests.iter().map(|n| n.graph.to_string()).collect::<Vec<_>>().join("\n"),
+        Emit::Lattice => k.plans().map(|p| p.to_string()).collect::<Vec<_>>().join(""),
+    }
+}
+
+/// Run the expression form; returns what to print on stdout.
+pub fn run_expression(expr: &str, o: &Options) -> Result<String, String> {
+    let a = parse_assignment(expr).map_err(|e| format!("in expression: {e}: {expr}"))?;
+    let s = setup(&a, o, std::path::Path::new("."))?;
+    run_setup("kernel", &s, o)
+}
+
+/// Compile, optionally run and time; format the report.
+pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
+    let mut prepared: Prepared = prepare(name, &s.assignment, &s.formats, &s.data, &s.out_dims, s.initial.as_ref()).map_err(|e| e.to_string())?;
+    let mut out = String::new();
+    if let Some(what) = o.emit {
+        out.push_str(&emit_text(&prepared.kernel, what));
+        if o.time.is_none() && o.output.is_empty() && !o.json {
+            return Ok(out);
+        }
+    }
+    let timing: Timing = match o.time {
+        Some(n) => prepared.time(n.max(1)).map_err(|e| e.to_string())?,
+        None => {
+            let t0 = std::time::Instant::now();
+            prepared.run().map_err(|e| e.to_string())?;
+            Timing { compile: prepared.compiled.compile_time, runs: vec![t0.elapsed()] }
+        }
+    };
+    let result = prepared.result().map_err(|e| e.to_string())?;
+    for w in &o.output {
+        let (tname, path) = split_pair(w, "o")?;
+        if tname != s.assignment.lhs.tensor {
+            return Err(format!("-o {w}: `{tname}` is not the result (the result is {})", s.assignment.lhs.tensor));
+        }
+        crate::io::write_tensor(std::path::Path::new(path), &result).map_err(|e| e.to_string())?;
+    }
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    if o.json {
+        let v = serde_json::json!({
+            "kernel": s.assignment.to_string(),
+            "formats": s.formats.iter().map(|(k, f)| (k.clone(), f.display_name())).collect::<BTreeMap<_, _>>(),
+            "median_ms": ms(timing.median()),
+            "min_ms": ms(timing.min()),
+            "runs": timing.runs.len(),
+            "compile_ms": ms(timing.compile),
+            "result": { "name": s.assignment.lhs.tensor, "dims": s.out_dims, "nnz": result.nnz(), "checksum": result.vals.iter().sum::<f64>() },
+        });
+        out.push_str(&v.to_string());
+        out.push('\n');
+        return Ok(out);
+    }
+    let _ = writeln!(out, "kernel:  {}", s.assignment);
+    for (n, f) in &s.formats {
+        let dims = if *n == s.assignment.lhs.tensor { s.out_dims.clone() } else { s.data.get(n).map(|t| t.dims.clone()).unwrap_or_default() };
+        let _ = writeln!(out, "  {n}: {} {:?}", f.display_name(), dims);
+    }
+    let _ = writeln!(out, "result:  {} {:?}, {} stored entries, sum of values {}", s.assignment.lhs.tensor, s.out_dims, result.nnz(), result.vals.iter().sum::<f64>());
+    let _ = writeln!(out, "compile: {:.3} ms", ms(timing.compile));
+    let _ = writeln!(out, "time:    median {:.3} ms, min {:.3} ms over {} run(s)", ms(timing.median()), ms(timing.min()), timing.runs.len());
+    Ok(out)
+}

@@ -1,0 +1,86 @@
+//! Helpers shared by kernel tests: random operands and the oracle check.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use tensor_compiler::coo::CooTensor;
+use tensor_compiler::execute::prepare;
+use tensor_compiler::format::{parse_format, Registry, TensorFormat};
+use tensor_compiler::notation::parse_assignment;
+use tensor_compiler::oracle;
+
+/// Deterministic pseudo-random numbers (xorshift), so failures reproduce.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+    pub fn value(&mut self) -> f64 {
+        (self.below(17) as f64 - 8.0) / 4.0
+    }
+}
+
+/// A random tensor with about `density` of its entries set, plus some
+/// duplicates and unsorted order.
+pub fn random(dims: &[usize], density: f64, rng: &mut Rng) -> CooTensor {
+    let mut t = CooTensor::new(dims.to_vec());
+    let total: usize = dims.iter().product();
+    let n = ((total as f64) * density).ceil() as usize;
+    let mut c = vec![0u32; dims.len()];
+    for _ in 0..n {
+        for (d, &m) in dims.iter().enumerate() {
+            c[d] = rng.below(m) as u32;
+        }
+        let v = rng.value();
+        t.push(&c, if v == 0.0 { 1.0 } else { v });
+    }
+    t
+}
+
+pub fn close(a: &CooTensor, b: &CooTensor) -> Result<(), String> {
+    let (a, b) = (a.to_dense(), b.to_dense());
+    if a.len() != b.len() {
+        return Err(format!("sizes {} vs {}", a.len(), b.len()));
+    }
+    for (n, (x, y)) in a.iter().zip(&b).enumerate() {
+        if (x - y).abs() > 1e-9 * (1.0 + x.abs().max(y.abs())) {
+            return Err(format!("entry {n}: {x} vs {y}"));
+        }
+    }
+    Ok(())
+}
+
+pub fn formats_of(specs: &[(&str, &str)], order_of: &BTreeMap<String, usize>) -> BTreeMap<String, TensorFormat> {
+    let r = Registry::builtin();
+    specs
+        .iter()
+        .map(|(n, f)| (n.to_string(), parse_format(f, order_of[*n], &r).unwrap_or_else(|e| panic!("{n}:{f}: {e}"))))
+        .collect()
+}
+
+/// Compile and run `expr` with the given formats on `data`, compare with
+/// the oracle. Returns the error text when the compiler refuses.
+pub fn check(expr: &str, specs: &[(&str, &str)], data: &BTreeMap<String, CooTensor>, out_dims: &[usize]) -> Result<(), String> {
+    let a = parse_assignment(expr).map_err(|e| e.to_string())?;
+    let mut orders: BTreeMap<String, usize> = data.iter().map(|(k, v)| (k.clone(), v.order())).collect();
+    orders.insert(a.lhs.tensor.clone(), out_dims.len());
+    let mut all: Vec<(&str, &str)> = specs.to_vec();
+    for name in orders.keys() {
+        if !all.iter().any(|(n, _)| n == name) {
+            all.push((name.as_str(), "dense"));
+        }
+    }
+    let formats = formats_of(&all, &orders);
+    let mut prepared = prepare("kernel", &a, &formats, data, out_dims, None).map_err(|e| e.to_string())?;
+    prepared.run().map_err(|e| e.to_string())?;
+    let got = prepared.result().map_err(|e| e.to_string())?;
+    let want = oracle::evaluate(&a, data, out_dims, None)?;
+    close(&got, &want).map_err(|e| format!("{expr} with {specs:?}: wrong result: {e}\n{}", prepared.kernel.function))
+}
