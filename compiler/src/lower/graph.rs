@@ -67,7 +67,8 @@ fn edges(p: &Problem, soft: &BTreeSet<usize>) -> Vec<Edge> {
         path_edges(p, o, &mut out);
         if o.output {
             // Appended coordinates are final: reductions run inside them.
-            let reductions: Vec<String> = p.assignment.reduction_vars();
+            let mut reductions: Vec<String> = p.assignment.reduction_vars();
+            reductions.extend(p.hidden.iter().cloned());
             for v in &o.level_vars {
                 for r in &reductions {
                     for a in deps(p, v) {

@@ -85,7 +85,10 @@ pub struct Point {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Lattice {
+    /// The points that need a loop of their own, after simplification.
     pub points: Vec<Point>,
+    /// Every point, before simplification: the cases inside the loops.
+    pub all: Vec<Point>,
 }
 
 fn neg(e: LExpr) -> LExpr {
@@ -140,20 +143,29 @@ impl Lattice {
                 p.iters.insert(DIM);
             }
         }
-        // Property-based simplification: once a full operand is exhausted,
-        // every coordinate has been visited.
+        points.sort_by_key(|p| std::cmp::Reverse(p.iters.len()));
+        let all = points.clone();
+        // Property-based simplification: a loop that would start once a
+        // full operand is exhausted never runs, since by then every
+        // coordinate has been visited.
         let full_here: BTreeSet<usize> = points.iter().flat_map(|p| p.iters.iter().copied()).filter(|i| *i == DIM || full.contains(i)).collect();
         if !full_here.is_empty() {
             points.retain(|p| full_here.is_subset(&p.iters));
         }
-        points.sort_by_key(|p| std::cmp::Reverse(p.iters.len()));
-        Lattice { points }
+        Lattice { points, all }
     }
 
     /// Points dominated by `p` (subsets of its operands), in lattice order:
     /// the cases of `p`'s loop.
     pub fn cases(&self, p: &Point) -> Vec<&Point> {
-        self.points.iter().filter(|q| q.iters.is_subset(&p.iters)).collect()
+        self.all.iter().filter(|q| q.iters.is_subset(&p.iters)).collect()
+    }
+
+    /// Add the dimension pseudo-operand to every point.
+    pub fn add_dimension(&mut self) {
+        for p in self.points.iter_mut().chain(self.all.iter_mut()) {
+            p.iters.insert(DIM);
+        }
     }
 }
 

@@ -17,13 +17,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// The Coiter rule: operands that must be co-iterated to enumerate the
 /// nonzeros of `e` (restricted to the point's operands).
-fn coiter(e: &LExpr, point: &BTreeSet<usize>, locatable: &dyn Fn(usize) -> bool) -> BTreeSet<usize> {
+/// `ordered(i)` tells whether operand `i` enumerates coordinates in order;
+/// when both factors of a product could be located, the ordered one is
+/// iterated (an appended result needs order).
+fn coiter(e: &LExpr, point: &BTreeSet<usize>, locatable: &dyn Fn(usize) -> bool, ordered: &dyn Fn(usize) -> bool) -> BTreeSet<usize> {
     match e {
         LExpr::Access(i) if point.contains(i) => [*i].into(),
         LExpr::Access(_) | LExpr::Const(_) => BTreeSet::new(),
-        LExpr::Neg(x) => coiter(x, point, locatable),
+        LExpr::Neg(x) => coiter(x, point, locatable, ordered),
         LExpr::Bin(BinOp::Mul, a, b) => {
-            let (ca, cb) = (coiter(a, point, locatable), coiter(b, point, locatable));
+            let (ca, cb) = (coiter(a, point, locatable, ordered), coiter(b, point, locatable, ordered));
             if ca.is_empty() {
                 return cb;
             }
@@ -31,15 +34,15 @@ fn coiter(e: &LExpr, point: &BTreeSet<usize>, locatable: &dyn Fn(usize) -> bool)
                 return ca;
             }
             let all_loc = |s: &BTreeSet<usize>| s.iter().all(|&i| locatable(i));
-            if all_loc(&cb) {
-                ca
-            } else if all_loc(&ca) {
-                cb
-            } else {
-                ca.union(&cb.iter().copied().filter(|&i| !locatable(i)).collect()).copied().collect()
+            let all_ord = |s: &BTreeSet<usize>| s.iter().all(|&i| ordered(i));
+            match (all_loc(&ca), all_loc(&cb)) {
+                (true, true) if !all_ord(&ca) && all_ord(&cb) => cb,
+                (_, true) => ca,
+                (true, false) => cb,
+                (false, false) => ca.union(&cb.iter().copied().filter(|&i| !locatable(i)).collect()).copied().collect(),
             }
         }
-        LExpr::Bin(_, a, b) => coiter(a, point, locatable).union(&coiter(b, point, locatable)).copied().collect(),
+        LExpr::Bin(_, a, b) => coiter(a, point, locatable, ordered).union(&coiter(b, point, locatable, ordered)).copied().collect(),
     }
 }
 
@@ -85,9 +88,7 @@ impl<'p> Lowerer<'p> {
         let mut lattice = Lattice::new(&expr, &ids, &full);
         if its.is_empty() || lattice.points.iter().any(|pt| pt.iters.contains(&DIM)) {
             if lattice.points.is_empty() || !lattice.points[0].iters.contains(&DIM) {
-                for pt in &mut lattice.points {
-                    pt.iters.insert(DIM);
-                }
+                lattice.add_dimension();
             }
             its.push(LevelIter::dimension(DIM, &v, p));
         }
@@ -112,7 +113,8 @@ impl<'p> Lowerer<'p> {
 
     fn strategy(&self, pt: &Point, its: &BTreeMap<usize, LevelIter<'p>>) -> Strategy {
         let locatable = |i: usize| its.get(&i).is_some_and(|it| it.locatable);
-        let mut co = coiter(&pt.expr, &pt.iters, &locatable);
+        let ordered = |i: usize| its.get(&i).is_some_and(|it| it.ordered);
+        let mut co = coiter(&pt.expr, &pt.iters, &locatable, &ordered);
         if pt.iters.contains(&DIM) {
             co.insert(DIM);
         }
@@ -137,11 +139,9 @@ impl<'p> Lowerer<'p> {
             .find(|i| its.get(i).is_some_and(|it| !it.is_position()))
             .or_else(|| fulls.first().copied());
         if let Some(dr) = driver {
-            for f in &fulls {
-                if *f != dr && locatable(*f) {
-                    co.remove(f);
-                }
-            }
+            // The driver enumerates every coordinate: whatever can be
+            // located need not be co-iterated.
+            co.retain(|&i| i == dr || !locatable(i));
         }
         let located = pt.iters.iter().copied().filter(|i| !co.contains(i)).collect();
         Strategy { coiter: co.into_iter().collect(), located, driver }
@@ -477,12 +477,16 @@ impl<'p> Lowerer<'p> {
             let coord = self.e.bind(v, coord);
             let cases = lattice.cases(pt);
             self.emit_cases(d, v, &coord, st, &cases, s, &derefs, its, 0)?;
-            // Advance every iterator that produced this coordinate.
-            for op in &s.coiter {
+            // Advance every iterator that produced this coordinate; the
+            // driver last, since the coordinate may be its cursor.
+            let mut order: Vec<usize> = s.coiter.iter().copied().filter(|op| Some(*op) != s.driver).collect();
+            order.extend(s.driver);
+            for op in &order {
                 let cur = &cursors[op];
                 let (c, _, _, run_end) = &derefs[op];
                 let next = run_end.clone().unwrap_or_else(|| Expr::add(cur.at.clone(), Expr::Int(1)));
-                let advance = if Some(*op) == s.driver { next } else { Expr::select(Expr::eq(c.clone(), coord.clone()), next, cur.at.clone()) };
+                let always = Some(*op) == s.driver || s.coiter.len() == 1;
+                let advance = if always { next } else { Expr::select(Expr::eq(c.clone(), coord.clone()), next, cur.at.clone()) };
                 self.e.set(&cur.at, advance);
             }
             let body = self.e.close();
@@ -509,7 +513,7 @@ impl<'p> Lowerer<'p> {
         let mut resolved = Vec::new();
         for op in q.iters.iter().filter(|op| s.coiter.contains(op)) {
             let (c, pos, found, run_end) = &derefs[op];
-            if Some(*op) != s.driver {
+            if Some(*op) != s.driver && s.coiter.len() > 1 {
                 cond = Expr::and(cond, Expr::eq(c.clone(), coord.clone()));
             }
             cond = Expr::and(cond, found.clone());

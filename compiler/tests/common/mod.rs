@@ -78,9 +78,10 @@ pub fn check(expr: &str, specs: &[(&str, &str)], data: &BTreeMap<String, CooTens
         }
     }
     let formats = formats_of(&all, &orders);
-    let mut prepared = prepare("kernel", &a, &formats, data, out_dims, None).map_err(|e| e.to_string())?;
-    prepared.run().map_err(|e| e.to_string())?;
-    let got = prepared.result().map_err(|e| e.to_string())?;
+    let ctx = |e: String| format!("{expr} with {specs:?}: {e}");
+    let mut prepared = prepare("kernel", &a, &formats, data, out_dims, None).map_err(|e| ctx(e.to_string()))?;
+    prepared.run().map_err(|e| ctx(e.to_string()))?;
+    let got = prepared.result().map_err(|e| format!("{}\n{}", ctx(e.to_string()), prepared.kernel.function))?;
     let want = oracle::evaluate(&a, data, out_dims, None)?;
     close(&got, &want).map_err(|e| format!("{expr} with {specs:?}: wrong result: {e}\n{}", prepared.kernel.function))
 }

@@ -139,6 +139,9 @@ impl Append for Compressed {
         e.store(c.array("crd"), pos, coord);
     }
     fn append_edges(&self, c: &LevelCtx, e: &mut Emitter, parent_pos: Expr, pbegin: Expr, pend: Expr) {
+        // Parents may themselves be appended as we go (DCSR, CSF results),
+        // so `pos` grows with them.
+        e.reserve(c.array("pos"), Expr::add(parent_pos.clone(), Expr::Int(2)));
         e.store(c.array("pos"), Expr::add(parent_pos, Expr::Int(1)), Expr::sub(pend, pbegin));
     }
     fn append_finalize(&self, c: &LevelCtx, e: &mut Emitter, parent_size: Expr, _size: Expr) {
