@@ -163,11 +163,17 @@ pub fn setup(a: &Assignment, o: &Options, base: &std::path::Path) -> Result<Setu
             .collect()
     };
     let mut rng = crate::coo::SplitMix(o.seed);
+    let mut done: Vec<&str> = Vec::new();
     for acc in a.rhs.accesses() {
+        if done.contains(&acc.tensor.as_str()) {
+            continue;
+        }
+        done.push(&acc.tensor);
         let dims = dims_of(acc)?;
+        let from_tns = files.get(&acc.tensor).is_some_and(|f| f.extension().is_some_and(|e| e == "tns"));
         match data.get_mut(&acc.tensor) {
             Some(t) => {
-                if !files[&acc.tensor].extension().is_some_and(|e| e == "tns") && t.dims != dims {
+                if !from_tns && t.dims != dims {
                     return Err(format!("shape mismatch: {} is {:?} in its file but its indices need {:?}", acc.tensor, t.dims, dims));
                 }
                 // A .tns file's largest coordinate is only a lower bound.

@@ -6,7 +6,9 @@ use std::process::ExitCode;
 use tensor_compiler::cli::{Cli, Command};
 
 fn main() -> ExitCode {
-    std::panic::set_hook(Box::new(|_| {}));
+    if std::env::var_os("TENSORC_DEBUG").is_none() {
+        std::panic::set_hook(Box::new(|_| {}));
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
