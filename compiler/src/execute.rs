@@ -156,3 +156,82 @@ impl Prepared {
         storage::unpack(&self.output)
     }
 }
+
+/// Memory for running a kernel in the IR interpreter: inputs read-only,
+/// the result's arrays growable. The reference for the JIT's behaviour.
+struct InterpMemory<'a> {
+    inputs: &'a [Tensor],
+    output: &'a mut Tensor,
+    lens: BTreeMap<crate::ir::ArrayRef, usize>,
+}
+
+impl crate::ir::interp::Memory for InterpMemory<'_> {
+    fn param(&self, p: &crate::ir::ParamRef) -> Result<i64, String> {
+        let t = if p.tensor == self.output.name { &*self.output } else { self.inputs.iter().find(|t| t.name == p.tensor).ok_or("unknown tensor")? };
+        storage::TensorMemoryView(t).param(p)
+    }
+    fn load(&self, a: &crate::ir::ArrayRef, i: i64) -> Result<crate::ir::interp::Value, String> {
+        let t = if a.tensor == self.output.name { &*self.output } else { self.inputs.iter().find(|t| t.name == a.tensor).ok_or("unknown tensor")? };
+        storage::TensorMemoryView(t).load(a, i)
+    }
+    fn store(&mut self, a: &crate::ir::ArrayRef, i: i64, v: crate::ir::interp::Value) -> Result<(), String> {
+        if a.tensor != self.output.name {
+            return Err(format!("store into input {}", a.c_name()));
+        }
+        let i = usize::try_from(i).map_err(|_| "negative index")?;
+        match &a.slot {
+            crate::ir::Slot::Vals => *self.output.vals.get_mut(i).ok_or_else(|| format!("store beyond {}", a.c_name()))? = v.float()?,
+            crate::ir::Slot::Level(k, name) => {
+                let arr = self.output.levels[*k].arrays.get_mut(name).ok_or("no array")?;
+                *arr.get_mut(i).ok_or_else(|| format!("store beyond {}", a.c_name()))? = v.int()? as i32;
+            }
+            crate::ir::Slot::Scratch(..) => return Err("scratch arrays are not interpreted".into()),
+        }
+        Ok(())
+    }
+    fn reserve(&mut self, a: &crate::ir::ArrayRef, len: i64) -> Result<(), String> {
+        let len = len.max(0) as usize;
+        let e = self.lens.entry(a.clone()).or_insert(0);
+        *e = (*e).max(len);
+        match &a.slot {
+            crate::ir::Slot::Vals => {
+                if self.output.vals.len() < len {
+                    self.output.vals.resize(len, 0.0)
+                }
+            }
+            crate::ir::Slot::Level(k, name) => {
+                let arr = self.output.levels[*k].arrays.entry(name).or_default();
+                if arr.len() < len {
+                    arr.resize(len, 0);
+                }
+            }
+            crate::ir::Slot::Scratch(..) => {}
+        }
+        Ok(())
+    }
+}
+
+impl Prepared {
+    /// Run the kernel's loop IR in the interpreter instead of the JIT
+    /// (bounds-checked; for testing the JIT against the IR).
+    pub fn run_interpreted(&mut self) -> Result<(), String> {
+        let f = &self.kernel.function;
+        let mut mem = InterpMemory { inputs: &self.inputs, output: &mut self.output, lens: BTreeMap::new() };
+        let mut it = crate::ir::interp::Interp::new(f.vars.len(), &mut mem);
+        it.fuel = 1 << 32;
+        it.run(&f.body)?;
+        let lens = std::mem::take(&mut mem.lens);
+        for (a, len) in lens {
+            match &a.slot {
+                crate::ir::Slot::Vals => self.output.vals.truncate(len),
+                crate::ir::Slot::Level(k, name) => {
+                    if let Some(v) = self.output.levels[*k].arrays.get_mut(name) {
+                        v.truncate(len)
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}

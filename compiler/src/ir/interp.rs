@@ -68,6 +68,10 @@ impl<'m> Interp<'m> {
                 let i = self.eval(i)?.int()?;
                 self.mem.load(a, i)?
             }
+            // `&&` and `||` short-circuit, as in C and the JIT: the right
+            // side may read an index the left side guards.
+            Expr::Bin(BinOp::And, a, b) => Value::B(self.eval(a)?.bool()? && self.eval(b)?.bool()?),
+            Expr::Bin(BinOp::Or, a, b) => Value::B(self.eval(a)?.bool()? || self.eval(b)?.bool()?),
             Expr::Bin(op, a, b) => {
                 let (a, b) = (self.eval(a)?, self.eval(b)?);
                 match (a, b) {

@@ -78,9 +78,8 @@ impl<'p> Lowerer<'p> {
             }
         }
         let out_needs = self.output_needs(&st, &v);
-        if its.is_empty() && !out_needs {
-            // Nothing left here depends on this variable (hidden variable of
-            // an operand absent from this case).
+        if its.is_empty() && !out_needs && p.hidden.contains(&v) {
+            // The hidden variable of an operand absent from this case.
             return self.lower(d + 1, st, expr);
         }
         let ids: BTreeSet<usize> = its.iter().map(|i| i.op).collect();
@@ -93,7 +92,8 @@ impl<'p> Lowerer<'p> {
             its.push(LevelIter::dimension(DIM, &v, p));
         }
         let by_op: BTreeMap<usize, LevelIter<'p>> = its.into_iter().map(|i| (i.op, i)).collect();
-        let strategies: Vec<Strategy> = lattice.points.iter().map(|pt| self.strategy(pt, &by_op)).collect();
+        let alone = lattice.points.len() == 1;
+        let strategies: Vec<Strategy> = lattice.points.iter().map(|pt| self.strategy(pt, &by_op, alone)).collect();
         let by_op = self.convert(&v, &lattice, &strategies, by_op, &st)?;
         self.record_plan(&v, &lattice, &strategies, &by_op);
         let single = lattice.points.len() == 1 && strategies[0].coiter.len() == 1;
@@ -111,10 +111,14 @@ impl<'p> Lowerer<'p> {
         o.level_vars[st.pos[0].len().min(o.level_vars.len())..].iter().any(|x| x == v) && !st.bound.contains_key(v)
     }
 
-    fn strategy(&self, pt: &Point, its: &BTreeMap<usize, LevelIter<'p>>) -> Strategy {
+    /// `alone`: the lattice has this single point. Later points' loops
+    /// resume the iterators of earlier ones, so with several points an
+    /// operand may only be located when a full driver enumerates every
+    /// coordinate (otherwise a later loop would visit it again).
+    fn strategy(&self, pt: &Point, its: &BTreeMap<usize, LevelIter<'p>>, alone: bool) -> Strategy {
         let locatable = |i: usize| its.get(&i).is_some_and(|it| it.locatable);
         let ordered = |i: usize| its.get(&i).is_some_and(|it| it.ordered);
-        let mut co = coiter(&pt.expr, &pt.iters, &locatable, &ordered);
+        let mut co = if alone { coiter(&pt.expr, &pt.iters, &locatable, &ordered) } else { pt.iters.clone() };
         if pt.iters.contains(&DIM) {
             co.insert(DIM);
         }
@@ -323,6 +327,36 @@ impl<'p> Lowerer<'p> {
         }
     }
 
+    /// `deref` for an iterator that may be exhausted: its coordinate reads
+    /// as -1 (matching nothing) once past its end.
+    fn deref_guarded(&mut self, it: &LevelIter<'p>, cur: &Cursor, v: &str, st: &State) -> (Expr, Expr, Expr, Option<Expr>) {
+        let p = self.p;
+        let (Kind::Position(f), Some(k)) = (it.kind, it.level) else {
+            let c = Expr::select(Expr::lt(cur.at.clone(), cur.end.clone()), cur.at.clone(), Expr::Int(-1));
+            let (_, pos, found, _) = self.deref(it, cur, v, st);
+            return (self.e.bind(v, c), pos, found, None);
+        };
+        let o = &p.operands[it.op];
+        let c = LevelCtx::new(&o.tensor, k);
+        let anc = self.ancestors(o, st);
+        let coord = self.e.let_var(&coord_name(v, Some(o)), Expr::Int(-1));
+        let seg = it.dedup.then(|| self.e.let_var(&format!("{}_seg", pos_name(o, k)), Expr::add(cur.at.clone(), Expr::Int(1))));
+        self.e.open();
+        let (x, _) = f.pos_access(&c, &mut self.e, cur.at.clone(), &anc);
+        self.e.set(&coord, x);
+        if let Some(seg) = &seg {
+            self.e.open();
+            let (next, _) = f.pos_access(&c, &mut self.e, seg.clone(), &anc);
+            let pre = self.e.close();
+            debug_assert!(pre.is_empty(), "deduplicated levels have expression-only pos_access");
+            let cond = Expr::and(Expr::lt(seg.clone(), cur.end.clone()), Expr::eq(next, coord.clone()));
+            self.e.while_(cond, |e| e.set(seg, Expr::add(seg.clone(), Expr::Int(1))));
+        }
+        let then = self.e.close();
+        self.e.push(Stmt::If { cond: Expr::lt(cur.at.clone(), cur.end.clone()), then, els: Vec::new() });
+        (coord, cur.at.clone(), Expr::Bool(true), seg)
+    }
+
     /// Locate `op`'s next level at coordinate `coord`: (position, found).
     pub(super) fn locate(&mut self, op: usize, coord: Expr, st: &State) -> Result<(Expr, Expr), LowerError> {
         let p = self.p;
@@ -361,7 +395,7 @@ impl<'p> Lowerer<'p> {
             let (coord, pos, found, run_end) = self.deref(&it, &cur, v, st);
             let seg = run_end.clone().unwrap_or_else(|| Expr::add(at.clone(), Expr::Int(1)));
             self.e.open();
-            self.case(d, v, coord, st, pt, s, &[(it.op, pos, run_end)], its)?;
+            self.single_cases(d, v, coord, st, lattice, pt, s, (it.op, pos, run_end), its)?;
             let body = self.e.close();
             self.guard(found, body);
             self.e.set(&at, seg);
@@ -375,7 +409,7 @@ impl<'p> Lowerer<'p> {
             let cur = Cursor { at, end: hi };
             let (coord, pos, found, _) = self.deref(&it, &cur, v, st);
             self.e.open();
-            self.case(d, v, coord, st, pt, s, &[(it.op, pos, None)], its)?;
+            self.single_cases(d, v, coord, st, lattice, pt, s, (it.op, pos, None), its)?;
             let body = self.e.close();
             self.guard(found, body);
             return Ok(());
@@ -385,12 +419,35 @@ impl<'p> Lowerer<'p> {
         self.e.open();
         let (coord, pos, found, _) = self.deref(&it, &cur, v, st);
         self.e.open();
-        self.case(d, v, coord, st, pt, s, &[(it.op, pos, None)], its)?;
+        self.single_cases(d, v, coord, st, lattice, pt, s, (it.op, pos, None), its)?;
         let body = self.e.close();
         self.guard(found, body);
         let body = self.e.close();
         self.e.push(Stmt::For { var, lo, hi, body });
         Ok(())
+    }
+
+    /// Cases of a single-iterator loop: located operands decide which
+    /// dominated point applies.
+    #[allow(clippy::too_many_arguments)]
+    fn single_cases(
+        &mut self,
+        d: usize,
+        v: &str,
+        coord: Expr,
+        st: &State,
+        lattice: &Lattice,
+        pt: &Point,
+        s: &Strategy,
+        it: (usize, Expr, Option<Expr>),
+        its: &BTreeMap<usize, LevelIter<'p>>,
+    ) -> Result<(), LowerError> {
+        let coord = self.e.bind(v, coord);
+        let located = self.locate_all(s, &coord, st, its)?;
+        let mut derefs = BTreeMap::new();
+        derefs.insert(it.0, (coord.clone(), it.1, Expr::Bool(true), it.2));
+        let cases: Vec<&Point> = lattice.cases(pt).into_iter().filter(|q| q.iters.contains(&it.0)).collect();
+        self.emit_cases(d, v, &coord, st, &cases, s, &derefs, &located, its, 0)
     }
 
     fn cursor_name(&self, it: &LevelIter<'p>, v: &str) -> String {
@@ -452,11 +509,18 @@ impl<'p> Lowerer<'p> {
             }
         }
         for (pt, s) in lattice.points.iter().zip(strategies) {
-            let cond = s.coiter.iter().fold(Expr::Bool(true), |acc, op| Expr::and(acc, Expr::lt(cursors[op].at.clone(), cursors[op].end.clone())));
+            // With a full driver the loop runs over every coordinate (so the
+            // lattice points dropped for lacking it are covered); the other
+            // iterators are read only while in bounds.
+            let bounded: Vec<usize> = match s.driver {
+                Some(dr) => vec![dr],
+                None => s.coiter.clone(),
+            };
+            let cond = bounded.iter().fold(Expr::Bool(true), |acc, op| Expr::and(acc, Expr::lt(cursors[op].at.clone(), cursors[op].end.clone())));
             self.e.open();
             let mut derefs: BTreeMap<usize, (Expr, Expr, Expr, Option<Expr>)> = BTreeMap::new();
             for op in &s.coiter {
-                let dr = self.deref(&its[op], &cursors[op], v, st);
+                let dr = if bounded.contains(op) { self.deref(&its[op], &cursors[op], v, st) } else { self.deref_guarded(&its[op], &cursors[op], v, st) };
                 derefs.insert(*op, dr);
             }
             // The merged coordinate: the driver's, or the smallest.
@@ -475,8 +539,9 @@ impl<'p> Lowerer<'p> {
                 }
             };
             let coord = self.e.bind(v, coord);
+            let located = self.locate_all(s, &coord, st, its)?;
             let cases = lattice.cases(pt);
-            self.emit_cases(d, v, &coord, st, &cases, s, &derefs, its, 0)?;
+            self.emit_cases(d, v, &coord, st, &cases, s, &derefs, &located, its, 0)?;
             // Advance every iterator that produced this coordinate; the
             // driver last, since the coordinate may be its cursor.
             let mut order: Vec<usize> = s.coiter.iter().copied().filter(|op| Some(*op) != s.driver).collect();
@@ -505,6 +570,7 @@ impl<'p> Lowerer<'p> {
         cases: &[&Point],
         s: &Strategy,
         derefs: &BTreeMap<usize, (Expr, Expr, Expr, Option<Expr>)>,
+        located: &BTreeMap<usize, (Expr, Expr)>,
         its: &BTreeMap<usize, LevelIter<'p>>,
         n: usize,
     ) -> Result<(), LowerError> {
@@ -519,12 +585,17 @@ impl<'p> Lowerer<'p> {
             cond = Expr::and(cond, found.clone());
             resolved.push((*op, pos.clone(), run_end.clone()));
         }
+        for op in q.iters.iter() {
+            if let Some((pos, found)) = located.get(op) {
+                cond = Expr::and(cond, found.clone());
+                resolved.push((*op, pos.clone(), None));
+            }
+        }
         self.e.open();
-        let sub = Strategy { coiter: s.coiter.clone(), located: s.located.iter().copied().filter(|o| q.iters.contains(o)).collect(), driver: s.driver };
-        self.case(d, v, coord.clone(), st, q, &sub, &resolved, its)?;
+        self.case(d, v, coord.clone(), st, q, &resolved, its)?;
         let then = self.e.close();
         self.e.open();
-        self.emit_cases(d, v, coord, st, cases, s, derefs, its, n + 1)?;
+        self.emit_cases(d, v, coord, st, cases, s, derefs, located, its, n + 1)?;
         let els = self.e.close();
         match cond {
             Expr::Bool(true) => {
@@ -537,8 +608,8 @@ impl<'p> Lowerer<'p> {
         Ok(())
     }
 
-    /// The body of one case: bind the coordinate, locate the located
-    /// operands, then assemble the result and recurse.
+    /// The body of one case: bind the coordinate and the positions of the
+    /// operands present, then assemble the result and recurse.
     #[allow(clippy::too_many_arguments)]
     fn case(
         &mut self,
@@ -547,7 +618,6 @@ impl<'p> Lowerer<'p> {
         coord: Expr,
         st: &State,
         q: &Point,
-        s: &Strategy,
         resolved: &[(usize, Expr, Option<Expr>)],
         its: &BTreeMap<usize, LevelIter<'p>>,
     ) -> Result<(), LowerError> {
@@ -559,21 +629,20 @@ impl<'p> Lowerer<'p> {
                 st.run_end[*op] = run_end.clone();
             }
         }
-        let mut found = Expr::Bool(true);
+        self.after_bind(d + 1, st, q.expr.clone())
+    }
+
+    /// Locate, at the merged coordinate, every operand the strategy locates.
+    fn locate_all(&mut self, s: &Strategy, coord: &Expr, st: &State, its: &BTreeMap<usize, LevelIter<'p>>) -> Result<BTreeMap<usize, (Expr, Expr)>, LowerError> {
+        let mut out = BTreeMap::new();
         for op in &s.located {
             if *op == DIM || its.get(op).is_none_or(|it| it.level.is_none()) {
                 continue;
             }
-            let (pos, f) = self.locate(*op, coord.clone(), &st)?;
-            st.pos[*op].push(pos);
-            st.run_end[*op] = None;
-            found = Expr::and(found, f);
+            let found = self.locate(*op, coord.clone(), st)?;
+            out.insert(*op, found);
         }
-        self.e.open();
-        self.after_bind(d + 1, st, q.expr.clone())?;
-        let body = self.e.close();
-        self.guard(found, body);
-        Ok(())
+        Ok(out)
     }
 
     /// Everything that follows binding a variable: derived variables,

@@ -182,6 +182,18 @@ pub fn compile(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorForm
     Ok(Kernel { assignment: a.clone(), nests, function: e.finish(name) })
 }
 
+/// A sum enclosing several additive terms (`-(sum_j (B(j) - C(k)))`): the
+/// terms cannot be computed apart.
+fn sum_over_terms(e: &crate::notation::reduce::RExpr) -> Option<Vec<String>> {
+    use crate::notation::reduce::RExpr;
+    match e {
+        RExpr::Sum(vars, x) if matches!(**x, RExpr::Bin(crate::notation::BinOp::Add | crate::notation::BinOp::Sub, ..) | RExpr::Neg(_)) => Some(vars.clone()),
+        RExpr::Neg(x) => sum_over_terms(x),
+        RExpr::Bin(crate::notation::BinOp::Add | crate::notation::BinOp::Sub, a, b) => sum_over_terms(a).or_else(|| sum_over_terms(b)),
+        _ => None,
+    }
+}
+
 /// `y(i) = A(i,j)*x(j) + z(i)` as `y(i) = A(i,j)*x(j); y(i) += z(i)`: valid
 /// when the result can be updated in place (insert levels).
 fn split_terms(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> Result<Vec<Assignment>, LowerError> {
@@ -189,6 +201,16 @@ fn split_terms(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &
         .get(&a.lhs.tensor)
         .is_some_and(|f| f.levels.iter().all(|l| matches!(l.assembly(), Assembly::Insert(_))));
     let _ = dims;
+    if let Some(vars) = sum_over_terms(&place_reductions(&with_hidden(a, formats))) {
+        let vars: Vec<&str> = vars.iter().map(|v| v.split('#').next().unwrap_or(v)).collect();
+        return Err(LowerError::Unsupported {
+            reason: format!(
+                "in `{a}`, the sum over {} spans the whole right-hand side while another index is summed inside one term; write the terms as separate `+=` statements",
+                vars.join(", ")
+            ),
+            span: a.rhs.span(),
+        });
+    }
     if !out_inserts {
         return Err(LowerError::Unsupported {
             reason: format!(

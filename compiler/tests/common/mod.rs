@@ -83,5 +83,10 @@ pub fn check(expr: &str, specs: &[(&str, &str)], data: &BTreeMap<String, CooTens
     prepared.run().map_err(|e| ctx(e.to_string()))?;
     let got = prepared.result().map_err(|e| format!("{}\n{}", ctx(e.to_string()), prepared.kernel.function))?;
     let want = oracle::evaluate(&a, data, out_dims, None)?;
+    // The IR interpreter (bounds-checked) must agree with the JIT.
+    let mut interpreted = prepare("kernel", &a, &formats, data, out_dims, None).map_err(|e| ctx(e.to_string()))?;
+    interpreted.run_interpreted().map_err(|e| format!("{}\n{}", ctx(format!("interpreter: {e}")), prepared.kernel.function))?;
+    let by_ir = interpreted.result().map_err(|e| ctx(e.to_string()))?;
+    close(&by_ir, &want).map_err(|e| format!("{expr} with {specs:?}: wrong result from the IR itself: {e}\n{}", prepared.kernel.function))?;
     close(&got, &want).map_err(|e| format!("{expr} with {specs:?}: wrong result: {e}\n{}", prepared.kernel.function))
 }
