@@ -17,7 +17,7 @@ fn fails_with(args: &[&str], needle: &str) {
     assert!(err.contains(needle), "{args:?}: `{err}` should mention `{needle}`");
 }
 
-const M: &str = "tests/fixtures/real/west0479.mtx";
+const M: &str = "tests/fixtures/io/real/west0479.mtx";
 
 #[test]
 fn runs_spmv_and_reports() {
@@ -70,7 +70,7 @@ fn bad_input_is_one_error_line() {
     fails_with(&["y(i) = A(i,j) * x(j)", "-f", "Q:CSR"], "no tensor `Q`");
     fails_with(&["y(i) = A(i,j) * x(j)", "-f", "A:dense,compressed,dense", "-d", "A:3,3"], "3 levels but the tensor has order 2");
     fails_with(&["y(i) = A(i,j) * x(j)", "-f", "A:BCSR(0)", "-d", "A:3,3"], "block size must be at least 1");
-    fails_with(&["y(i) = A(i,j) * x(j)", "-i", "A:tests/fixtures/edge/fmm_invalid_bad_value.mtx"], "fmm_invalid_bad_value.mtx:3:");
+    fails_with(&["y(i) = A(i,j) * x(j)", "-i", "A:tests/fixtures/io/edge/fmm_invalid_bad_value.mtx"], "fmm_invalid_bad_value.mtx:3:");
     fails_with(&["y(i) = A(i,j) * x(j)", "-i", "A:does/not/exist.mtx"], "cannot open");
     fails_with(&["y(i) = A(i,j) * x(j)", "-i", &m, "-d", "x:5"], "shape mismatch");
     fails_with(&["y(i) = A(i,j,k) * x(j)", "-i", &m], "order-2 tensor");

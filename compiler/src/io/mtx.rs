@@ -1,236 +1,254 @@
-//! Matrix Market: `coordinate` and `array`, `real`/`integer`/`pattern`,
-//! `general`/`symmetric`/`skew-symmetric` (expanded on read). `complex` and
-//! `hermitian` are rejected. taco's `tensor` object (`.ttx`) is accepted
-//! with any number of dimensions.
+//! Matrix Market (`.mtx`) and taco's tensor extension (`.ttx`).
+//!
+//! Read: `coordinate` and `array` layouts; `real`, `integer` and `pattern`
+//! fields (pattern entries are 1.0); `symmetric` and `skew-symmetric`
+//! matrices are expanded to both triangles. `complex` and `hermitian` are
+//! rejected. Write: coordinate real general.
+//!
+//! Where real readers are lenient we are too: comment and blank lines
+//! anywhere (also between data lines, as LAGraph allows), indented
+//! comments, CRLF, free-format spacing, entries of a symmetric file in the
+//! upper triangle (mirrored like scipy does), values beyond f64 as
+//! infinity. Where the format is plainly violated we fail: the data line
+//! count must equal the size line's, indices must be in range, a coordinate
+//! line holds exactly its indices and value.
 
-use super::lines::{float, int, text, tokens, Lines};
+use super::lines::{is_integer, parse_f64, parse_int, show, tokens, IntError, Lines};
+use super::mtx_header::{read_header, Field, Header, Layout, Symmetry};
+use super::tns::write_entries;
 use super::IoError;
 use crate::coo::CooTensor;
 use std::io::{BufRead, Write};
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Field {
-    Real,
-    Integer,
-    Pattern,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Symmetry {
-    General,
-    Symmetric,
-    Skew,
-}
-
+/// Read a Matrix Market file; `file` names it in error messages.
 pub fn read_mtx<R: BufRead>(reader: R, file: &str) -> Result<CooTensor, IoError> {
-    let mut lines = Lines::new(reader);
-    let err = |line: usize, m: String| IoError::at(file, line, m);
-    if !lines.advance().map_err(|m| err(1, m))? {
-        return Err(err(1, "empty file: missing %%MatrixMarket banner".into()));
-    }
-    let banner = lines.current().to_vec();
-    let toks: Vec<String> = tokens(&banner).map(|t| text(t).to_ascii_lowercase()).collect();
-    if toks.first().map(|s| s.as_str()) != Some("%%matrixmarket") {
-        return Err(err(1, "not a Matrix Market file: missing %%MatrixMarket banner".into()));
-    }
-    if toks.len() < 5 {
-        return Err(err(1, format!("truncated banner: expected `%%MatrixMarket matrix coordinate|array FIELD SYMMETRY`, found {} words", toks.len())));
-    }
-    let tensor_object = match toks[1].as_str() {
-        "matrix" => false,
-        "tensor" => true,
-        o => return Err(err(1, format!("unsupported object `{o}` (expected matrix)"))),
-    };
-    let coordinate = match toks[2].as_str() {
-        "coordinate" => true,
-        "array" => false,
-        f => return Err(err(1, format!("unknown format `{f}` (expected coordinate or array)"))),
-    };
-    let field = match toks[3].as_str() {
-        "real" | "double" => Field::Real,
-        "integer" => Field::Integer,
-        "pattern" => Field::Pattern,
-        "complex" => return Err(err(1, "complex values are not supported (field `complex`)".into())),
-        f => return Err(err(1, format!("unknown field `{f}` (expected real, integer or pattern)"))),
-    };
-    let symmetry = match toks[4].as_str() {
-        "general" => Symmetry::General,
-        "symmetric" => Symmetry::Symmetric,
-        "skew-symmetric" => Symmetry::Skew,
-        "hermitian" => return Err(err(1, "hermitian matrices are not supported (complex values)".into())),
-        s => return Err(err(1, format!("unknown symmetry `{s}` (expected general, symmetric or skew-symmetric)"))),
-    };
-    if toks.len() > 5 {
-        return Err(err(1, format!("unexpected `{}` after the banner's four fields", toks[5])));
-    }
-    if !coordinate && field == Field::Pattern {
-        return Err(err(1, "`array pattern` is not a valid combination".into()));
-    }
-    // Size line: first non-comment, non-blank line.
-    let (size_line, size): (usize, Vec<i64>) = loop {
-        let at = lines.number + 1;
-        if !lines.advance().map_err(|m| err(at, m))? {
-            return Err(err(lines.number.max(1), "missing size line".into()));
-        }
-        if lines.skippable(b'%') {
-            continue;
-        }
-        let line = lines.number;
-        let mut v = Vec::new();
-        for t in tokens(lines.current()) {
-            match int(t) {
-                Some(x) if x >= 0 => v.push(x),
-                Some(x) => return Err(err(line, format!("negative size {x}"))),
-                None => return Err(err(line, format!("size line: `{}` is not a non-negative integer", text(t)))),
-            }
-        }
-        break (line, v);
-    };
-    let nd = if tensor_object { size.len() - usize::from(coordinate) } else { 2 };
-    let expected = if coordinate { nd + 1 } else { nd };
-    if tensor_object && size.len() < expected.max(1) || !tensor_object && size.len() != expected {
-        return Err(err(size_line, format!("size line has {} integers, expected {expected}", size.len())));
-    }
-    let dims: Vec<usize> = size[..nd].iter().map(|&d| d as usize).collect();
-    if symmetry != Symmetry::General && (nd != 2 || dims[0] != dims[1]) {
-        return Err(err(size_line, format!("a {} matrix must be square", if symmetry == Symmetry::Skew { "skew-symmetric" } else { "symmetric" })));
-    }
-    let mut t = CooTensor::new(dims.clone());
-    if coordinate {
-        read_entries(&mut lines, file, &mut t, size[nd] as usize, field, symmetry)?;
-    } else {
-        read_array(&mut lines, file, &mut t, field, symmetry)?;
+    let mut lines = Lines::new(reader, file);
+    let header = read_header(&mut lines)?;
+    let mut t = CooTensor::new(header.dims.clone());
+    match header.layout {
+        Layout::Coordinate => read_coordinate(&mut lines, &header, &mut t)?,
+        Layout::Array => read_array(&mut lines, &header, &mut t)?,
     }
     Ok(t)
 }
 
-/// Move to the next data line (comment and blank lines between data lines
-/// are tolerated, as LAGraph does); its number, or `None` at the end.
-fn data_line<R: BufRead>(lines: &mut Lines<R>, file: &str) -> Result<Option<usize>, IoError> {
-    loop {
-        let n = lines.number + 1;
-        if !lines.advance().map_err(|m| IoError::at(file, n, m))? {
-            return Ok(None);
-        }
-        if !lines.skippable(b'%') {
-            return Ok(Some(lines.number));
-        }
-    }
-}
-
-fn read_entries<R: BufRead>(lines: &mut Lines<R>, file: &str, t: &mut CooTensor, nnz: usize, field: Field, sym: Symmetry) -> Result<(), IoError> {
-    let nd = t.dims.len();
-    let want = nd + usize::from(field != Field::Pattern);
-    t.coords.reserve(nnz.min(1 << 28) * nd * if sym == Symmetry::General { 1 } else { 2 });
-    t.vals.reserve(nnz.min(1 << 28));
-    let mut coord = vec![0u32; nd];
-    let mut seen = 0usize;
-    let dims = t.dims.clone();
-    while let Some(line) = data_line(lines, file)? {
-        let l = lines.current();
-        if seen == nnz {
-            return Err(IoError::at(file, line, format!("more data lines than the {nnz} entries the size line announces")));
-        }
-        let mut n = 0;
-        let mut value = 1.0;
-        for tok in tokens(l) {
-            if n < nd {
-                let i = int(tok).ok_or_else(|| IoError::at(file, line, format!("index `{}` is not an integer (or overflows)", text(tok))))?;
-                if i < 1 || i as u128 > dims[n] as u128 {
-                    return Err(IoError::at(file, line, format!("index {i} out of range 1..={} in dimension {}", dims[n], n + 1)));
-                }
-                coord[n] = (i - 1) as u32;
-            } else if n == nd && field != Field::Pattern {
-                value = float(tok).ok_or_else(|| IoError::at(file, line, format!("value `{}` is not a number", text(tok))))?;
-                if field == Field::Integer && int(tok).is_none() {
-                    return Err(IoError::at(file, line, format!("value `{}` is not an integer", text(tok))));
-                }
-            } else {
-                return Err(IoError::at(file, line, format!("unexpected extra token `{}` ({want} expected)", text(tok))));
-            }
-            n += 1;
-        }
-        if n < want {
-            return Err(IoError::at(file, line, format!("{n} tokens, expected {want} (indices{})", if field == Field::Pattern { "" } else { " and a value" })));
-        }
-        if sym == Symmetry::Skew && coord[0] == coord[1] {
-            return Err(IoError::at(file, line, "a skew-symmetric matrix cannot store a diagonal entry".to_string()));
-        }
-        t.push(&coord, value);
-        if sym != Symmetry::General && coord[0] != coord[1] {
-            let mirrored = if sym == Symmetry::Skew { -value } else { value };
-            t.push(&[coord[1], coord[0]], mirrored);
-        }
-        seen += 1;
-    }
-    if seen < nnz {
-        return Err(IoError::at(file, lines.number.max(1), format!("file ends after {seen} of the {nnz} entries the size line announces")));
-    }
-    Ok(())
-}
-
-fn read_array<R: BufRead>(lines: &mut Lines<R>, file: &str, t: &mut CooTensor, field: Field, sym: Symmetry) -> Result<(), IoError> {
-    let dims = t.dims.clone();
-    // Column-major; symmetric arrays store the lower triangle only.
-    let mut cells: Vec<Vec<u32>> = Vec::new();
-    let total: u128 = dims.iter().map(|&d| d as u128).product();
-    if total > 1 << 31 {
-        return Err(IoError::file(file, format!("dense array of {total} entries is too large")));
-    }
-    let nd = dims.len();
-    let mut idx = vec![0u32; nd];
-    for _ in 0..total {
-        if sym == Symmetry::General || idx[0] >= idx[1] + u32::from(sym == Symmetry::Skew) {
-            cells.push(idx.clone());
-        }
-        for d in 0..nd {
-            idx[d] += 1;
-            if (idx[d] as usize) < dims[d] {
-                break;
-            }
-            idx[d] = 0;
-        }
-    }
-    let mut n = 0usize;
-    while let Some(line) = data_line(lines, file)? {
-        for tok in tokens(lines.current()) {
-            let Some(c) = cells.get(n) else {
-                return Err(IoError::at(file, line, format!("more values than the {} the size line announces", cells.len())));
-            };
-            let v = float(tok).ok_or_else(|| IoError::at(file, line, format!("value `{}` is not a number", text(tok))))?;
-            if field == Field::Integer && int(tok).is_none() {
-                return Err(IoError::at(file, line, format!("value `{}` is not an integer", text(tok))));
-            }
-            if v != 0.0 {
-                t.push(c, v);
-                if sym != Symmetry::General && c[0] != c[1] {
-                    t.push(&[c[1], c[0]], if sym == Symmetry::Skew { -v } else { v });
-                }
-            }
-            n += 1;
-        }
-    }
-    if n < cells.len() {
-        return Err(IoError::at(file, lines.number.max(1), format!("file ends after {n} of {} values", cells.len())));
-    }
-    Ok(())
-}
-
-/// Write a coordinate real general file (any order: `tensor` object).
+/// Write `t` as `coordinate real general`: object `matrix` for order 2,
+/// taco's `tensor` otherwise (the size line then lists every dimension;
+/// a scalar has only the entry count). Values are written in the shortest
+/// form that reads back to the same f64.
 pub fn write_mtx<W: Write>(w: &mut W, t: &CooTensor) -> std::io::Result<()> {
     let object = if t.order() == 2 { "matrix" } else { "tensor" };
     writeln!(w, "%%MatrixMarket {object} coordinate real general")?;
-    let dims: Vec<String> = t.dims.iter().map(|d| d.to_string()).collect();
-    writeln!(w, "{} {}", dims.join(" "), t.nnz())?;
-    let mut line = String::new();
-    for e in 0..t.nnz() {
-        line.clear();
-        for c in t.coord(e) {
-            line.push_str(&(c + 1).to_string());
-            line.push(' ');
+    for d in &t.dims {
+        write!(w, "{d} ")?;
+    }
+    writeln!(w, "{}", t.nnz())?;
+    write_entries(w, t)
+}
+
+fn read_coordinate<R: BufRead>(lines: &mut Lines<R>, h: &Header, t: &mut CooTensor) -> Result<(), IoError> {
+    let mirrored = h.symmetry != Symmetry::General;
+    reserve(t, h.nnz, mirrored);
+    let mut coord = vec![0u32; h.dims.len()];
+    let mut seen: u64 = 0;
+    while lines.advance_to_content(b'%')? {
+        if seen == h.nnz {
+            return Err(lines.error(format!("more data lines than the {} entries announced on the size line (line {})", h.nnz, h.size_line)));
         }
-        line.push_str(&format!("{:?}", t.vals[e]));
-        writeln!(w, "{line}")?;
+        let value = parse_entry(lines.current(), h, &mut coord).map_err(|m| lines.error(m))?;
+        t.push(&coord, value);
+        if mirrored {
+            let (i, j) = (coord[0], coord[1]);
+            match h.symmetry {
+                _ if i != j => t.push(&[j, i], if h.symmetry == Symmetry::SkewSymmetric { -value } else { value }),
+                Symmetry::SkewSymmetric => {
+                    return Err(lines.error(format!("diagonal entry ({}, {}) in a skew-symmetric matrix, whose diagonal is zero and not stored", i + 1, j + 1)));
+                }
+                _ => {}
+            }
+        }
+        seen += 1;
+    }
+    if seen < h.nnz {
+        return Err(lines.error_at_end(format!("file ends after {seen} of the {} entries announced on the size line (line {})", h.nnz, h.size_line)));
+    }
+    if t.vals.capacity() > t.vals.len() + t.vals.len() / 8 {
+        t.vals.shrink_to_fit();
+        t.coords.shrink_to_fit();
     }
     Ok(())
+}
+
+/// Reserve room for the announced entries, but trust the size line only
+/// so far: a corrupt header must not allocate gigabytes up front (and an
+/// allocation that fails is ignored rather than aborting).
+fn reserve(t: &mut CooTensor, announced: u64, mirrored: bool) {
+    let entries = announced.min(1 << 24) as usize * if mirrored { 2 } else { 1 };
+    let _ = t.vals.try_reserve_exact(entries);
+    let _ = t.coords.try_reserve_exact(entries * t.order());
+}
+
+/// Parse one coordinate line into `coord` (0-based) and return its value.
+/// Errors are messages; the caller adds file and line.
+fn parse_entry(line: &[u8], h: &Header, coord: &mut [u32]) -> Result<f64, String> {
+    let nd = coord.len();
+    let mut toks = tokens(line);
+    for (k, c) in coord.iter_mut().enumerate() {
+        let name = index_name(nd, k);
+        let Some(tok) = toks.next() else {
+            return Err(format!("missing {name}: {}", entry_form(nd, h.field)));
+        };
+        let dim = h.dims[k];
+        let i = match parse_int(tok) {
+            Ok(i) if i >= 1 && i as u64 <= dim as u64 => i,
+            Ok(0) => return Err(format!("{name} 0 out of range 1..={dim} (Matrix Market indices are 1-based)")),
+            Ok(i) => return Err(format!("{name} {i} out of range 1..={dim}")),
+            Err(IntError::Overflow) => return Err(format!("{name} {} out of range 1..={dim}", String::from_utf8_lossy(tok))),
+            Err(IntError::Syntax) => return Err(format!("{name} {} is not an integer: {}", show(tok), entry_form(nd, h.field))),
+        };
+        // In range of a dimension that is at most u32::MAX, so this fits.
+        *c = (i - 1) as u32;
+    }
+    let value = match h.field {
+        Field::Pattern => 1.0,
+        Field::Real | Field::Integer => {
+            let Some(tok) = toks.next() else {
+                return Err(format!("missing value: {}", entry_form(nd, h.field)));
+            };
+            parse_value(tok, h.field)?
+        }
+    };
+    if let Some(extra) = toks.next() {
+        return Err(format!("unexpected {} at the end of the entry: {}", show(extra), entry_form(nd, h.field)));
+    }
+    Ok(value)
+}
+
+fn index_name(order: usize, k: usize) -> String {
+    match (order, k) {
+        (2, 0) => "row index".to_string(),
+        (2, 1) => "column index".to_string(),
+        (1, _) => "index".to_string(),
+        _ => format!("mode-{} index", k + 1),
+    }
+}
+
+fn entry_form(order: usize, field: Field) -> String {
+    let indices = if order == 1 { "1 index".to_string() } else { format!("{order} indices") };
+    match field {
+        Field::Pattern => format!("a pattern entry holds {indices} and no value"),
+        Field::Real => format!("an entry holds {indices} and a value"),
+        Field::Integer => format!("an entry holds {indices} and an integer value"),
+    }
+}
+
+fn parse_value(tok: &[u8], field: Field) -> Result<f64, String> {
+    if field == Field::Integer && !is_integer(tok) {
+        return Err(format!("value {} is not an integer (banner field `integer`)", show(tok)));
+    }
+    parse_f64(tok).ok_or_else(|| format!("value {} is not a number", show(tok)))
+}
+
+fn read_array<R: BufRead>(lines: &mut Lines<R>, h: &Header, t: &mut CooTensor) -> Result<(), IoError> {
+    let mut cells = ArrayCells::new(&h.dims, h.symmetry);
+    let mut read: u64 = 0;
+    while lines.advance_to_content(b'%')? {
+        for tok in tokens(lines.current()) {
+            let Some(c) = cells.current() else {
+                return Err(lines.error(format!("more values than the {} the array holds", cells.describe())));
+            };
+            let v = parse_value(tok, h.field).map_err(|m| lines.error(m))?;
+            // Keep nonzeros only: the result is a sparse tensor.
+            if v != 0.0 {
+                t.push(c, v);
+                if h.symmetry != Symmetry::General && c[0] != c[1] {
+                    t.push(&[c[1], c[0]], if h.symmetry == Symmetry::SkewSymmetric { -v } else { v });
+                }
+            }
+            cells.step();
+            read += 1;
+        }
+    }
+    if cells.current().is_some() {
+        return Err(lines.error_at_end(format!("file ends after {read} of the {} the array holds", cells.describe())));
+    }
+    Ok(())
+}
+
+/// Walks the positions of an array's values in file order: column-major
+/// (first index fastest, as taco does for `.ttx`); for symmetric arrays
+/// the lower triangle column by column, for skew-symmetric the strict lower
+/// triangle. Computed on the fly: a dense header cannot make us allocate.
+struct ArrayCells {
+    dims: Vec<usize>,
+    symmetry: Symmetry,
+    idx: Vec<u32>,
+    done: bool,
+}
+
+impl ArrayCells {
+    fn new(dims: &[usize], symmetry: Symmetry) -> Self {
+        let mut idx = vec![0u32; dims.len()];
+        let mut done = dims.contains(&0);
+        if symmetry == Symmetry::SkewSymmetric {
+            // Start below the diagonal; a 1x1 skew array holds nothing.
+            if let Some(first) = idx.first_mut() {
+                *first = 1;
+            }
+            done |= dims.first().is_some_and(|&n| n < 2);
+        }
+        ArrayCells { dims: dims.to_vec(), symmetry, idx, done }
+    }
+
+    fn current(&self) -> Option<&[u32]> {
+        (!self.done).then_some(self.idx.as_slice())
+    }
+
+    fn step(&mut self) {
+        if self.done {
+            return;
+        }
+        match self.symmetry {
+            Symmetry::General => {
+                for (i, &d) in self.idx.iter_mut().zip(&self.dims) {
+                    *i += 1;
+                    if (*i as usize) < d {
+                        return;
+                    }
+                    *i = 0;
+                }
+                self.done = true;
+            }
+            Symmetry::Symmetric | Symmetry::SkewSymmetric => {
+                let n = self.dims[0] as u64;
+                let (mut i, mut j) = (u64::from(self.idx[0]) + 1, u64::from(self.idx[1]));
+                if i >= n {
+                    j += 1;
+                    i = j + u64::from(self.symmetry == Symmetry::SkewSymmetric);
+                }
+                if i >= n {
+                    self.done = true;
+                } else {
+                    // i < n and j <= i are below u32::MAX.
+                    self.idx[0] = i as u32;
+                    self.idx[1] = j as u32;
+                }
+            }
+        }
+    }
+
+    /// "N values" for messages, N as the size line implies.
+    fn describe(&self) -> String {
+        let total: u128 = match self.symmetry {
+            Symmetry::General => self.dims.iter().try_fold(1u128, |acc, &d| acc.checked_mul(d as u128)).unwrap_or(u128::MAX),
+            Symmetry::Symmetric => (self.dims[0] as u128) * (self.dims[0] as u128 + 1) / 2,
+            Symmetry::SkewSymmetric => (self.dims[0] as u128) * (self.dims[0] as u128).saturating_sub(1) / 2,
+        };
+        let which = match self.symmetry {
+            Symmetry::General => "values",
+            Symmetry::Symmetric => "values of the lower triangle",
+            Symmetry::SkewSymmetric => "values of the strict lower triangle",
+        };
+        format!("{total} {which}")
+    }
 }

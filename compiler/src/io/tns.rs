@@ -1,92 +1,124 @@
-//! FROSTT `.tns`: one entry per line, 1-based coordinates then the value;
-//! `#` comments and blank lines skipped. A file carries no dimensions.
+//! FROSTT `.tns`: one entry per line, `i1 i2 ... iN value` with 1-based
+//! indices, any spacing, `#` comment lines and blank lines skipped. Every
+//! line has the same number of columns. The file carries no dimensions:
+//! they come from the caller or from the largest index of each mode. A
+//! scalar (order 0) is a line holding just its value.
 
-use super::lines::{float, int, text, tokens, Lines};
+use super::lines::{parse_f64, parse_int, show, tokens, IntError, Lines};
 use super::IoError;
 use crate::coo::CooTensor;
 use std::io::{BufRead, Write};
 
+/// Read a FROSTT file; `file` names it in error messages. With `dims`,
+/// an index beyond a dimension is an error; without, each dimension is
+/// the largest index of its mode (and an empty file is an error).
 pub fn read_tns<R: BufRead>(reader: R, file: &str, dims: Option<&[usize]>) -> Result<CooTensor, IoError> {
-    let mut lines = Lines::new(reader);
-    let mut order: Option<usize> = None;
+    let mut lines = Lines::new(reader, file);
+    // Indices per line, and the line that fixed it (for messages).
+    let mut order: Option<(usize, usize)> = None;
     let mut coords: Vec<u32> = Vec::new();
     let mut vals: Vec<f64> = Vec::new();
     let mut maxes: Vec<usize> = Vec::new();
-    let mut toks: Vec<(usize, usize)> = Vec::with_capacity(8);
-    loop {
-        let n = lines.number + 1;
-        if !lines.advance().map_err(|m| IoError::at(file, n, m))? {
-            break;
+    while lines.advance_to_content(b'#')? {
+        let start = coords.len();
+        // The last token is the value; every token before it an index.
+        let mut pending: Option<&[u8]> = None;
+        let mut k = 0;
+        for tok in tokens(lines.current()) {
+            if let Some(index) = pending {
+                coords.push(parse_index(index, k).map_err(|m| lines.error(m))?);
+                k += 1;
+            }
+            pending = Some(tok);
         }
-        if lines.skippable(b'#') {
-            continue;
-        }
-        let line = lines.number;
-        let l = lines.current();
-        toks.clear();
-        let base = l.as_ptr() as usize;
-        toks.extend(tokens(l).map(|t| (t.as_ptr() as usize - base, t.len())));
-        let tok = |k: usize| &l[toks[k].0..toks[k].0 + toks[k].1];
-        if toks.len() < 2 {
-            return Err(IoError::at(file, line, "expected coordinates and a value".to_string()));
-        }
-        let nd = toks.len() - 1;
+        let Some(value) = pending else { continue }; // not reached: the line has content
         match order {
             None => {
                 if let Some(d) = dims {
-                    if d.len() != nd {
-                        return Err(IoError::at(file, line, format!("{nd} coordinates per line but {} dimensions were given", d.len())));
+                    if d.len() != k {
+                        return Err(lines.error(format!("{k} indices per line, but {} dimensions were given", d.len())));
                     }
                 }
-                order = Some(nd);
-                maxes = vec![0; nd];
+                order = Some((k, lines.number()));
+                maxes = vec![0; k];
             }
-            Some(o) if o != nd => return Err(IoError::at(file, line, format!("{} columns, but earlier lines have {}", nd + 1, o + 1))),
+            Some((o, first)) if o != k => {
+                return Err(lines.error(format!("{} columns, but line {first} has {} (every line holds the same number of indices, then a value)", k + 1, o + 1)));
+            }
             Some(_) => {}
         }
-        for d in 0..nd {
-            let tok = tok(d);
-            let i = int(tok).ok_or_else(|| IoError::at(file, line, format!("coordinate `{}` is not an integer", text(tok))))?;
-            if i < 1 {
-                return Err(IoError::at(file, line, format!("coordinate {i} in mode {}: .tns coordinates are 1-based", d + 1)));
-            }
-            if i > u32::MAX as i64 {
-                return Err(IoError::at(file, line, format!("coordinate {i} is too large")));
-            }
-            if let Some(dd) = dims {
-                if i as usize > dd[d] {
-                    return Err(IoError::at(file, line, format!("coordinate {i} beyond dimension {} of mode {}", dd[d], d + 1)));
+        for (mode, &c) in coords[start..].iter().enumerate() {
+            let i = c as usize + 1;
+            if let Some(d) = dims {
+                if i > d[mode] {
+                    return Err(lines.error(format!("index {i} in mode {} out of range 1..={} (the given dimension)", mode + 1, d[mode])));
                 }
             }
-            maxes[d] = maxes[d].max(i as usize);
-            coords.push((i - 1) as u32);
+            maxes[mode] = maxes[mode].max(i);
         }
-        let v = float(tok(nd)).ok_or_else(|| IoError::at(file, line, format!("value `{}` is not a number", text(tok(nd)))))?;
-        vals.push(v);
+        vals.push(parse_f64(value).ok_or_else(|| lines.error(format!("value {} is not a number", show(value))))?);
     }
-    let order = match (order, dims) {
-        (Some(o), _) => o,
-        (None, Some(d)) => d.len(),
-        (None, None) => return Err(IoError::file(file, "no entries, so the dimensions are unknown: give them with -d")),
+    let dims = match (dims, order) {
+        (Some(d), _) => d.to_vec(),
+        (None, Some(_)) => maxes,
+        (None, None) => {
+            return Err(IoError::file(file, "no entries, so the dimensions are unknown: a .tns file does not store them, give them with -d"));
+        }
     };
-    let dims = dims.map(|d| d.to_vec()).unwrap_or(maxes);
-    let _ = order;
     Ok(CooTensor { dims, coords, vals })
 }
 
+/// A 1-based index in mode `k` (0-based), returned 0-based.
+fn parse_index(tok: &[u8], k: usize) -> Result<u32, String> {
+    let mode = k + 1;
+    match parse_int(tok) {
+        Ok(i) if i >= 1 && i <= i64::from(u32::MAX) => Ok((i - 1) as u32),
+        Ok(i) if i < 1 => Err(format!("index {i} in mode {mode}: .tns indices are 1-based (a 0-based file must be converted)")),
+        Ok(i) => Err(format!("index {i} in mode {mode} is too large (at most {})", u32::MAX)),
+        Err(IntError::Overflow) => Err(format!("index {} in mode {mode} is too large (at most {})", String::from_utf8_lossy(tok), u32::MAX)),
+        Err(IntError::Syntax) => Err(format!("index {} in mode {mode} is not an integer", show(tok))),
+    }
+}
+
+/// Write FROSTT lines (dimensions are not stored: read the file back with
+/// the same dimensions given). A scalar is one line holding its value, the
+/// sum of its entries (0 when it has none).
 pub fn write_tns<W: Write>(w: &mut W, t: &CooTensor) -> std::io::Result<()> {
     if t.order() == 0 {
         return writeln!(w, "{:?}", t.vals.iter().sum::<f64>());
     }
-    let mut line = String::new();
-    for e in 0..t.nnz() {
-        line.clear();
-        for c in t.coord(e) {
-            line.push_str(&(c + 1).to_string());
-            line.push(' ');
+    write_entries(w, t)
+}
+
+/// One `i1 ... iN value` line per entry, 1-based; shared with Matrix
+/// Market, whose data lines have the same form. `{:?}` prints the shortest
+/// decimal that parses back to the same f64.
+pub(super) fn write_entries<W: Write>(w: &mut W, t: &CooTensor) -> std::io::Result<()> {
+    let n = t.order();
+    if t.coords.len() != t.nnz() * n {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "inconsistent tensor: coordinate count does not match the entries"));
+    }
+    for (e, v) in t.vals.iter().enumerate() {
+        for &c in &t.coords[e * n..(e + 1) * n] {
+            write_u64(w, u64::from(c) + 1)?;
+            w.write_all(b" ")?;
         }
-        line.push_str(&format!("{:?}", t.vals[e]));
-        writeln!(w, "{line}")?;
+        writeln!(w, "{v:?}")?;
     }
     Ok(())
+}
+
+/// Decimal digits without the formatting machinery (most of a data line).
+fn write_u64<W: Write>(w: &mut W, mut v: u64) -> std::io::Result<()> {
+    let mut buf = [0u8; 20];
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    w.write_all(&buf[at..])
 }

@@ -108,8 +108,9 @@ pub fn pos_name(o: &Operand, k: usize) -> String {
 
 pub fn coord_name(var: &str, o: Option<&Operand>) -> String {
     match o {
-        Some(o) => format!("{var}{}", o.tensor),
-        None => var.to_string(),
+        // Hidden variables already carry their tensor's name.
+        Some(o) if !var.ends_with(&o.tensor) => format!("{var}{}", o.tensor),
+        _ => var.to_string(),
     }
 }
 

@@ -384,7 +384,9 @@ impl<'p> Lowerer<'p> {
         let pt = &lattice.points[0];
         let it = its[&s.coiter[0]].clone();
         let fused = it.branchless && it.is_position() && !it.dedup && st.run_end.get(it.op).is_none_or(|r| r.is_none());
-        let (lo, hi) = {
+        let (lo, hi) = if fused {
+            self.raw_bounds(&it, st)
+        } else {
             let cur = self.start_bounds(&it, v, st);
             (cur.at, cur.end)
         };
@@ -406,6 +408,7 @@ impl<'p> Lowerer<'p> {
         if fused {
             // Branchless level: exactly one child, no loop (iterator fusion).
             let at = self.e.bind(&self.cursor_name(&it, v), lo);
+            let hi = Expr::add(at.clone(), Expr::Int(1));
             let cur = Cursor { at, end: hi };
             let (coord, pos, found, _) = self.deref(&it, &cur, v, st);
             self.e.open();
@@ -456,6 +459,20 @@ impl<'p> Lowerer<'p> {
             (Kind::Position(_), Some(k)) => pos_name(&p.operands[it.op], k),
             (Kind::Value(_), Some(_)) => coord_name(v, Some(&p.operands[it.op])),
             _ => v.to_string(),
+        }
+    }
+
+    /// Position bounds of a branchless level as expressions (nothing bound).
+    fn raw_bounds(&mut self, it: &LevelIter<'p>, st: &State) -> (Expr, Expr) {
+        let p = self.p;
+        match (it.kind, it.level) {
+            (Kind::Position(f), Some(k)) => {
+                let o = &p.operands[it.op];
+                let c = LevelCtx::new(&o.tensor, k);
+                let parent = st.pos[it.op].last().cloned().unwrap_or(Expr::Int(0));
+                child_bounds(f, &c, &mut self.e, parent, st.run_end[it.op].clone())
+            }
+            _ => (Expr::Int(0), Expr::Int(1)),
         }
     }
 
