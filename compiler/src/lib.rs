@@ -6,6 +6,7 @@ pub mod cli;
 pub mod coo;
 pub mod execute;
 pub mod format;
+pub mod generate;
 pub mod io;
 pub mod ir;
 pub mod jit;

@@ -252,6 +252,27 @@ impl Emitter {
         Function { name: name.to_string(), vars: self.vars, body }
     }
 
+    /// Number of statements in the current block (a position to refer back to).
+    pub fn mark(&self) -> usize {
+        self.blocks.last().map_or(0, |b| b.len())
+    }
+
+    /// Remove, from the current block after `from`, the loop that fills
+    /// `vals` with zeros (when every position turns out to be stored).
+    pub fn remove_zero_fill(&mut self, from: usize, vals: &ArrayRef) {
+        if let Some(b) = self.blocks.last_mut() {
+            let zero_fill = |s: &Stmt| match s {
+                Stmt::For { var, body, .. } => {
+                    matches!(body.as_slice(), [Stmt::Store(a, Expr::Var(i), Expr::Float(z))] if a == vals && i == var && *z == 0.0)
+                }
+                _ => false,
+            };
+            if let Some(k) = b.iter().skip(from).position(zero_fill) {
+                b.remove(from + k);
+            }
+        }
+    }
+
     /// Take the statements emitted so far at the current level, leaving the
     /// emitter ready for more (used by level-function snapshot tests).
     pub fn take(&mut self) -> Block {

@@ -282,19 +282,19 @@ impl<'a, 'b> Translator<'a, 'b> {
                 let var = *self.vars.get(*var as usize).ok_or("unknown variable")?;
                 let lo = self.expr(lo)?;
                 let hi = self.expr(hi)?;
+                // Rotated loop: one test before entry, then the test at the
+                // bottom, so each iteration takes a single branch.
                 self.b.def_var(var, lo);
-                let (header, body_block, exit) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
-                self.b.ins().jump(header, &[]);
-                self.b.switch_to_block(header);
-                let i = self.b.use_var(var);
-                let c = self.b.ins().icmp(IntCC::SignedLessThan, i, hi);
-                self.b.ins().brif(c, body_block, &[], exit, &[]);
+                let (body_block, exit) = (self.b.create_block(), self.b.create_block());
+                let enter = self.b.ins().icmp(IntCC::SignedLessThan, lo, hi);
+                self.b.ins().brif(enter, body_block, &[], exit, &[]);
                 self.b.switch_to_block(body_block);
                 self.block(body)?;
                 let i = self.b.use_var(var);
                 let next = self.b.ins().iadd_imm_s(i, 1);
                 self.b.def_var(var, next);
-                self.b.ins().jump(header, &[]);
+                let more = self.b.ins().icmp(IntCC::SignedLessThan, next, hi);
+                self.b.ins().brif(more, body_block, &[], exit, &[]);
                 self.b.switch_to_block(exit);
             }
             Stmt::While { cond, body } => {

@@ -215,6 +215,7 @@ impl<'p> Lowerer<'p> {
         match &st.sink {
             Sink::Temp(t) => self.e.set(t, Expr::add(t.clone(), value)),
             Sink::Direct => {
+                self.accumulating_stores += 1;
                 let vals = ArrayRef::vals(&self.p.output().tensor);
                 let pos = st.pos[0].last().cloned().unwrap_or(Expr::Int(0));
                 self.e.store(vals.clone(), pos.clone(), Expr::add(Expr::load(vals, pos), value));

@@ -92,11 +92,19 @@ impl<'p> Lowerer<'p> {
             its.push(LevelIter::dimension(DIM, &v, p));
         }
         let by_op: BTreeMap<usize, LevelIter<'p>> = its.into_iter().map(|i| (i.op, i)).collect();
+        let mut st = st;
         let alone = lattice.points.len() == 1;
         let strategies: Vec<Strategy> = lattice.points.iter().map(|pt| self.strategy(pt, &by_op, alone)).collect();
         let by_op = self.convert(&v, &lattice, &strategies, by_op, &st)?;
         self.record_plan(&v, &lattice, &strategies, &by_op);
         let single = lattice.points.len() == 1 && strategies[0].coiter.len() == 1;
+        if st.exact && st.pos[0].len() < p.output().level_vars.len() {
+            let next_out = &p.output().level_vars[st.pos[0].len()];
+            let plain = single && by_op.get(&strategies[0].coiter[0]).is_some_and(|it| it.full && !it.dedup && !it.is_position());
+            if *next_out != v || !plain {
+                st.exact = false;
+            }
+        }
         if single {
             self.single_loop(d, &v, &st, &lattice, &strategies[0], &by_op)
         } else {
@@ -447,6 +455,11 @@ impl<'p> Lowerer<'p> {
     ) -> Result<(), LowerError> {
         let coord = self.e.bind(v, coord);
         let located = self.locate_all(s, &coord, st, its)?;
+        let mut st = st.clone();
+        if located.values().any(|(_, f)| *f != Expr::Bool(true)) {
+            st.exact = false;
+        }
+        let st = &st;
         let mut derefs = BTreeMap::new();
         derefs.insert(it.0, (coord.clone(), it.1, Expr::Bool(true), it.2));
         let cases: Vec<&Point> = lattice.cases(pt).into_iter().filter(|q| q.iters.contains(&it.0)).collect();
@@ -676,6 +689,7 @@ impl<'p> Lowerer<'p> {
                 let val = self.e.bind(&dv.var, Expr::add(Expr::mul(o, Expr::Int(dv.b)), i));
                 st.bound.insert(dv.var.clone(), val.clone());
                 let cond = Expr::lt(val, self.extent(&dv.var));
+                st.exact = false;
                 self.e.open();
                 self.after_bind(d, st, expr)?;
                 let body = self.e.close();
@@ -720,9 +734,16 @@ impl<'p> Lowerer<'p> {
             let t = self.e.let_var("tsum", Expr::Float(0.0));
             st.sink = Sink::Temp(t.clone());
             let pos = st.pos[0].last().cloned().unwrap_or(Expr::Int(0));
+            let exact = st.exact;
             self.lower(next, st, expr)?;
             let vals = crate::ir::ArrayRef::vals(&self.p.output().tensor);
-            self.e.store(vals.clone(), pos.clone(), Expr::add(Expr::load(vals, pos), t));
+            if exact {
+                self.exact_stores += 1;
+                self.e.store(vals, pos, t);
+            } else {
+                self.accumulating_stores += 1;
+                self.e.store(vals.clone(), pos.clone(), Expr::add(Expr::load(vals, pos), t));
+            }
             return Ok(());
         }
         self.lower(next, st, expr)

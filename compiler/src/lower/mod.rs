@@ -103,6 +103,10 @@ pub(crate) struct State {
     /// Per operand: whether late locates found its coordinates.
     pub found: Vec<Expr>,
     pub sink: Sink,
+    /// Every result position so far is visited exactly once, in a plain
+    /// loop over a full level: the result can be stored, not accumulated,
+    /// and needs no zero fill.
+    pub exact: bool,
 }
 
 pub(crate) struct Lowerer<'p> {
@@ -112,6 +116,9 @@ pub(crate) struct Lowerer<'p> {
     pub plans: Vec<VarPlan>,
     /// Counter of appended positions per append chain head of the result.
     pub out_sizes: BTreeMap<usize, Expr>,
+    /// Stores into the result that accumulate (`+=`) / that assign (`=`).
+    pub accumulating_stores: usize,
+    pub exact_stores: usize,
 }
 
 impl Problem {
@@ -168,13 +175,20 @@ pub fn compile(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorForm
         }
         let p = resolve(part, formats, dims)?;
         let graph = graph::build(&p)?;
-        let mut l = Lowerer { p: &p, order: graph.order.clone(), e, plans: Vec::new(), out_sizes: BTreeMap::new() };
+        let mut l = Lowerer { p: &p, order: graph.order.clone(), e, plans: Vec::new(), out_sizes: BTreeMap::new(), accumulating_stores: 0, exact_stores: 0 };
         l.e.comment(format!("{part}"));
+        let body_start = l.e.mark();
         l.prologue()?;
         let n = p.operands.len();
-        let st = State { bound: BTreeMap::new(), pos: vec![Vec::new(); n], run_end: vec![None; n], found: vec![Expr::Bool(true); n], sink: Sink::Direct };
+        let dense_result = p.output().format.levels.iter().all(|lv| lv.properties().full && matches!(lv.assembly(), Assembly::Insert(_)));
+        let exact = parts.len() == 1 && !part.accumulate && dense_result;
+        let st = State { bound: BTreeMap::new(), pos: vec![Vec::new(); n], run_end: vec![None; n], found: vec![Expr::Bool(true); n], sink: Sink::Direct, exact };
         l.after_bind(0, st, LExpr::from_notation(&part.rhs))?;
         l.epilogue();
+        if exact && l.accumulating_stores == 0 && l.exact_stores > 0 {
+            // Every position is stored exactly once: drop the zero fill.
+            l.e.remove_zero_fill(body_start, &crate::ir::ArrayRef::vals(&p.output().tensor));
+        }
         let plans = std::mem::take(&mut l.plans);
         e = l.e;
         nests.push(Nest { problem: p.clone(), graph, plans });
