@@ -7,6 +7,7 @@ pub mod coo;
 pub mod execute;
 pub mod format;
 pub mod generate;
+pub mod ide;
 pub mod io;
 pub mod ir;
 pub mod jit;

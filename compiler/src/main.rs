@@ -30,7 +30,10 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Ok(Err(msg)) => {
-            eprintln!("error: {msg}");
+            match msg.strip_prefix('\u{0}') {
+                Some(lines) => eprint!("{lines}"),
+                None => eprintln!("error: {msg}"),
+            }
             ExitCode::FAILURE
         }
         Err(p) => {
@@ -44,7 +47,15 @@ fn main() -> ExitCode {
 fn dispatch(cli: &Cli) -> Result<String, String> {
     match &cli.command {
         Some(Command::Run { file, kernel, opts }) => tensor_compiler::language::run_file(file, kernel.as_deref(), opts),
-        Some(Command::Check { files }) => tensor_compiler::language::check_files(files),
+        Some(Command::Check { files }) => {
+            let (out, errors) = tensor_compiler::language::check_files(files);
+            if errors > 0 {
+                // Already `FILE:LINE:COL: error: ...` lines.
+                Err(format!("\u{0}{out}"))
+            } else {
+                Ok(out)
+            }
+        }
         None => match &cli.expr {
             Some(expr) => tensor_compiler::cli::run_expression(expr, &cli.opts),
             None => Err("no expression given (try: tensorc \"y(i) = A(i,j) * x(j)\" -f A:CSR -d A:100,100)".into()),

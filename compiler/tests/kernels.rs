@@ -61,8 +61,10 @@ fn matrix_adds() {
 #[test]
 fn unordered_union_is_a_clean_error() {
     let d = data(&[("B", vec![6, 6], 0.3), ("C", vec![6, 6], 0.3)], 2);
-    let e = check("A(i,j) = B(i,j) + C(i,j)", &[("B", "hashed,hashed"), ("C", "CSR")], &d, &[6, 6]).unwrap_err();
+    let e = check("A(i,j) = B(i,j) + C(i,j)", &[("A", "CSR"), ("B", "hashed,hashed"), ("C", "CSR")], &d, &[6, 6]).unwrap_err();
     assert!(e.contains("unordered") && e.contains("B2:hashed"), "{e}");
+    // With a dense result the terms run as separate nests instead.
+    ok(check("A(i,j) = B(i,j) + C(i,j)", &[("A", "dense"), ("B", "hashed,hashed"), ("C", "CSR")], &d, &[6, 6]));
 }
 
 #[test]

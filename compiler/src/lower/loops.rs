@@ -177,9 +177,9 @@ impl<'p> Lowerer<'p> {
                 let Some(it) = its.get_mut(op) else { continue };
                 let needs_order = merging || appended;
                 if needs_order && !it.ordered {
-                    return Err(LowerError::Capability {
+                    return Err(LowerError::NeedsOrder {
                         reason: format!(
-                            "{} is unordered and cannot be located, so it cannot be {} over `{v}` (a reordering scratch copy is not implemented); store it ordered or in a hash format",
+                            "{} stores coordinates unordered, so it cannot be {} over `{v}` (reordering into a sorted scratch copy is not implemented); store it ordered, or use a dense or hash result",
                             it.name,
                             if merging { "co-iterated with other operands" } else { "appended in order to the result" }
                         ),

@@ -38,6 +38,8 @@ pub enum LowerError {
     NoLoopOrder { detail: String, span: Span },
     #[error("{reason}")]
     Capability { reason: String, span: Span },
+    #[error("{reason}")]
+    NeedsOrder { reason: String, span: Span },
     #[error("unsupported: {reason}")]
     Unsupported { reason: String, span: Span },
     #[error("internal compiler error: {0}")]
@@ -52,6 +54,7 @@ impl LowerError {
             | LowerError::Shape { span, .. }
             | LowerError::NoLoopOrder { span, .. }
             | LowerError::Capability { span, .. }
+            | LowerError::NeedsOrder { span, .. }
             | LowerError::Unsupported { span, .. } => Some(*span),
             LowerError::Internal(_) => None,
         }
@@ -159,11 +162,20 @@ fn with_hidden(a: &Assignment, formats: &BTreeMap<String, TensorFormat>) -> Assi
 /// Compile `a` given each tensor's format and dimensions.
 pub fn compile(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> Result<Kernel, LowerError> {
     let hoists = sums_hoist_to_root(&place_reductions(&with_hidden(a, formats)));
-    let parts: Vec<Assignment> = if hoists {
-        vec![a.clone()]
-    } else {
-        split_terms(a, formats, dims)?
-    };
+    if !hoists {
+        return compile_parts(name, a, split_terms(a, formats, dims)?, formats, dims);
+    }
+    match compile_parts(name, a, vec![a.clone()], formats, dims) {
+        // A union over an unordered operand: with a result written by
+        // insert, each term can run as its own loop nest instead.
+        Err(LowerError::NeedsOrder { .. }) if additive_terms(&a.rhs).len() > 1 && split_terms(a, formats, dims).is_ok() => {
+            compile_parts(name, a, split_terms(a, formats, dims)?, formats, dims)
+        }
+        r => r,
+    }
+}
+
+fn compile_parts(name: &str, a: &Assignment, parts: Vec<Assignment>, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> Result<Kernel, LowerError> {
     let mut e = Emitter::new();
     let mut nests = Vec::new();
     for part in &parts {

@@ -1,0 +1,144 @@
+//! Editor-neutral answers over the salsa database: diagnostics, hovers,
+//! inlay hints, code lenses, views of generated code, symbols, completion,
+//! go to definition, semantic tokens and formatting. The language server
+//! only converts these to protocol types (ARCHITECTURE.md, invariant 6).
+//! Positions are byte offsets into the file's text.
+
+mod hover;
+mod navigate;
+mod views;
+
+pub use hover::HoverResult;
+pub use navigate::{Completion, CompletionKind, Symbol, SymbolKind, TokenKind};
+pub use views::View;
+
+use crate::language::ast::ItemKind;
+use crate::language::db::{self, Database, SourceFile};
+use crate::notation::Span;
+use salsa::Setter;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Diagnostic {
+    pub span: Span,
+    pub message: String,
+    pub is_error: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct InlayHint {
+    pub offset: usize,
+    pub label: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum LensKind {
+    Time,
+    ShowC,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CodeLens {
+    pub span: Span,
+    pub kernel: String,
+    pub kind: LensKind,
+}
+
+/// The analysis host: owns the database and the open files.
+#[derive(Default, Clone)]
+pub struct Analysis {
+    pub db: Database,
+    files: BTreeMap<PathBuf, SourceFile>,
+}
+
+impl Analysis {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Set (or replace) a file's text; only what the change touches is
+    /// recomputed by later queries.
+    pub fn set_file(&mut self, path: &Path, text: String) -> SourceFile {
+        match self.files.get(path) {
+            Some(f) => {
+                let f = *f;
+                if f.text(&self.db) != &text {
+                    f.set_text(&mut self.db).to(text);
+                }
+                f
+            }
+            None => {
+                let f = SourceFile::new(&self.db, path.to_path_buf(), text);
+                self.files.insert(path.to_path_buf(), f);
+                f
+            }
+        }
+    }
+
+    pub fn file(&self, path: &Path) -> Option<SourceFile> {
+        self.files.get(path).copied()
+    }
+
+    pub fn remove_file(&mut self, path: &Path) {
+        self.files.remove(path);
+    }
+
+    pub fn refresh_data_files(&mut self) {
+        self.db.refresh_data_files();
+    }
+
+    pub fn text(&self, file: SourceFile) -> &str {
+        file.text(&self.db)
+    }
+
+    pub fn diagnostics(&self, file: SourceFile) -> Vec<Diagnostic> {
+        db::diagnostics(&self.db, file)
+            .into_iter()
+            .map(|d| Diagnostic { span: d.span, message: d.message, is_error: d.severity == db::Severity::Error })
+            .collect()
+    }
+
+    /// The kernel whose item contains `offset`.
+    pub fn kernel_at(&self, file: SourceFile, offset: usize) -> Option<String> {
+        db::parse_file(&self.db, file).items.iter().find_map(|it| match &it.kind {
+            ItemKind::Kernel(k) if it.span.start <= offset && offset <= it.span.end => Some(k.name.name.clone()),
+            _ => None,
+        })
+    }
+
+    /// Loop order and merge strategy after each statement of each kernel.
+    pub fn inlay_hints(&self, file: SourceFile) -> Vec<InlayHint> {
+        let mut out = Vec::new();
+        for it in &db::parse_file(&self.db, file).items {
+            let ItemKind::Kernel(k) = &it.kind else { continue };
+            let name = db::Name::new(&self.db, k.name.name.clone());
+            let Ok(c) = db::compile_kernel(&self.db, file, name) else { continue };
+            for (st, kernel) in k.statements.iter().zip(&c.statements) {
+                let order: Vec<String> = kernel.nests.iter().map(|n| n.graph.order.join("→")).collect();
+                let plans: Vec<String> = kernel.plans().map(|p| p.summary()).collect();
+                let label = format!(" ∀ {} | {}", order.join(" ; "), plans.join(" | "));
+                out.push(InlayHint { offset: it.span.start + st.span.end, label });
+            }
+        }
+        out
+    }
+
+    /// "time" and "show C" above every kernel.
+    pub fn code_lenses(&self, file: SourceFile) -> Vec<CodeLens> {
+        let mut out = Vec::new();
+        for it in &db::parse_file(&self.db, file).items {
+            if let ItemKind::Kernel(k) = &it.kind {
+                for kind in [LensKind::Time, LensKind::ShowC] {
+                    out.push(CodeLens { span: it.span, kernel: k.name.name.clone(), kind });
+                }
+            }
+        }
+        out
+    }
+
+    /// Compile and time a kernel on its tensors' data.
+    pub fn time_kernel(&self, file: SourceFile, kernel: &str, runs: usize, cancel: &std::sync::atomic::AtomicBool) -> Result<crate::language::run::KernelRun, String> {
+        crate::language::run::run_kernel(&self.db, file, kernel, runs, cancel)
+    }
+}

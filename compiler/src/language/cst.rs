@@ -1,0 +1,215 @@
+//! From the tree-sitter tree to the AST. Parsing never fails: whatever
+//! parses becomes items, every ERROR or MISSING node a syntax error, and a
+//! broken item is dropped while its neighbours survive.
+
+use super::ast::*;
+use crate::notation::{Access, Assignment, BinOp, Expr, Index, Span};
+use tree_sitter::{Node, Parser};
+
+pub fn parse(text: &str) -> ParsedFile {
+    let mut parser = Parser::new();
+    let mut out = ParsedFile::default();
+    if parser.set_language(&tree_sitter_tensor::LANGUAGE.into()).is_err() {
+        out.errors.push(SyntaxError { span: Span::default(), message: "the tensor grammar failed to load".into() });
+        return out;
+    }
+    let Some(tree) = parser.parse(text, None) else {
+        out.errors.push(SyntaxError { span: Span::default(), message: "the parser gave up".into() });
+        return out;
+    };
+    let root = tree.root_node();
+    collect_errors(root, text, &mut out.errors);
+    let mut cursor = root.walk();
+    for child in root.named_children(&mut cursor) {
+        if child.has_error() && child.kind() != "kernel_declaration" {
+            continue;
+        }
+        let l = Lower { text, base: child.start_byte() };
+        let kind = match child.kind() {
+            "format_declaration" => l.format_decl(child).map(ItemKind::Format),
+            "tensor_declaration" => l.tensor_decl(child).map(ItemKind::Tensor),
+            "kernel_declaration" => l.kernel_decl(child).map(ItemKind::Kernel),
+            _ => None,
+        };
+        if let Some(kind) = kind {
+            out.items.push(Item { span: Span::new(child.start_byte(), child.end_byte()), kind });
+        }
+    }
+    out
+}
+
+fn collect_errors(n: Node, text: &str, out: &mut Vec<SyntaxError>) {
+    if n.is_error() {
+        let snippet: String = text.get(n.start_byte()..n.end_byte()).unwrap_or("").chars().take(30).collect();
+        let message = if snippet.trim().is_empty() { "syntax error".to_string() } else { format!("syntax error: unexpected `{}`", snippet.trim()) };
+        out.push(SyntaxError { span: Span::new(n.start_byte(), n.end_byte()), message });
+        return;
+    }
+    if n.is_missing() {
+        out.push(SyntaxError { span: Span::new(n.start_byte(), n.end_byte()), message: format!("syntax error: missing `{}`", n.kind()) });
+        return;
+    }
+    if !n.has_error() {
+        return;
+    }
+    let mut c = n.walk();
+    for child in n.children(&mut c) {
+        collect_errors(child, text, out);
+    }
+}
+
+/// Lowering of one item; spans relative to the item's start.
+struct Lower<'t> {
+    text: &'t str,
+    base: usize,
+}
+
+impl<'t> Lower<'t> {
+    fn span(&self, n: Node) -> Span {
+        Span::new(n.start_byte() - self.base, n.end_byte() - self.base)
+    }
+    fn text(&self, n: Node) -> &'t str {
+        self.text.get(n.start_byte()..n.end_byte()).unwrap_or("")
+    }
+    fn ident(&self, n: Node) -> Ident {
+        Ident { name: self.text(n).to_string(), span: self.span(n) }
+    }
+    fn field(&self, n: Node<'t>, name: &str) -> Option<Node<'t>> {
+        n.child_by_field_name(name)
+    }
+    fn fields(&self, n: Node<'t>, name: &str) -> Vec<Node<'t>> {
+        let mut c = n.walk();
+        n.children_by_field_name(name, &mut c).collect()
+    }
+
+    fn format_decl(&self, n: Node) -> Option<FormatDecl> {
+        Some(FormatDecl { name: self.ident(self.field(n, "name")?), format: self.format(self.field(n, "format")?)? })
+    }
+
+    fn format(&self, n: Node) -> Option<FormatRef> {
+        match n.kind() {
+            "format_ref" => Some(FormatRef::Named {
+                name: self.ident(self.field(n, "name")?),
+                args: self.fields(n, "argument").into_iter().map(|a| self.text(a).to_string()).collect(),
+            }),
+            "level_list" => {
+                let levels = self
+                    .fields(n, "level")
+                    .into_iter()
+                    .filter_map(|l| {
+                        Some(Level {
+                            name: self.ident(self.field(l, "name")?),
+                            props: self.fields(l, "property").into_iter().map(|p| self.text(p).split_whitespace().collect::<String>()).collect(),
+                            span: self.span(l),
+                        })
+                    })
+                    .collect();
+                let order = self.field(n, "order").map(|o| self.fields(o, "mode").into_iter().filter_map(|m| self.text(m).parse().ok()).collect());
+                Some(FormatRef::Levels { levels, order, span: self.span(n) })
+            }
+            _ => None,
+        }
+    }
+
+    fn tensor_decl(&self, n: Node) -> Option<TensorDecl> {
+        let shape = self.field(n, "shape")?;
+        let dims = self
+            .fields(shape, "dimension")
+            .into_iter()
+            .map(|d| match d.kind() {
+                "number" => Dim::Num(self.text(d).parse().unwrap_or(0), self.span(d)),
+                _ => Dim::Sym(self.ident(d)),
+            })
+            .collect();
+        let source = self.field(n, "source").map(|s| self.source(s));
+        Some(TensorDecl {
+            name: self.ident(self.field(n, "name")?),
+            elem: self.ident(self.field(n, "type")?),
+            shape: dims,
+            format: self.format(self.field(n, "format")?)?,
+            source: source.flatten(),
+        })
+    }
+
+    fn source(&self, n: Node) -> Option<Source> {
+        let args = self
+            .fields(n, "argument")
+            .into_iter()
+            .filter_map(|a| {
+                let v = self.field(a, "value")?;
+                let value = match v.kind() {
+                    "string" => {
+                        let t = self.text(v);
+                        Literal::Str(t.get(1..t.len().saturating_sub(1)).unwrap_or("").replace("\\\"", "\""))
+                    }
+                    "number" => Literal::Num(self.text(v).parse().unwrap_or(0.0)),
+                    _ => Literal::Name(self.text(v).to_string()),
+                };
+                Some(Arg { name: self.field(a, "name").map(|k| self.text(k).to_string()), value, span: self.span(a) })
+            })
+            .collect();
+        Some(Source { kind: self.ident(self.field(n, "function")?), args, span: self.span(n) })
+    }
+
+    fn kernel_decl(&self, n: Node) -> Option<KernelDecl> {
+        let name = self.ident(self.field(n, "name")?);
+        let statements = self.fields(n, "statement").into_iter().filter(|s| !s.has_error()).filter_map(|s| self.assignment(s)).collect();
+        Some(KernelDecl { name, statements })
+    }
+
+    fn assignment(&self, n: Node) -> Option<Assignment> {
+        let lhs = self.access(self.field(n, "lhs")?)?;
+        let accumulate = self.field(n, "operator").is_some_and(|o| self.text(o) == "+=");
+        let rhs = self.expr(self.field(n, "rhs")?)?;
+        Some(Assignment { lhs, accumulate, rhs, span: self.span(n) })
+    }
+
+    fn access(&self, n: Node) -> Option<Access> {
+        let tensor = self.text(self.field(n, "tensor")?).to_string();
+        let indices = self.fields(n, "index").into_iter().map(|i| Index { name: self.text(i).to_string(), span: self.span(i) }).collect();
+        Some(Access { tensor, indices, span: self.span(n) })
+    }
+
+    fn expr(&self, n: Node) -> Option<Expr> {
+        Some(match n.kind() {
+            "access" => Expr::Access(self.access(n)?),
+            "number" => Expr::Const(self.text(n).parse().ok()?, self.span(n)),
+            "parenthesized_expression" => self.expr(self.field(n, "expression")?)?,
+            "unary_expression" => Expr::Neg(Box::new(self.expr(self.field(n, "operand")?)?), self.span(n)),
+            "binary_expression" => {
+                let op = match self.text(self.field(n, "operator")?) {
+                    "+" => BinOp::Add,
+                    "-" => BinOp::Sub,
+                    _ => BinOp::Mul,
+                };
+                Expr::Bin(op, Box::new(self.expr(self.field(n, "left")?)?), Box::new(self.expr(self.field(n, "right")?)?), self.span(n))
+            }
+            _ => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_file_lowers() {
+        let f = parse(include_str!("../../../tree-sitter-tensor/test/example.tensor"));
+        assert!(f.errors.is_empty(), "{:?}", f.errors);
+        let names: Vec<&str> = f.items.iter().map(|i| i.name()).collect();
+        assert!(names.contains(&"spmv") && names.contains(&"many") && names.contains(&"A"));
+        let many = f.items.iter().find(|i| i.name() == "many").unwrap();
+        let ItemKind::Kernel(k) = &many.kind else { panic!() };
+        assert_eq!(k.statements.len(), 3);
+        assert_eq!(k.statements[2].to_string(), "a = B(i,j) * C(i,j) - 2.5 * -D(i,j) + E(i,j)");
+    }
+
+    #[test]
+    fn broken_text_still_yields_items() {
+        let f = parse("kernel a { y(i) = A(i,j) * \n}\nkernel b { z(i) = x(i) }\ntensor q : f64[3] @ sparse\n\u{0}\u{1}garbage @@@");
+        assert!(!f.errors.is_empty());
+        assert!(f.items.iter().any(|i| i.name() == "b"));
+        assert!(f.items.iter().any(|i| i.name() == "q"));
+    }
+}
