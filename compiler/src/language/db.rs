@@ -242,6 +242,26 @@ pub fn resolve_kernel<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -
             }
         }
     }
+    // Sizes still unknown may be bound by a file other tensors read.
+    let wanted: Vec<String> = used
+        .iter()
+        .filter_map(|(t, _)| scope.tensors.get(t))
+        .flat_map(|(d, _)| d.shape.iter())
+        .filter_map(|d| if let Dim::Sym(s) = d { Some(s.name.clone()) } else { None })
+        .filter(|s| !symbols.contains_key(s))
+        .collect();
+    for (tname, (decl, at)) in &scope.tensors {
+        let binds = decl.shape.iter().any(|d| matches!(d, Dim::Sym(s) if wanted.contains(&s.name) && !symbols.contains_key(&s.name)));
+        let Some(path) = decl.source.as_ref().and_then(super::sources::file_argument) else { continue };
+        if !binds || used.iter().any(|(u, _)| u == tname) {
+            continue;
+        }
+        if let Ok(t) = super::sources::load_file(db, db.data_file(&dir.join(path))) {
+            for (d, n) in decl.shape.iter().zip(&t.dims) {
+                bind(&mut symbols, d, *n, *at, &mut problems);
+            }
+        }
+    }
     for (tname, _) in &used {
         if let Some((decl, at)) = scope.tensors.get(tname) {
             let mut dims = Vec::new();
