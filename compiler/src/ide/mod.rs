@@ -4,10 +4,12 @@
 //! only converts these to protocol types (ARCHITECTURE.md, invariant 6).
 //! Positions are byte offsets into the file's text.
 
+mod fixes;
 mod hover;
 mod navigate;
 mod views;
 
+pub use fixes::QuickFix;
 pub use hover::HoverResult;
 pub use navigate::{Completion, CompletionKind, Symbol, SymbolKind, TokenKind};
 pub use views::View;
