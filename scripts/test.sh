@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The test command (README): every Rust test of the workspace, in release
-# mode for the kernels' sake, with the editor end-to-end tests when their
-# clients are installed (scripts/install-test-deps.sh installs them).
+# The test command (README): every Rust test of the workspace, then the
+# language server driven by real clients (Node LSP client, headless Neovim
+# 0.7 and 0.11). scripts/install-test-deps.sh installs those clients.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ -x scripts/install-test-deps.sh ]; then
-  scripts/install-test-deps.sh
-fi
-cargo test --workspace --release --locked
+scripts/install-test-deps.sh
+cargo build --release --locked --workspace
+cargo test --release --locked --workspace
+(cd tests/lsp-node && node --test)
+tests/nvim/run.sh

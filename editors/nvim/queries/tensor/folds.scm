@@ -1,0 +1,3 @@
+(kernel_declaration) @fold
+(level_list) @fold
+(comment) @fold
