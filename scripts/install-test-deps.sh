@@ -15,3 +15,6 @@ fi
 if [ ! -d tests/lsp-node/node_modules ]; then
   (cd tests/lsp-node && npm ci --no-audit --no-fund --silent)
 fi
+if [ ! -d editors/vscode/node_modules ]; then
+  (cd editors/vscode && npm ci --no-audit --no-fund --silent)
+fi

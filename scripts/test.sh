@@ -9,3 +9,4 @@ cargo build --release --locked --workspace
 cargo test --release --locked --workspace
 (cd tests/lsp-node && node --test)
 tests/nvim/run.sh
+editors/vscode/scripts/package.sh
