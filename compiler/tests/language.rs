@@ -155,3 +155,30 @@ proptest! {
         }
     }
 }
+
+/// Latency figures for the note (not a timed test: run with
+/// `cargo test --release -p tensor-compiler --test language -- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn latency_on_a_100_kernel_file() {
+    let mut text = String::from("tensor A : f64[64, 64] @ CSR = random(seed: 1, density: 0.1)\ntensor B : f64[64, 64] @ COO = random(seed: 3, density: 0.1)\ntensor x : f64[64] @ dense = random(seed: 2)\ntensor y : f64[64] @ dense\n");
+    for k in 0..100 {
+        text.push_str(&format!("kernel k{k} {{ y(i) = A(i,j) * x(j) + B(i,j) * x(j) }}\n"));
+    }
+    let mut a = Analysis::new();
+    let t0 = std::time::Instant::now();
+    let file = a.set_file(Path::new("/virtual/big.tensor"), text.clone());
+    assert!(a.diagnostics(file).is_empty());
+    let full = t0.elapsed();
+    let mut times = Vec::new();
+    for n in 0..50 {
+        let k = n % 100;
+        let edited = text.replace(&format!("kernel k{k} {{ y(i) = A(i,j)"), &format!("kernel k{k} {{ y(i) = A(i,k)")).replace(&format!("kernel k{k} {{ y(i) = A(i,k) * x(j)"), &format!("kernel k{k} {{ y(i) = A(i,k) * x(k)"));
+        let t0 = std::time::Instant::now();
+        a.set_file(Path::new("/virtual/big.tensor"), if n % 2 == 0 { edited } else { text.clone() });
+        let _ = a.diagnostics(file);
+        times.push(t0.elapsed());
+    }
+    times.sort();
+    println!("100-kernel file: full check {:.2} ms; re-check after an edit inside one kernel: median {:.3} ms, max {:.3} ms", full.as_secs_f64() * 1e3, times[times.len() / 2].as_secs_f64() * 1e3, times[times.len() - 1].as_secs_f64() * 1e3);
+}
