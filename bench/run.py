@@ -146,13 +146,9 @@ def main():
                 if bsr is not None:
                     p["scipy_bsr"] = median_time(lambda: bsr @ x, R)
             record(f"SpMV {fmt}", name, ours, p, spmv_bytes, err)
-        # Study (c): x dense vs sparse vs hash.
-        for xf in ["dense", "sparse", "hash"]:
-            ours, err = tensorc(["y(i) = A(i,j) * x(j)", "-f", "A:CSR", "-f", f"x:{xf}", "-i", f"A:{path}", "--density", "0.01"], R)
-            record(f"SpMV CSR, x {xf} (1%)", name, ours, {"scipy_csr": peers["scipy_csr"]}, None, err)
         # CSR add (A + A^T pattern-wise: A + A with a shifted copy).
         B = (A + sp.eye(A.shape[0], A.shape[1], k=1)).tocsr()
-        mmB = OUT / "inputs" / f"{name}_B.mtx"
+        mmB = OUT / "inputs" / f"{path.stem}_B.mtx"
         if not mmB.exists():
             scipy.io.mmwrite(str(mmB), B.tocoo())
         ours, err = tensorc(["C(i,j) = A(i,j) + B(i,j)", "-f", "A:CSR", "-f", "B:CSR", "-f", "C:CSR", "-i", f"A:{path}", "-i", f"B:{mmB}"], max(3, R // 2))
@@ -167,6 +163,17 @@ def main():
             if dot_product_mkl is not None:
                 p["mkl_csr"] = median_time(lambda: dot_product_mkl(csr, D), max(3, R // 2))
             record("SpDM COO x dense(8)", name, ours, p, None, err)
+
+    # Study (c): CSR SpMV with x dense, sparse and hash across densities, on
+    # a 20K-row banded matrix (a sparse x is merged with every row: its cost
+    # grows with rows x nnz(x), the paper's point).
+    xpath = gen("banded", 2000 if args.small else 20_000)
+    XA = read_mtx(xpath).tocsr()
+    xs = np.random.rand(XA.shape[1])
+    for density in [1e-4, 1e-3, 1e-2, 1e-1, 1.0]:
+        for xf in ["dense", "sparse", "hash"]:
+            ours, err = tensorc(["y(i) = A(i,j) * x(j)", "-f", "A:CSR", "-f", f"x:{xf}", "-i", f"A:{xpath}", "--density", str(density)], R)
+            record(f"SpMV CSR, x {xf} ({density:g})", "banded20K", ours, {"scipy_csr": median_time(lambda: XA @ xs, R)}, None, err)
 
     # Third-order: power-law-like tensor for TTV / INNERPROD / MTTKRP.
     dims = (200, 300, 400) if args.small else (2000, 3000, 4000)

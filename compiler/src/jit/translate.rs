@@ -161,12 +161,15 @@ impl<'a, 'b> Translator<'a, 'b> {
             }
             Expr::Load(a, i) => {
                 let addr = self.address(a, i)?;
+                // Inputs are never written while a kernel runs: readonly
+                // lets Cranelift merge repeated loads of the same element.
+                let f = if self.array(a)?.growth.is_none() { flags().with_readonly() } else { flags() };
                 match a.elem() {
                     ElemTy::I32 => {
-                        let v = self.b.ins().load(types::I32, flags(), addr, 0);
+                        let v = self.b.ins().load(types::I32, f, addr, 0);
                         self.b.ins().sextend(types::I64, v)
                     }
-                    ElemTy::F64 => self.b.ins().load(types::F64, flags(), addr, 0),
+                    ElemTy::F64 => self.b.ins().load(types::F64, f, addr, 0),
                 }
             }
             Expr::Bin(op @ (BinOp::And | BinOp::Or), a, b) if reads_memory(b) => self.short_circuit(*op, a, b)?,
