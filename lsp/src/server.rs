@@ -211,7 +211,9 @@ impl LanguageServer for Backend {
                 document_symbol_provider: Some(OneOf::Left(true)),
                 document_formatting_provider: Some(OneOf::Left(true)),
                 code_action_provider: Some(CodeActionProviderCapability::Simple(true)),
-                execute_command_provider: Some(ExecuteCommandOptions { commands: vec!["tensor.timeKernel".into(), "tensor.showC".into()], ..Default::default() }),
+                // Only timing runs in the server; "tensor.showC" is the client's command
+                // (editors show the text), also answered here for clients without it.
+                execute_command_provider: Some(ExecuteCommandOptions { commands: vec!["tensor.timeKernel".into()], ..Default::default() }),
                 semantic_tokens_provider: Some(SemanticTokensServerCapabilities::SemanticTokensOptions(SemanticTokensOptions {
                     legend: SemanticTokensLegend { token_types: SEMANTIC_TYPES.to_vec(), token_modifiers: vec![] },
                     full: Some(SemanticTokensFullOptions::Bool(true)),
