@@ -258,32 +258,10 @@ impl<'p> Lowerer<'p> {
 
     /// Declare the cursor of iterator `it` at its starting bound.
     fn start(&mut self, it: &LevelIter<'p>, v: &str, st: &State) -> Cursor {
-        let p = self.p;
-        match (it.kind, it.level) {
-            (Kind::Position(f), Some(k)) => {
-                let o = &p.operands[it.op];
-                let c = LevelCtx::new(&o.tensor, k);
-                let parent = st.pos[it.op].last().cloned().unwrap_or(Expr::Int(0));
-                let (lo, hi) = child_bounds(f, &c, &mut self.e, parent, st.run_end[it.op].clone());
-                let name = pos_name(o, k);
-                let at = self.e.let_var(&name, lo);
-                let end = self.e.bind(&format!("{name}_end"), hi);
-                Cursor { at, end }
-            }
-            (Kind::Value(f), Some(k)) => {
-                let o = &p.operands[it.op];
-                let c = LevelCtx::new(&o.tensor, k);
-                let anc = self.ancestors(o, st);
-                let (lo, hi) = f.coord_bounds(&c, &mut self.e, &anc);
-                let at = self.e.let_var(&coord_name(v, Some(o)), lo);
-                let end = self.e.bind(&format!("{}_end", coord_name(v, Some(o))), hi);
-                Cursor { at, end }
-            }
-            _ => {
-                let at = self.e.let_var(v, Expr::Int(0));
-                Cursor { at, end: self.extent(v) }
-            }
-        }
+        let bounds = self.start_bounds(it, v, st);
+        let name = self.cursor_name(it, v);
+        let at = self.e.let_var(&name, bounds.at);
+        Cursor { at, end: bounds.end }
     }
 
     pub(super) fn extent(&self, v: &str) -> Expr {

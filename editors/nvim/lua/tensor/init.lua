@@ -27,6 +27,8 @@ local function register_parser()
   if vim.fn.filereadable(so) == 0 then
     return false
   end
+  -- The queries live beside the parser (scripts/build-nvim-parser.sh).
+  vim.opt.runtimepath:append(dir)
   if vim.treesitter.language.add then
     vim.treesitter.language.add('tensor', { path = so })
   else

@@ -1,3 +1,0 @@
-(kernel_declaration) @fold
-(level_list) @fold
-(comment) @fold
