@@ -97,6 +97,8 @@ def main():
     import sparse as pydata
 
     inputs = {
+        "stencil2d": gen("stencil5", 40 if args.small else 1000),
+        "fem_blocks": gen("blocks", 15 if args.small else 300),
         "stencil3d": gen("stencil7", 20 if args.small else 110),
         "banded": gen("banded", 2000 if args.small else 1_000_000),
         "powerlaw": gen("powerlaw", 2000 if args.small else 1_000_000),
@@ -195,6 +197,12 @@ def main():
         ours, err = tensorc(["A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)", "-f", f"B:{fmt}", "-i", f"B:{tns}", "-d", f"P:{dims[1]},16", "-d", f"Q:{dims[2]},16"] + d_arg, max(3, R // 4))
         P, Q = np.random.rand(dims[1], 16), np.random.rand(dims[2], 16)
         record(f"MTTKRP {fmt}", "powerlaw3", ours, {"pydata": median_time(lambda: pydata.einsum("ikl,kj,lj->ij", T, P, Q), 3)}, None, err)
+        ours, err = tensorc(["A(i,j,k) = B(i,j,l) * M(k,l)", "-f", f"B:{fmt}", "-i", f"B:{tns}", "-d", f"M:8,{dims[2]}"] + d_arg, max(3, R // 4))
+        M8 = np.random.rand(8, dims[2])
+        record(f"TTM {fmt} (dense result)", "powerlaw3", ours, {"pydata": median_time(lambda: pydata.tensordot(T, M8, axes=([2], [1])), 3)}, None, err)
+        out = "COO" if fmt == "COO" else "CSF"
+        ours, err = tensorc(["A(i,j,k) = B(i,j,k) + C(i,j,k)", "-f", f"A:{out}", "-f", f"B:{fmt}", "-f", f"C:{fmt}", "-i", f"B:{tns}", "-i", f"C:{tns}"] + d_arg + ["-d", f"C:{dims[0]},{dims[1]},{dims[2]}"], max(3, R // 4))
+        record(f"PLUS {fmt} -> {out}", "powerlaw3", ours, {"pydata": median_time(lambda: T + T, 3)}, None, err)
 
     (OUT / "results.json").write_text(json.dumps({"stream_triad_gbytes_per_s": triad_gbs, "rows": rows}, indent=1))
     lines = [
