@@ -11,6 +11,7 @@ mod build;
 pub mod c;
 pub mod interp;
 pub mod print;
+pub mod unroll;
 
 pub use build::Emitter;
 

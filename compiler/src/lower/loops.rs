@@ -440,7 +440,9 @@ impl<'p> Lowerer<'p> {
         let st = &st;
         let mut derefs = BTreeMap::new();
         derefs.insert(it.0, (coord.clone(), it.1, Expr::Bool(true), it.2));
-        let cases: Vec<&Point> = lattice.cases(pt).into_iter().filter(|q| q.iters.contains(&it.0)).collect();
+        // A full driver visits every coordinate, so every dominated case can
+        // apply; otherwise only cases holding the iterated operand can.
+        let cases: Vec<&Point> = lattice.cases(pt).into_iter().filter(|q| s.driver == Some(it.0) || q.iters.contains(&it.0)).collect();
         self.emit_cases(d, v, &coord, st, &cases, s, &derefs, &located, its, 0)
     }
 

@@ -205,7 +205,11 @@ fn compile_parts(name: &str, a: &Assignment, parts: Vec<Assignment>, formats: &B
         e = l.e;
         nests.push(Nest { problem: p.clone(), graph, plans });
     }
-    Ok(Kernel { assignment: a.clone(), nests, function: e.finish(name) })
+    let mut function = e.finish(name);
+    if std::env::var_os("TENSOR_NO_UNROLL").is_none() {
+        crate::ir::unroll::two_accumulators(&mut function);
+    }
+    Ok(Kernel { assignment: a.clone(), nests, function })
 }
 
 /// A sum enclosing several additive terms (`-(sum_j (B(j) - C(k)))`): the

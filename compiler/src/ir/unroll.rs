@@ -1,0 +1,126 @@
+//! Two accumulators for reduction loops. An innermost `for` whose body only
+//! reads and adds into one float accumulator (`tsum += A[p] * x[crd[p]]`)
+//! is a chain of dependent additions; splitting it over two accumulators
+//! lets consecutive iterations overlap their loads. Works on any loop of that
+//! shape, whatever the formats that produced it.
+
+use super::*;
+
+/// Rewrite every eligible loop of `f`.
+pub fn two_accumulators(f: &mut Function) {
+    let mut body = std::mem::take(&mut f.body);
+    rewrite_block(&mut body, &mut f.vars);
+    f.body = body;
+}
+
+fn rewrite_block(b: &mut Block, vars: &mut Vec<VarInfo>) {
+    let mut out = Vec::with_capacity(b.len());
+    for s in b.drain(..) {
+        match s {
+            Stmt::For { var, lo, hi, mut body } => {
+                rewrite_block(&mut body, vars);
+                match reduction(&body, var, vars) {
+                    Some(acc) => out.extend(unrolled(var, lo, hi, body, acc, vars)),
+                    None => out.push(Stmt::For { var, lo, hi, body }),
+                }
+            }
+            Stmt::While { cond, mut body } => {
+                rewrite_block(&mut body, vars);
+                out.push(Stmt::While { cond, body });
+            }
+            Stmt::If { cond, mut then, mut els } => {
+                rewrite_block(&mut then, vars);
+                rewrite_block(&mut els, vars);
+                out.push(Stmt::If { cond, then, els });
+            }
+            other => out.push(other),
+        }
+    }
+    *b = out;
+}
+
+fn uses_var(e: &Expr, v: VarId) -> bool {
+    let mut found = false;
+    e.walk(&mut |x| {
+        if *x == Expr::Var(v) {
+            found = true;
+        }
+    });
+    found
+}
+
+/// The accumulator when `body` is `Let`s of pure expressions followed by a
+/// single `acc = acc + e` (float), with no stores, loops or branches.
+fn reduction(body: &Block, _index: VarId, vars: &[VarInfo]) -> Option<VarId> {
+    let (last, lets) = body.split_last()?;
+    let Stmt::Set(acc, Expr::Bin(BinOp::Add, l, r)) = last else { return None };
+    if **l != Expr::Var(*acc) || uses_var(r, *acc) || vars.get(*acc as usize)?.ty != Ty::F64 {
+        return None;
+    }
+    let mut declared = Vec::new();
+    for s in lets {
+        match s {
+            Stmt::Let(v, e) if !uses_var(e, *acc) => declared.push(*v),
+            _ => return None,
+        }
+    }
+    Some(*acc)
+}
+
+/// A copy of `e` with variables renamed by `map`.
+fn rename(e: &Expr, map: &[(VarId, VarId)]) -> Expr {
+    match e {
+        Expr::Var(v) => Expr::Var(map.iter().find(|(a, _)| a == v).map_or(*v, |(_, b)| *b)),
+        Expr::Load(a, i) => Expr::Load(a.clone(), Box::new(rename(i, map))),
+        Expr::Bin(op, a, b) => Expr::Bin(*op, Box::new(rename(a, map)), Box::new(rename(b, map))),
+        Expr::Cmp(op, a, b) => Expr::Cmp(*op, Box::new(rename(a, map)), Box::new(rename(b, map))),
+        Expr::Not(a) => Expr::Not(Box::new(rename(a, map))),
+        Expr::Neg(a) => Expr::Neg(Box::new(rename(a, map))),
+        Expr::Select(c, a, b) => Expr::Select(Box::new(rename(c, map)), Box::new(rename(a, map)), Box::new(rename(b, map))),
+        other => other.clone(),
+    }
+}
+
+fn fresh(vars: &mut Vec<VarInfo>, like: VarId, suffix: &str) -> VarId {
+    let info = vars[like as usize].clone();
+    let mut name = format!("{}{suffix}", info.name);
+    while vars.iter().any(|v| v.name == name) {
+        name.push('_');
+    }
+    vars.push(VarInfo { name, ty: info.ty });
+    (vars.len() - 1) as VarId
+}
+
+/// `for p in lo..hi { body }` as
+/// `let p = lo; while p + 1 < hi { body(p) into acc; body(p+1) into acc2;
+///  p += 2 }; if p < hi { body(p) }; acc += acc2`.
+fn unrolled(index: VarId, lo: Expr, hi: Expr, body: Block, acc: VarId, vars: &mut Vec<VarInfo>) -> Block {
+    let acc2 = fresh(vars, acc, "2");
+    let next = fresh(vars, index, "n");
+    let end = fresh(vars, index, "_hi");
+    let mut map = vec![(index, next), (acc, acc2)];
+    let mut second = Vec::new();
+    for s in &body {
+        match s {
+            Stmt::Let(v, e) => {
+                let v2 = fresh(vars, *v, "2");
+                second.push(Stmt::Let(v2, rename(e, &map)));
+                map.push((*v, v2));
+            }
+            Stmt::Set(_, e) => second.push(Stmt::Set(acc2, rename(e, &map))),
+            other => second.push(other.clone()),
+        }
+    }
+    let mut pair = vec![Stmt::Let(next, Expr::add(Expr::Var(index), Expr::Int(1)))];
+    pair.extend(body.iter().cloned());
+    pair.extend(second);
+    pair.push(Stmt::Set(index, Expr::add(Expr::Var(index), Expr::Int(2))));
+    vec![
+        Stmt::Let(end, hi),
+        Stmt::Let(index, lo),
+        Stmt::Let(acc2, Expr::Float(0.0)),
+        Stmt::While { cond: Expr::lt(Expr::add(Expr::Var(index), Expr::Int(1)), Expr::Var(end)), body: pair },
+        Stmt::If { cond: Expr::lt(Expr::Var(index), Expr::Var(end)), then: body, els: Vec::new() },
+        Stmt::Set(acc, Expr::add(Expr::Var(acc), Expr::Var(acc2))),
+    ]
+}
