@@ -206,6 +206,7 @@ fn compile_parts(name: &str, a: &Assignment, parts: Vec<Assignment>, formats: &B
         nests.push(Nest { problem: p.clone(), graph, plans });
     }
     let mut function = e.finish(name);
+    // TENSOR_NO_UNROLL=1 keeps single accumulators (to compare the IR).
     if std::env::var_os("TENSOR_NO_UNROLL").is_none() {
         crate::ir::unroll::two_accumulators(&mut function);
     }
