@@ -1,7 +1,6 @@
 //! The `tensorc` contract of DESIGN.md, driven as a user would: every bad
 //! input is one `error:` line and a non-zero exit, never a panic.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 fn tensorc(args: &[&str]) -> (i32, String, String) {

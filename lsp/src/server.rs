@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tensor_compiler::ide::{self, Analysis, View};
+use tensor_compiler::language::db::SourceFile;
 use tower_lsp_server::jsonrpc::{Error, Result};
 use tower_lsp_server::ls_types::*;
 use tower_lsp_server::{Client, LanguageServer};
@@ -65,6 +66,16 @@ impl Backend {
         catch_unwind(AssertUnwindSafe(|| f(&mut guard))).map_err(|p| {
             let what = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
             internal(format!("internal error: {what}"))
+        })
+    }
+
+    /// Run `f` on an open document and its analysis file (None when the
+    /// document is not open).
+    fn with_doc<T>(&self, uri: &Uri, f: impl FnOnce(&State, &Document, SourceFile) -> Option<T>) -> Result<Option<T>> {
+        self.with(|s| {
+            let doc = s.docs.get(uri)?;
+            let file = s.analysis.file(&path_of(uri))?;
+            f(s, doc, file)
         })
     }
 
@@ -285,9 +296,7 @@ impl LanguageServer for Backend {
     async fn hover(&self, params: HoverParams) -> Result<Option<Hover>> {
         let uri = params.text_document_position_params.text_document.uri;
         let pos = params.text_document_position_params.position;
-        self.with(|s| {
-            let doc = s.docs.get(&uri)?;
-            let file = s.analysis.file(&path_of(&uri))?;
+        self.with_doc(&uri, |s, doc, file| {
             let h = s.analysis.hover(file, doc.offset(pos))?;
             Some(Hover { contents: HoverContents::Markup(MarkupContent { kind: MarkupKind::Markdown, value: h.markdown }), range: Some(doc.range(h.span.start, h.span.end)) })
         })
@@ -295,9 +304,7 @@ impl LanguageServer for Backend {
 
     async fn inlay_hint(&self, params: InlayHintParams) -> Result<Option<Vec<InlayHint>>> {
         let uri = params.text_document.uri;
-        self.with(|s| {
-            let doc = s.docs.get(&uri)?;
-            let file = s.analysis.file(&path_of(&uri))?;
+        self.with_doc(&uri, |s, doc, file| {
             Some(
                 s.analysis
                     .inlay_hints(file)
@@ -319,9 +326,7 @@ impl LanguageServer for Backend {
 
     async fn code_lens(&self, params: CodeLensParams) -> Result<Option<Vec<CodeLens>>> {
         let uri = params.text_document.uri;
-        self.with(|s| {
-            let doc = s.docs.get(&uri)?;
-            let file = s.analysis.file(&path_of(&uri))?;
+        self.with_doc(&uri, |s, doc, file| {
             Some(
                 s.analysis
                     .code_lenses(file)
@@ -362,9 +367,7 @@ impl LanguageServer for Backend {
     async fn completion(&self, params: CompletionParams) -> Result<Option<CompletionResponse>> {
         let uri = params.text_document_position.text_document.uri;
         let pos = params.text_document_position.position;
-        self.with(|s| {
-            let doc = s.docs.get(&uri)?;
-            let file = s.analysis.file(&path_of(&uri))?;
+        self.with_doc(&uri, |s, doc, file| {
             let items = s
                 .analysis
                 .completions(file, doc.offset(pos))
@@ -390,9 +393,7 @@ impl LanguageServer for Backend {
     async fn goto_definition(&self, params: GotoDefinitionParams) -> Result<Option<GotoDefinitionResponse>> {
         let uri = params.text_document_position_params.text_document.uri;
         let pos = params.text_document_position_params.position;
-        self.with(|s| {
-            let doc = s.docs.get(&uri)?;
-            let file = s.analysis.file(&path_of(&uri))?;
+        self.with_doc(&uri, |s, doc, file| {
             let span = s.analysis.definition(file, doc.offset(pos))?;
             Some(GotoDefinitionResponse::Scalar(Location { uri: uri.clone(), range: doc.range(span.start, span.end) }))
         })
@@ -400,9 +401,7 @@ impl LanguageServer for Backend {
 
     async fn document_symbol(&self, params: DocumentSymbolParams) -> Result<Option<DocumentSymbolResponse>> {
         let uri = params.text_document.uri;
-        self.with(|s| {
-            let doc = s.docs.get(&uri)?;
-            let file = s.analysis.file(&path_of(&uri))?;
+        self.with_doc(&uri, |s, doc, file| {
             #[allow(deprecated)]
             let symbols = s
                 .analysis
@@ -429,9 +428,7 @@ impl LanguageServer for Backend {
 
     async fn semantic_tokens_full(&self, params: SemanticTokensParams) -> Result<Option<SemanticTokensResult>> {
         let uri = params.text_document.uri;
-        self.with(|s| {
-            let doc = s.docs.get(&uri)?;
-            let file = s.analysis.file(&path_of(&uri))?;
+        self.with_doc(&uri, |s, doc, file| {
             let mut data = Vec::new();
             let (mut line, mut col) = (0u32, 0u32);
             for (span, kind) in s.analysis.semantic_tokens(file) {
@@ -457,9 +454,7 @@ impl LanguageServer for Backend {
 
     async fn formatting(&self, params: DocumentFormattingParams) -> Result<Option<Vec<TextEdit>>> {
         let uri = params.text_document.uri;
-        self.with(|s| {
-            let doc = s.docs.get(&uri)?;
-            let file = s.analysis.file(&path_of(&uri))?;
+        self.with_doc(&uri, |s, doc, file| {
             let new = s.analysis.format(file)?;
             Some(vec![TextEdit { range: doc.range(0, doc.rope.len_bytes()), new_text: new }])
         })
@@ -467,9 +462,7 @@ impl LanguageServer for Backend {
 
     async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
         let uri = params.text_document.uri;
-        self.with(|s| {
-            let doc = s.docs.get(&uri)?;
-            let file = s.analysis.file(&path_of(&uri))?;
+        self.with_doc(&uri, |s, doc, file| {
             let mut actions = Vec::new();
             for d in &params.context.diagnostics {
                 for fix in s.analysis.quick_fixes(file, doc.offset(d.range.start), &d.message) {

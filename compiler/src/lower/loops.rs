@@ -473,12 +473,9 @@ impl<'p> Lowerer<'p> {
     fn start_bounds(&mut self, it: &LevelIter<'p>, v: &str, st: &State) -> Cursor {
         let p = self.p;
         match (it.kind, it.level) {
-            (Kind::Position(f), Some(k)) => {
-                let o = &p.operands[it.op];
-                let c = LevelCtx::new(&o.tensor, k);
-                let parent = st.pos[it.op].last().cloned().unwrap_or(Expr::Int(0));
-                let (lo, hi) = child_bounds(f, &c, &mut self.e, parent, st.run_end[it.op].clone());
-                let name = pos_name(o, k);
+            (Kind::Position(_), Some(k)) => {
+                let (lo, hi) = self.raw_bounds(it, st);
+                let name = pos_name(&p.operands[it.op], k);
                 let lo = self.e.bind(&format!("{name}_begin"), lo);
                 let hi = self.e.bind(&format!("{name}_end"), hi);
                 Cursor { at: lo, end: hi }
