@@ -184,7 +184,7 @@ pub fn setup(a: &Assignment, o: &Options, base: &std::path::Path) -> Result<Setu
             None => {
                 let dense = formats[&acc.tensor].is_all_dense();
                 let density = if dense { 1.0 } else { o.density };
-                let t = CooTensor::random(&dims, density, &mut rng);
+                let t = crate::execute::random_operand(&acc.tensor, &dims, density, &mut rng).map_err(|e| e.to_string())?;
                 data.insert(acc.tensor.clone(), t);
             }
         }

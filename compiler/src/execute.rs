@@ -25,6 +25,21 @@ pub enum ExecError {
     Run(#[from] jit::RunError),
 }
 
+/// Refuse to generate data that cannot fit: `entries` coordinates of an
+/// order-`order` tensor.
+pub fn check_generated(name: &str, entries: u128, order: usize) -> Result<(), StorageError> {
+    check_allocation(name, "the generated data", entries, 4 * order as u128 + 8)
+}
+
+/// Random operand data (values in [-1, 1)), refused before allocation when
+/// it cannot fit.
+pub fn random_operand(name: &str, dims: &[usize], density: f64, rng: &mut crate::coo::SplitMix) -> Result<CooTensor, StorageError> {
+    let total: u128 = dims.iter().map(|&d| d as u128).product();
+    let entries = if density >= 1.0 { total } else { (total as f64 * density.max(0.0)) as u128 };
+    check_generated(name, entries, dims.len())?;
+    Ok(CooTensor::random(dims, density, rng))
+}
+
 /// An empty result tensor ready for assembly: level parameters chosen,
 /// arrays empty (the kernel reserves what it writes).
 pub fn prepare_output(name: &str, format: &TensorFormat, dims: &[usize], size_hint: usize) -> Result<Tensor, StorageError> {

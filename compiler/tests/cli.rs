@@ -81,4 +81,5 @@ fn bad_input_is_one_error_line() {
     fails_with(&["y(i) = x(i)", "--bogus"], "unexpected argument");
     fails_with(&["y(i) += A(i,j) * x(j)", "-f", "y:sparse", "-d", "A:3,3"], "append");
     fails_with(&[], "no expression");
+    fails_with(&["y(i) = A(i,j) * x(j)", "-f", "A:CSR", "-d", "A:100000000,100000000", "--density", "0.1"], "memory");
 }

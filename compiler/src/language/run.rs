@@ -51,7 +51,7 @@ fn gather(db: &dyn Db, resolved: &super::db::Resolved) -> Result<BTreeMap<String
         let t = match (resolved.data_paths.get(name), src) {
             (Some(path), _) => load_file(db, db.data_file(path))?.as_ref().clone(),
             (None, Some(src)) => generate_data(src, &dims).map_err(|e| format!("tensor `{name}`: {e}"))?,
-            (None, None) => CooTensor::random(&dims, 1.0, &mut SplitMix(name.bytes().map(u64::from).sum())),
+            (None, None) => crate::execute::random_operand(name, &dims, 1.0, &mut SplitMix(name.bytes().map(u64::from).sum())).map_err(|e| e.to_string())?,
         };
         data.insert(name.clone(), t);
     }

@@ -51,13 +51,21 @@ pub fn generate_data(src: &Source, dims: &[usize]) -> Result<CooTensor, String> 
             _ => Err(format!("{what}(...) makes square matrices; this tensor is {dims:?}")),
         }
     };
+    let side = dims.first().copied().unwrap_or(0) as u128;
+    let estimate = match src.kind.name.as_str() {
+        "banded" => side * number(src, "bands", 3.0)? as u128,
+        "powerlaw" => side * 4 * number(src, "degree", 4.0)? as u128,
+        "stencil" => (number(src, "grid", 10.0)? as u128).pow(3) * 7,
+        _ => 0,
+    };
+    crate::execute::check_generated(&src.kind.name, estimate, dims.len()).map_err(|e| e.to_string())?;
     let t = match src.kind.name.as_str() {
         "random" => {
             let density = number(src, "density", 1.0)?;
             if !(0.0..=1.0).contains(&density) {
                 return Err(format!("density {density} must be between 0 and 1"));
             }
-            CooTensor::random(dims, density, &mut SplitMix(seed))
+            crate::execute::random_operand("random", dims, density, &mut SplitMix(seed)).map_err(|e| e.to_string())?
         }
         "banded" => generate::banded(square("banded")?, number(src, "bands", 3.0)? as usize, seed),
         "powerlaw" => generate::power_law(square("powerlaw")?, number(src, "degree", 4.0)? as usize, seed),
