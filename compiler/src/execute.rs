@@ -81,6 +81,9 @@ pub struct Prepared {
     pub compiled: CompiledKernel,
     pub inputs: Vec<Tensor>,
     pub output: Tensor,
+    /// The coordinate buffer the kernel writes when the result is packed
+    /// from one (`Kernel::buffer`).
+    pub buffer: Option<Tensor>,
 }
 
 #[derive(Clone, Debug)]
@@ -115,8 +118,18 @@ pub fn prepare(
     let kernel = lower::compile(name, a, formats, &dims)?;
     let mut inputs = Vec::new();
     let mut hint = 0usize;
+    let out_name = &a.lhs.tensor;
+    if let Some(prior) = &kernel.prior {
+        // The result's old contents, read under their own name.
+        let empty = CooTensor::new(out_dims.to_vec());
+        let old = initial.or_else(|| data.get(out_name)).unwrap_or(&empty);
+        let t = storage::pack(prior, old, &formats[out_name])?;
+        storage::validate(&t)?;
+        hint += t.vals.len();
+        inputs.push(t);
+    }
     for acc in a.rhs.accesses() {
-        if inputs.iter().any(|t: &Tensor| t.name == acc.tensor) {
+        if inputs.iter().any(|t: &Tensor| t.name == acc.tensor) || (kernel.prior.is_some() && &acc.tensor == out_name) {
             continue;
         }
         let coo = data.get(&acc.tensor).ok_or_else(|| StorageError::Pack { tensor: acc.tensor.clone(), reason: "no data".into() })?;
@@ -126,12 +139,23 @@ pub fn prepare(
         inputs.push(t);
     }
     let out_format = &formats[&a.lhs.tensor];
+    // A result assembled through a coordinate buffer: the kernel writes the
+    // buffer; the result is packed from it after each run.
+    let buffer = match &kernel.buffer {
+        Some(b) => Some(prepare_output(&b.name, &b.format, out_dims, hint)?),
+        None => None,
+    };
+    if buffer.is_some() {
+        let compiled = jit::compile(&kernel.function).map_err(ExecError::Jit)?;
+        let output = storage::pack(&a.lhs.tensor, &CooTensor::new(out_dims.to_vec()), out_format)?;
+        return Ok(Prepared { kernel, compiled, inputs, output, buffer });
+    }
     let output = match initial {
-        Some(init) if a.accumulate => storage::pack(&a.lhs.tensor, init, out_format)?,
+        Some(init) if a.accumulate && kernel.prior.is_none() => storage::pack(&a.lhs.tensor, init, out_format)?,
         _ => prepare_output(&a.lhs.tensor, out_format, out_dims, hint)?,
     };
     let compiled = jit::compile(&kernel.function).map_err(ExecError::Jit)?;
-    Ok(Prepared { kernel, compiled, inputs, output })
+    Ok(Prepared { kernel, compiled, inputs, output, buffer: None })
 }
 
 impl Prepared {
@@ -140,8 +164,19 @@ impl Prepared {
         for t in &self.inputs {
             storage::validate(t)?;
         }
+        self.call()
+    }
+
+    /// One call of the kernel, then the packing of its buffer if it has one.
+    fn call(&mut self) -> Result<(), ExecError> {
         let refs: Vec<&Tensor> = self.inputs.iter().collect();
-        jit::run_kernel(&self.compiled, &refs, &mut self.output)?;
+        match &mut self.buffer {
+            None => jit::run_kernel(&self.compiled, &refs, &mut self.output)?,
+            Some(buffer) => {
+                jit::run_kernel(&self.compiled, &refs, buffer)?;
+                self.output = pack_buffer(buffer, &self.output)?;
+            }
+        }
         Ok(())
     }
 
@@ -151,17 +186,18 @@ impl Prepared {
         for t in &self.inputs {
             storage::validate(t)?;
         }
-        let refs: Vec<&Tensor> = self.inputs.iter().collect();
-        let accumulate = self.kernel.assignment.accumulate;
+        // A kernel that reads its prior contents as an operand rebuilds the
+        // result; one that updates in place starts each run from the same state.
+        let accumulate = self.kernel.assignment.accumulate && self.kernel.prior.is_none();
         let initial = self.output.clone();
-        jit::run_kernel(&self.compiled, &refs, &mut self.output)?;
+        self.call()?;
         let mut times = Vec::with_capacity(runs);
         for _ in 0..runs {
             if accumulate {
                 self.output = initial.clone();
             }
             let t0 = Instant::now();
-            jit::run_kernel(&self.compiled, &refs, &mut self.output)?;
+            self.call()?;
             times.push(t0.elapsed());
         }
         Ok(Timing { compile: self.compiled.compile_time, runs: times })
@@ -170,6 +206,14 @@ impl Prepared {
     pub fn result(&self) -> Result<CooTensor, StorageError> {
         storage::unpack(&self.output)
     }
+}
+
+/// The result packed from a coordinate buffer: its entries in any order,
+/// duplicates summed, stored in the result's format.
+fn pack_buffer(buffer: &Tensor, result: &Tensor) -> Result<Tensor, StorageError> {
+    let mut coo = storage::unpack(buffer)?;
+    coo.dims = result.dims.clone();
+    storage::pack(&result.name, &coo, &result.format)
 }
 
 /// Memory for running a kernel in the IR interpreter: inputs read-only,
@@ -231,21 +275,32 @@ impl Prepared {
     /// (bounds-checked; for testing the JIT against the IR).
     pub fn run_interpreted(&mut self) -> Result<(), String> {
         let f = &self.kernel.function;
-        let mut mem = InterpMemory { inputs: &self.inputs, output: &mut self.output, lens: BTreeMap::new() };
+        let target = match &mut self.buffer {
+            Some(b) => b,
+            None => &mut self.output,
+        };
+        let mut mem = InterpMemory { inputs: &self.inputs, output: target, lens: BTreeMap::new() };
         let mut it = crate::ir::interp::Interp::new(f.vars.len(), &mut mem);
         it.fuel = 1 << 32;
         it.run(&f.body)?;
         let lens = std::mem::take(&mut mem.lens);
+        let target = match &mut self.buffer {
+            Some(b) => b,
+            None => &mut self.output,
+        };
         for (a, len) in lens {
             match &a.slot {
-                crate::ir::Slot::Vals => self.output.vals.truncate(len),
+                crate::ir::Slot::Vals => target.vals.truncate(len),
                 crate::ir::Slot::Level(k, name) => {
-                    if let Some(v) = self.output.levels[*k].arrays.get_mut(name) {
+                    if let Some(v) = target.levels[*k].arrays.get_mut(name) {
                         v.truncate(len)
                     }
                 }
                 _ => {}
             }
+        }
+        if let Some(b) = &self.buffer {
+            self.output = pack_buffer(b, &self.output).map_err(|e| e.to_string())?;
         }
         Ok(())
     }

@@ -12,4 +12,4 @@ pub use coord_map::{CoordMap, LevelVar};
 pub use error::FormatError;
 pub use level::{LevelFormat, Properties};
 pub use registry::Registry;
-pub use tensor_format::{parse_format, TensorFormat};
+pub use tensor_format::{coordinate_buffer, parse_format, TensorFormat};

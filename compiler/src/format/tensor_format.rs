@@ -325,3 +325,13 @@ pub fn preset(name: &str, order: usize, registry: &Registry) -> Result<Option<Te
 
 /// Preset names for completion and help.
 pub const PRESETS: &[&str] = &["dense", "sparse", "hash", "COO", "COO-AoS", "CSR", "CSC", "DCSR", "ELL", "DIA", "BCSR(4)", "CSB(4)", "CSF", "mode-generic"];
+
+/// A format that takes coordinates appended in any order, duplicates
+/// included (COO with unordered, non-unique levels): the buffer a result
+/// goes through when it cannot be assembled in the order the loops produce
+/// its entries. Packing it into the result sorts and sums duplicates.
+pub fn coordinate_buffer(order: usize) -> Result<TensorFormat, FormatError> {
+    let mut levels = vec!["compressed(nonunique,unordered)"];
+    levels.extend(std::iter::repeat_n("singleton(nonunique,unordered)", order.saturating_sub(1)));
+    parse_format(&levels.join(","), order, &Registry::builtin())
+}

@@ -46,6 +46,8 @@ impl Expr {
                 (And, _, Expr::Bool(true)) => a,
                 (Or, Expr::Bool(false), _) => b,
                 (Or, _, Expr::Bool(false)) => a,
+                (Or, Expr::Bool(true), _) | (Or, _, Expr::Bool(true)) => Expr::Bool(true),
+                (And, Expr::Bool(false), _) | (And, _, Expr::Bool(false)) => Expr::Bool(false),
                 _ => Expr::Bin(op, Box::new(a), Box::new(b)),
             },
         }

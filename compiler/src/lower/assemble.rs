@@ -31,6 +31,9 @@ impl<'p> Lowerer<'p> {
 
     /// Whether variable `v` is a result coordinate assembled by append.
     pub(super) fn appends_var(&self, st: &State, v: &str) -> bool {
+        if self.p.buffered {
+            return false; // a buffer takes coordinates in any order
+        }
         let o = self.p.output();
         o.level_vars.iter().enumerate().skip(st.pos[0].len()).any(|(k, x)| x == v && matches!(o.format.levels[k].assembly(), Assembly::Append(_)))
     }
@@ -239,21 +242,36 @@ impl<'p> Lowerer<'p> {
                 };
                 Expr::Bin(op, Box::new(x), Box::new(y))
             }
-            LExpr::Access(op) => {
-                let o = &self.p.operands[*op];
-                let vals = ArrayRef::vals(&o.tensor);
-                let pos = st.pos[*op].last().cloned().unwrap_or(Expr::Int(0));
-                let v = match &st.run_end[*op] {
-                    // Duplicates at the bottom level: sum their values.
-                    Some(end) if st.pos[*op].len() == o.level_vars.len() => {
-                        let s = self.e.let_var("dupsum", Expr::Float(0.0));
-                        self.e.for_("pdup", pos, end.clone(), |e, q| e.set(&s, Expr::add(s.clone(), Expr::load(vals.clone(), q))));
-                        s
-                    }
-                    _ => Expr::load(vals, pos),
-                };
-                Expr::select(st.found[*op].clone(), v, Expr::Float(0.0))
+            LExpr::Access(op) => match st.found[*op].clone() {
+                Expr::Bool(true) => self.stored_value(st, *op),
+                // Read only where the operand was found: elsewhere its
+                // position need not be one the values array holds.
+                found => {
+                    let x = self.e.let_var("val", Expr::Float(0.0));
+                    self.e.open();
+                    let v = self.stored_value(st, *op);
+                    self.e.set(&x, v);
+                    let then = self.e.close();
+                    self.e.push(Stmt::If { cond: found, then, els: Vec::new() });
+                    x
+                }
+            },
+        }
+    }
+
+    /// The value operand `op` stores at its resolved position.
+    fn stored_value(&mut self, st: &State, op: usize) -> Expr {
+        let o = &self.p.operands[op];
+        let vals = ArrayRef::vals(&o.tensor);
+        let pos = st.pos[op].last().cloned().unwrap_or(Expr::Int(0));
+        match &st.run_end[op] {
+            // Duplicates at the bottom level: sum their values.
+            Some(end) if st.pos[op].len() == o.level_vars.len() => {
+                let s = self.e.let_var("dupsum", Expr::Float(0.0));
+                self.e.for_("pdup", pos, end.clone(), |e, q| e.set(&s, Expr::add(s.clone(), Expr::load(vals.clone(), q))));
+                s
             }
+            _ => Expr::load(vals, pos),
         }
     }
 }

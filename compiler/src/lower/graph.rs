@@ -61,7 +61,7 @@ fn edges(p: &Problem, soft: &BTreeSet<usize>) -> Vec<Edge> {
         if soft.contains(&o.id) {
             continue;
         }
-        if o.output && !output_appends(o) {
+        if o.output && (!output_appends(o) || p.buffered) {
             continue;
         }
         path_edges(p, o, &mut out);

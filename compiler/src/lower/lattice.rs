@@ -89,6 +89,44 @@ pub struct Lattice {
     pub points: Vec<Point>,
     /// Every point, before simplification: the cases inside the loops.
     pub all: Vec<Point>,
+    /// One merge loop over every operand, each guarded by its own
+    /// presence, instead of a loop per point and a case per subset: for
+    /// unions (a missing term adds nothing), and for lattices too large to
+    /// enumerate. Code linear in the operands.
+    pub linear: bool,
+}
+
+/// Past this many points a lattice is merged in one guarded loop.
+const MAX_POINTS: usize = 64;
+
+/// Lattice points `build` would produce, saturating.
+fn count_points(e: &LExpr) -> usize {
+    match e {
+        LExpr::Access(_) | LExpr::Const(_) => 1,
+        LExpr::Neg(x) => count_points(x),
+        LExpr::Bin(op, a, b) => {
+            let (ca, cb) = (count_points(a), count_points(b));
+            let both = ca.saturating_mul(cb);
+            if *op == BinOp::Mul {
+                both
+            } else {
+                both.saturating_add(ca).saturating_add(cb)
+            }
+        }
+    }
+}
+
+/// The additive terms of `e` (through `+`, `-` and negation).
+fn terms(e: &LExpr) -> Vec<&LExpr> {
+    match e {
+        LExpr::Bin(BinOp::Add | BinOp::Sub, a, b) => {
+            let mut out = terms(a);
+            out.extend(terms(b));
+            out
+        }
+        LExpr::Neg(x) => terms(x),
+        _ => vec![e],
+    }
 }
 
 fn neg(e: LExpr) -> LExpr {
@@ -130,6 +168,19 @@ impl Lattice {
     /// The lattice of `e` for a variable iterated by the operands `its`;
     /// `full` are those whose level holds every coordinate.
     pub fn new(e: &LExpr, its: &BTreeSet<usize>, full: &BTreeSet<usize>) -> Lattice {
+        let ts = terms(e);
+        let merged = e.operands().intersection(its).count();
+        let pure_union = merged > 2 && ts.iter().all(|t| t.operands().intersection(its).count() <= 1);
+        if pure_union || count_points(e) > MAX_POINTS {
+            let mut iters: BTreeSet<usize> = e.operands().intersection(its).copied().collect();
+            // A term without a merged operand (a constant, located factors)
+            // is present at every coordinate.
+            if iters.is_empty() || ts.iter().any(|t| t.operands().is_disjoint(its)) {
+                iters.insert(DIM);
+            }
+            let point = Point { iters, expr: e.clone() };
+            return Lattice { points: vec![point.clone()], all: vec![point], linear: true };
+        }
         let mut points: Vec<Point> = Vec::new();
         for p in build(e, its) {
             if !points.iter().any(|q| q.iters == p.iters) {
@@ -152,7 +203,7 @@ impl Lattice {
         if !full_here.is_empty() {
             points.retain(|p| full_here.is_subset(&p.iters));
         }
-        Lattice { points, all }
+        Lattice { points, all, linear: false }
     }
 
     /// Points dominated by `p` (subsets of its operands), in lattice order:

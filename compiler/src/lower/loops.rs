@@ -46,6 +46,18 @@ fn coiter(e: &LExpr, point: &BTreeSet<usize>, locatable: &dyn Fn(usize) -> bool,
     }
 }
 
+/// Whether `e` can be nonzero, given the found flags of its located
+/// operands (the others are present by the case that computes `e`).
+fn present(e: &LExpr, found: &BTreeMap<usize, Expr>) -> Expr {
+    match e {
+        LExpr::Access(i) => found.get(i).cloned().unwrap_or(Expr::Bool(true)),
+        LExpr::Const(_) => Expr::Bool(true),
+        LExpr::Neg(x) => present(x, found),
+        LExpr::Bin(BinOp::Mul, a, b) => Expr::and(present(a, found), present(b, found)),
+        LExpr::Bin(_, a, b) => Expr::or(present(a, found), present(b, found)),
+    }
+}
+
 /// How one lattice point is merged.
 #[derive(Clone, Debug)]
 struct Strategy {
@@ -82,9 +94,18 @@ impl<'p> Lowerer<'p> {
             // The hidden variable of an operand absent from this case.
             return self.lower(d + 1, st, expr);
         }
+        // The Coiter rule over the whole expression (section 5.4): a
+        // locatable factor of a product is located at the coordinates its
+        // co-factors enumerate. Only the rest enter the merge lattice, so
+        // the lattice's full-level simplification can never drop a point
+        // whose coordinates a located operand was meant to cover.
         let ids: BTreeSet<usize> = its.iter().map(|i| i.op).collect();
-        let full: BTreeSet<usize> = its.iter().filter(|i| i.full).map(|i| i.op).collect();
-        let mut lattice = Lattice::new(&expr, &ids, &full);
+        let locatable = |i: usize| its.iter().any(|it| it.op == i && it.locatable);
+        let ordered = |i: usize| its.iter().any(|it| it.op == i && it.ordered);
+        let merged = coiter(&expr, &ids, &locatable, &ordered);
+        let located_everywhere: Vec<usize> = ids.difference(&merged).copied().collect();
+        let full: BTreeSet<usize> = its.iter().filter(|i| i.full && merged.contains(&i.op)).map(|i| i.op).collect();
+        let mut lattice = Lattice::new(&expr, &merged, &full);
         if its.is_empty() || lattice.points.iter().any(|pt| pt.iters.contains(&DIM)) {
             if lattice.points.is_empty() || !lattice.points[0].iters.contains(&DIM) {
                 lattice.add_dimension();
@@ -93,8 +114,7 @@ impl<'p> Lowerer<'p> {
         }
         let by_op: BTreeMap<usize, LevelIter<'p>> = its.into_iter().map(|i| (i.op, i)).collect();
         let mut st = st;
-        let alone = lattice.points.len() == 1;
-        let strategies: Vec<Strategy> = lattice.points.iter().map(|pt| self.strategy(pt, &by_op, alone)).collect();
+        let strategies: Vec<Strategy> = lattice.points.iter().map(|pt| self.strategy(pt, &by_op, &located_everywhere)).collect();
         let by_op = self.convert(&v, &lattice, &strategies, by_op, &st)?;
         self.record_plan(&v, &lattice, &strategies, &by_op);
         let single = lattice.points.len() == 1 && strategies[0].coiter.len() == 1;
@@ -119,14 +139,16 @@ impl<'p> Lowerer<'p> {
         o.level_vars[st.pos[0].len().min(o.level_vars.len())..].iter().any(|x| x == v) && !st.bound.contains_key(v)
     }
 
-    /// `alone`: the lattice has this single point. Later points' loops
-    /// resume the iterators of earlier ones, so with several points an
-    /// operand may only be located when a full driver enumerates every
-    /// coordinate (otherwise a later loop would visit it again).
-    fn strategy(&self, pt: &Point, its: &BTreeMap<usize, LevelIter<'p>>, alone: bool) -> Strategy {
+    /// The point's operands are merged (the Coiter rule already left the
+    /// factors to locate out of the lattice: `located_everywhere`), except
+    /// that a full driver lets the other locatable operands be located.
+    /// Later points' loops resume the iterators of earlier ones, so an
+    /// operand of the lattice may only be located when a full driver
+    /// enumerates every coordinate (otherwise a later loop would visit it
+    /// again).
+    fn strategy(&self, pt: &Point, its: &BTreeMap<usize, LevelIter<'p>>, located_everywhere: &[usize]) -> Strategy {
         let locatable = |i: usize| its.get(&i).is_some_and(|it| it.locatable);
-        let ordered = |i: usize| its.get(&i).is_some_and(|it| it.ordered);
-        let mut co = if alone { coiter(&pt.expr, &pt.iters, &locatable, &ordered) } else { pt.iters.clone() };
+        let mut co = pt.iters.clone();
         if pt.iters.contains(&DIM) {
             co.insert(DIM);
         }
@@ -155,7 +177,7 @@ impl<'p> Lowerer<'p> {
             // located need not be co-iterated.
             co.retain(|&i| i == dr || !locatable(i));
         }
-        let located = pt.iters.iter().copied().filter(|i| !co.contains(i)).collect();
+        let located = pt.iters.iter().copied().filter(|i| !co.contains(i)).chain(located_everywhere.iter().copied()).collect();
         Strategy { coiter: co.into_iter().collect(), located, driver }
     }
 
@@ -207,12 +229,20 @@ impl<'p> Lowerer<'p> {
         if !rest.iter().all(|l| l.properties().branchless) {
             return false;
         }
+        // Each duplicate revisits every result level still to be resolved:
+        // they must all take scattered updates (locate and insert), or an
+        // appended level below would be assembled once per duplicate.
+        let out = p.output();
+        let out_scatters = p.buffered
+            || out.format.levels[st.pos[0].len().min(out.format.levels.len())..]
+            .iter()
+            .all(|l| l.locate().is_some() && matches!(l.assembly(), crate::format::level::Assembly::Insert(_)));
         let later: Vec<&String> = o.level_vars[k + 1..].iter().collect();
-        let others_locatable = p.operands.iter().filter(|x| x.id != op).all(|x| {
+        let inputs_locatable = p.inputs().iter().filter(|x| x.id != op).all(|x| {
             let uses = x.level_vars.iter().any(|v| later.contains(&v));
-            !uses || if x.output { x.format.levels.iter().all(|l| l.locate().is_some()) } else { x.fully_locatable() }
+            !uses || x.fully_locatable()
         });
-        others_locatable
+        out_scatters && inputs_locatable
     }
 
     fn check_chainable(&self, op: usize, it: &LevelIter<'p>, _pt: &Point) -> Result<(), LowerError> {
@@ -314,18 +344,18 @@ impl<'p> Lowerer<'p> {
     }
 
     /// `deref` for an iterator that may be exhausted: its coordinate reads
-    /// as -1 (matching nothing) once past its end.
-    fn deref_guarded(&mut self, it: &LevelIter<'p>, cur: &Cursor, v: &str, st: &State) -> (Expr, Expr, Expr, Option<Expr>) {
+    /// as `exhausted` (matching nothing) once past its end.
+    fn deref_guarded(&mut self, it: &LevelIter<'p>, cur: &Cursor, v: &str, st: &State, exhausted: i64) -> (Expr, Expr, Expr, Option<Expr>) {
         let p = self.p;
         let (Kind::Position(f), Some(k)) = (it.kind, it.level) else {
-            let c = Expr::select(Expr::lt(cur.at.clone(), cur.end.clone()), cur.at.clone(), Expr::Int(-1));
+            let c = Expr::select(Expr::lt(cur.at.clone(), cur.end.clone()), cur.at.clone(), Expr::Int(exhausted));
             let (_, pos, found, _) = self.deref(it, cur, v, st);
             return (self.e.bind(v, c), pos, found, None);
         };
         let o = &p.operands[it.op];
         let c = LevelCtx::new(&o.tensor, k);
         let anc = self.ancestors(o, st);
-        let coord = self.e.let_var(&coord_name(v, Some(o)), Expr::Int(-1));
+        let coord = self.e.let_var(&coord_name(v, Some(o)), Expr::Int(exhausted));
         let seg = it.dedup.then(|| self.e.let_var(&format!("{}_seg", pos_name(o, k)), Expr::add(cur.at.clone(), Expr::Int(1))));
         self.e.open();
         let (x, _) = f.pos_access(&c, &mut self.e, cur.at.clone(), &anc);
@@ -359,9 +389,23 @@ impl<'p> Lowerer<'p> {
         let mut coords = self.ancestors(o, st);
         coords.push(coord);
         let parent = st.pos[op].last().cloned().unwrap_or(Expr::Int(0));
-        let (pos, found) = loc.locate(&c, &mut self.e, parent, &coords);
-        let pos = self.e.bind(&pos_name(o, k), pos);
-        Ok((pos, found))
+        let present = st.found[op].clone();
+        if present == Expr::Bool(true) {
+            let (pos, found) = loc.locate(&c, &mut self.e, parent, &coords);
+            let pos = self.e.bind(&pos_name(o, k), pos);
+            return Ok((pos, found));
+        }
+        // Under an absent parent there is nothing to locate (and the
+        // parent position is not one to read through).
+        let pos = self.e.let_var(&pos_name(o, k), Expr::Int(0));
+        let found_var = self.e.let_var(&format!("{}_found", pos_name(o, k)), Expr::Bool(false));
+        self.e.open();
+        let (p_at, f_at) = loc.locate(&c, &mut self.e, parent, &coords);
+        self.e.set(&pos, p_at);
+        self.e.set(&found_var, f_at);
+        let then = self.e.close();
+        self.e.push(Stmt::If { cond: present, then, els: Vec::new() });
+        Ok((pos, found_var))
     }
 
     /// One iterator, one point: a plain `for` loop (or no loop at all for a
@@ -369,7 +413,8 @@ impl<'p> Lowerer<'p> {
     fn single_loop(&mut self, d: usize, v: &str, st: &State, lattice: &Lattice, s: &Strategy, its: &BTreeMap<usize, LevelIter<'p>>) -> Result<(), LowerError> {
         let pt = &lattice.points[0];
         let it = its[&s.coiter[0]].clone();
-        let fused = it.branchless && it.is_position() && !it.dedup && st.run_end.get(it.op).is_none_or(|r| r.is_none());
+        let present = st.found.get(it.op).is_none_or(|f| *f == Expr::Bool(true));
+        let fused = present && it.branchless && it.is_position() && !it.dedup && st.run_end.get(it.op).is_none_or(|r| r.is_none());
         let (lo, hi) = if fused {
             self.raw_bounds(&it, st)
         } else {
@@ -442,6 +487,9 @@ impl<'p> Lowerer<'p> {
         derefs.insert(it.0, (coord.clone(), it.1, Expr::Bool(true), it.2));
         // A full driver visits every coordinate, so every dominated case can
         // apply; otherwise only cases holding the iterated operand can.
+        if lattice.linear {
+            return self.linear_case(d, v, &coord, st, pt, s, &derefs, &located, its);
+        }
         let cases: Vec<&Point> = lattice.cases(pt).into_iter().filter(|q| s.driver == Some(it.0) || q.iters.contains(&it.0)).collect();
         self.emit_cases(d, v, &coord, st, &cases, s, &derefs, &located, its, 0)
     }
@@ -463,7 +511,23 @@ impl<'p> Lowerer<'p> {
                 let o = &p.operands[it.op];
                 let c = LevelCtx::new(&o.tensor, k);
                 let parent = st.pos[it.op].last().cloned().unwrap_or(Expr::Int(0));
-                child_bounds(f, &c, &mut self.e, parent, st.run_end[it.op].clone())
+                let found = st.found[it.op].clone();
+                if found == Expr::Bool(true) {
+                    return child_bounds(f, &c, &mut self.e, parent, st.run_end[it.op].clone());
+                }
+                // An operand absent at its parent (a linear union's missing
+                // term, a locate that failed) has no children; its parent
+                // position is not one to read through.
+                let name = pos_name(o, k);
+                let lo = self.e.let_var(&format!("{name}_lo"), Expr::Int(0));
+                let hi = self.e.let_var(&format!("{name}_hi"), Expr::Int(0));
+                self.e.open();
+                let (l, h) = child_bounds(f, &c, &mut self.e, parent, st.run_end[it.op].clone());
+                self.e.set(&lo, l);
+                self.e.set(&hi, h);
+                let then = self.e.close();
+                self.e.push(Stmt::If { cond: found, then, els: Vec::new() });
+                (lo, hi)
             }
             _ => (Expr::Int(0), Expr::Int(1)),
         }
@@ -523,11 +587,21 @@ impl<'p> Lowerer<'p> {
                 Some(dr) => vec![dr],
                 None => s.coiter.clone(),
             };
-            let cond = bounded.iter().fold(Expr::Bool(true), |acc, op| Expr::and(acc, Expr::lt(cursors[op].at.clone(), cursors[op].end.clone())));
+            let in_bounds = |op: &usize| Expr::lt(cursors[op].at.clone(), cursors[op].end.clone());
+            // A linear union without a driver runs while any iterator has
+            // coordinates left; exhausted ones read past every coordinate.
+            let any = lattice.linear && s.driver.is_none();
+            let cond = if any {
+                bounded.iter().fold(Expr::Bool(false), |acc, op| Expr::or(acc, in_bounds(op)))
+            } else {
+                bounded.iter().fold(Expr::Bool(true), |acc, op| Expr::and(acc, in_bounds(op)))
+            };
+            let exhausted = if any { i64::MAX } else { -1 };
             self.e.open();
             let mut derefs: BTreeMap<usize, (Expr, Expr, Expr, Option<Expr>)> = BTreeMap::new();
             for op in &s.coiter {
-                let dr = if bounded.contains(op) { self.deref(&its[op], &cursors[op], v, st) } else { self.deref_guarded(&its[op], &cursors[op], v, st) };
+                let guarded = any || !bounded.contains(op);
+                let dr = if guarded { self.deref_guarded(&its[op], &cursors[op], v, st, exhausted) } else { self.deref(&its[op], &cursors[op], v, st) };
                 derefs.insert(*op, dr);
             }
             // The merged coordinate: the driver's, or the smallest.
@@ -547,8 +621,12 @@ impl<'p> Lowerer<'p> {
             };
             let coord = self.e.bind(v, coord);
             let located = self.locate_all(s, &coord, st, its)?;
-            let cases = lattice.cases(pt);
-            self.emit_cases(d, v, &coord, st, &cases, s, &derefs, &located, its, 0)?;
+            if lattice.linear {
+                self.linear_case(d, v, &coord, st, pt, s, &derefs, &located, its)?;
+            } else {
+                let cases = lattice.cases(pt);
+                self.emit_cases(d, v, &coord, st, &cases, s, &derefs, &located, its, 0)?;
+            }
             // Advance every iterator that produced this coordinate; the
             // driver last, since the coordinate may be its cursor.
             let mut order: Vec<usize> = s.coiter.iter().copied().filter(|op| Some(*op) != s.driver).collect();
@@ -564,6 +642,47 @@ impl<'p> Lowerer<'p> {
             let body = self.e.close();
             self.e.push(Stmt::While { cond, body });
         }
+        Ok(())
+    }
+
+    /// The body of a linear lattice's loop: one case for the whole
+    /// expression, every operand present where its coordinate is the merged
+    /// one (or where it was located), absent operands reading as zero and
+    /// contributing no children.
+    #[allow(clippy::too_many_arguments)]
+    fn linear_case(
+        &mut self,
+        d: usize,
+        v: &str,
+        coord: &Expr,
+        st: &State,
+        pt: &Point,
+        s: &Strategy,
+        derefs: &BTreeMap<usize, (Expr, Expr, Expr, Option<Expr>)>,
+        located: &BTreeMap<usize, (Expr, Expr)>,
+        its: &BTreeMap<usize, LevelIter<'p>>,
+    ) -> Result<(), LowerError> {
+        let mut found_of: BTreeMap<usize, Expr> = BTreeMap::new();
+        let mut resolved = Vec::new();
+        for op in &s.coiter {
+            let (c, pos, found, run_end) = &derefs[op];
+            let mut f = found.clone();
+            if Some(*op) != s.driver && s.coiter.len() > 1 {
+                f = Expr::and(Expr::eq(c.clone(), coord.clone()), f);
+            }
+            let f = if f.is_trivial() { f } else { self.e.let_var("present", f) };
+            found_of.insert(*op, f.clone());
+            resolved.push((*op, pos.clone(), run_end.clone(), f));
+        }
+        for (op, (pos, found)) in located {
+            found_of.insert(*op, found.clone());
+            resolved.push((*op, pos.clone(), None, found.clone()));
+        }
+        let cond = present(&pt.expr, &found_of);
+        self.e.open();
+        self.case(d, v, coord.clone(), st, pt, &resolved, its)?;
+        let body = self.e.close();
+        self.guard(cond, body);
         Ok(())
     }
 
@@ -590,14 +709,25 @@ impl<'p> Lowerer<'p> {
                 cond = Expr::and(cond, Expr::eq(c.clone(), coord.clone()));
             }
             cond = Expr::and(cond, found.clone());
-            resolved.push((*op, pos.clone(), run_end.clone()));
+            resolved.push((*op, pos.clone(), run_end.clone(), Expr::Bool(true)));
         }
         for op in q.iters.iter() {
             if let Some((pos, found)) = located.get(op) {
                 cond = Expr::and(cond, found.clone());
-                resolved.push((*op, pos.clone(), None));
+                resolved.push((*op, pos.clone(), None, Expr::Bool(true)));
             }
         }
+        // Factors located outside the lattice: the case applies where its
+        // expression can be nonzero, and each value reads as 0 where its
+        // operand was not found.
+        let mut found_of: BTreeMap<usize, Expr> = BTreeMap::new();
+        for op in q.expr.operands() {
+            if let (false, Some((pos, found))) = (q.iters.contains(&op), located.get(&op)) {
+                found_of.insert(op, found.clone());
+                resolved.push((op, pos.clone(), None, found.clone()));
+            }
+        }
+        cond = Expr::and(cond, present(&q.expr, &found_of));
         self.e.open();
         self.case(d, v, coord.clone(), st, q, &resolved, its)?;
         let then = self.e.close();
@@ -625,15 +755,16 @@ impl<'p> Lowerer<'p> {
         coord: Expr,
         st: &State,
         q: &Point,
-        resolved: &[(usize, Expr, Option<Expr>)],
+        resolved: &[(usize, Expr, Option<Expr>, Expr)],
         its: &BTreeMap<usize, LevelIter<'p>>,
     ) -> Result<(), LowerError> {
         let mut st = st.clone();
         st.bound.insert(v.to_string(), coord.clone());
-        for (op, pos, run_end) in resolved {
+        for (op, pos, run_end, found) in resolved {
             if *op != DIM && its.get(op).is_some_and(|it| it.level.is_some()) {
                 st.pos[*op].push(pos.clone());
                 st.run_end[*op] = run_end.clone();
+                st.found[*op] = Expr::and(st.found[*op].clone(), found.clone());
             }
         }
         self.after_bind(d + 1, st, q.expr.clone())

@@ -13,6 +13,7 @@ pub mod lattice;
 mod loops;
 pub mod operands;
 pub mod plan;
+mod prior;
 
 use crate::format::level::Assembly;
 use crate::format::TensorFormat;
@@ -47,6 +48,12 @@ pub enum LowerError {
 }
 
 impl LowerError {
+    /// A kernel the compiler declines to build for these formats (as
+    /// opposed to a mistake in the statement itself).
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, LowerError::NoLoopOrder { .. } | LowerError::Capability { .. } | LowerError::NeedsOrder { .. } | LowerError::Unsupported { .. })
+    }
+
     pub fn span(&self) -> Option<Span> {
         match self {
             LowerError::UnknownTensor { span, .. }
@@ -73,9 +80,26 @@ pub struct Nest {
 /// A compiled kernel: the loop IR and how it was derived.
 #[derive(Clone, Debug)]
 pub struct Kernel {
+    /// The statement as written.
     pub assignment: Assignment,
     pub nests: Vec<Nest>,
     pub function: Function,
+    /// The operand that reads the result's contents from before the kernel
+    /// (the result on its own right-hand side, or `+=` into an appended
+    /// result): the caller binds it to the old result.
+    pub prior: Option<String>,
+    /// The coordinate buffer the kernel writes instead of the result, which
+    /// the caller packs into the result's format.
+    pub buffer: Option<ResultBuffer>,
+}
+
+/// A result assembled through a coordinate buffer: the kernel appends every
+/// entry it computes (any order, duplicates included) to `name`, stored in
+/// `format` (see `format::coordinate_buffer`).
+#[derive(Clone, Debug)]
+pub struct ResultBuffer {
+    pub name: String,
+    pub format: TensorFormat,
 }
 
 impl Kernel {
@@ -161,47 +185,106 @@ fn with_hidden(a: &Assignment, formats: &BTreeMap<String, TensorFormat>) -> Assi
 
 /// Compile `a` given each tensor's format and dimensions.
 pub fn compile(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> Result<Kernel, LowerError> {
+    match prior::read_prior(a, formats, dims) {
+        Some(prior) => {
+            let kernel = compile_or_buffer(name, &prior.assignment, &prior.formats, &prior.dims)?;
+            Ok(Kernel { assignment: a.clone(), prior: Some(prior.name), ..kernel })
+        }
+        None => compile_or_buffer(name, a, formats, dims),
+    }
+}
+
+/// Assemble the result directly, or else through a coordinate buffer: a
+/// result the loops cannot produce in its own order (a transpose, a
+/// conversion to another mode order, a product whose reduction sits
+/// between result levels, a format with hidden levels) is appended to in
+/// any order and packed into its format afterwards.
+fn compile_or_buffer(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> Result<Kernel, LowerError> {
+    let refusal = match compile_statement(name, a, formats, dims, false) {
+        Err(e) if e.is_refusal() && !a.lhs.indices.is_empty() => e,
+        r => return r,
+    };
+    let out = &a.lhs.tensor;
+    let mut buffer = format!("{out}_buffer");
+    while formats.contains_key(&buffer) {
+        buffer.push('_');
+    }
+    let Ok(format) = crate::format::coordinate_buffer(a.lhs.indices.len()) else { return Err(refusal) };
+    let mut formats = formats.clone();
+    formats.insert(buffer.clone(), format.clone());
+    let mut dims = dims.clone();
+    if let Some(d) = dims.get(out).cloned() {
+        dims.insert(buffer.clone(), d);
+    }
+    let through = Assignment { lhs: Access { tensor: buffer.clone(), ..a.lhs.clone() }, ..a.clone() };
+    match compile_statement(name, &through, &formats, &dims, true) {
+        Ok(kernel) => Ok(Kernel { assignment: a.clone(), buffer: Some(ResultBuffer { name: buffer, format }), ..kernel }),
+        // The direct attempt's reason names the user's own result.
+        Err(_) => Err(refusal),
+    }
+}
+
+fn compile_statement(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>, buffered: bool) -> Result<Kernel, LowerError> {
     let hoists = sums_hoist_to_root(&place_reductions(&with_hidden(a, formats)));
     if !hoists {
-        return compile_parts(name, a, split_terms(a, formats, dims)?, formats, dims);
+        return compile_parts(name, a, split_terms(a, formats, buffered)?, formats, dims, buffered);
     }
-    match compile_parts(name, a, vec![a.clone()], formats, dims) {
-        // A union over an unordered operand: with a result written by
-        // insert, each term can run as its own loop nest instead.
-        Err(LowerError::NeedsOrder { .. }) if additive_terms(&a.rhs).len() > 1 && split_terms(a, formats, dims).is_ok() => {
-            compile_parts(name, a, split_terms(a, formats, dims)?, formats, dims)
-        }
+    match compile_parts(name, a, vec![a.clone()], formats, dims, buffered) {
+        // Terms that cannot share one loop nest (an unordered operand in a
+        // union, operands that want opposite loop orders): with a result
+        // that takes updates in any order, each term runs as its own nest.
+        Err(e) if e.is_refusal() && additive_terms(&a.rhs).len() > 1 => match split_terms(a, formats, buffered) {
+            Ok(parts) => compile_parts(name, a, parts, formats, dims, buffered).map_err(|_| e),
+            Err(_) => Err(e),
+        },
         r => r,
     }
 }
 
-fn compile_parts(name: &str, a: &Assignment, parts: Vec<Assignment>, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> Result<Kernel, LowerError> {
+fn compile_parts(
+    name: &str,
+    a: &Assignment,
+    parts: Vec<Assignment>,
+    formats: &BTreeMap<String, TensorFormat>,
+    dims: &BTreeMap<String, Vec<usize>>,
+    buffered: bool,
+) -> Result<Kernel, LowerError> {
     let mut e = Emitter::new();
     let mut nests = Vec::new();
-    for part in &parts {
+    // A buffer is initialised once and finalised once: every nest appends
+    // to the same counters.
+    let mut out_sizes = BTreeMap::new();
+    let last = parts.len().saturating_sub(1);
+    for (n, part) in parts.iter().enumerate() {
         if !sums_hoist_to_root(&place_reductions(&with_hidden(part, formats))) {
             return Err(LowerError::Unsupported {
                 reason: format!("in `{part}`, a sum sits inside an addition; write the terms as separate `+=` statements"),
                 span: part.rhs.span(),
             });
         }
-        let p = resolve(part, formats, dims)?;
+        let mut p = resolve(part, formats, dims)?;
+        p.buffered = buffered;
         let graph = graph::build(&p)?;
-        let mut l = Lowerer { p: &p, order: graph.order.clone(), e, plans: Vec::new(), out_sizes: BTreeMap::new(), accumulating_stores: 0, exact_stores: 0 };
+        let mut l = Lowerer { p: &p, order: graph.order.clone(), e, plans: Vec::new(), out_sizes: std::mem::take(&mut out_sizes), accumulating_stores: 0, exact_stores: 0 };
         l.e.comment(format!("{part}"));
         let body_start = l.e.mark();
-        l.prologue()?;
-        let n = p.operands.len();
+        if !buffered || n == 0 {
+            l.prologue()?;
+        }
+        let n_ops = p.operands.len();
         let dense_result = p.output().format.levels.iter().all(|lv| lv.properties().full && matches!(lv.assembly(), Assembly::Insert(_)));
         let exact = parts.len() == 1 && !part.accumulate && dense_result;
-        let st = State { bound: BTreeMap::new(), pos: vec![Vec::new(); n], run_end: vec![None; n], found: vec![Expr::Bool(true); n], sink: Sink::Direct, exact };
+        let st = State { bound: BTreeMap::new(), pos: vec![Vec::new(); n_ops], run_end: vec![None; n_ops], found: vec![Expr::Bool(true); n_ops], sink: Sink::Direct, exact };
         l.after_bind(0, st, LExpr::from_notation(&part.rhs))?;
-        l.epilogue();
+        if !buffered || n == last {
+            l.epilogue();
+        }
         if exact && l.accumulating_stores == 0 && l.exact_stores > 0 {
             // Every position is stored exactly once: drop the zero fill.
             l.e.remove_zero_fill(body_start, &crate::ir::ArrayRef::vals(&p.output().tensor));
         }
         let plans = std::mem::take(&mut l.plans);
+        out_sizes = std::mem::take(&mut l.out_sizes);
         e = l.e;
         nests.push(Nest { problem: p.clone(), graph, plans });
     }
@@ -210,7 +293,7 @@ fn compile_parts(name: &str, a: &Assignment, parts: Vec<Assignment>, formats: &B
     if std::env::var_os("TENSOR_NO_UNROLL").is_none() {
         crate::ir::unroll::two_accumulators(&mut function);
     }
-    Ok(Kernel { assignment: a.clone(), nests, function })
+    Ok(Kernel { assignment: a.clone(), nests, function, prior: None, buffer: None })
 }
 
 /// A sum enclosing several additive terms (`-(sum_j (B(j) - C(k)))`): the
@@ -227,11 +310,11 @@ fn sum_over_terms(e: &crate::notation::reduce::RExpr) -> Option<Vec<String>> {
 
 /// `y(i) = A(i,j)*x(j) + z(i)` as `y(i) = A(i,j)*x(j); y(i) += z(i)`: valid
 /// when the result can be updated in place (insert levels).
-fn split_terms(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> Result<Vec<Assignment>, LowerError> {
-    let out_inserts = formats
-        .get(&a.lhs.tensor)
-        .is_some_and(|f| f.levels.iter().all(|l| matches!(l.assembly(), Assembly::Insert(_))));
-    let _ = dims;
+fn split_terms(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, buffered: bool) -> Result<Vec<Assignment>, LowerError> {
+    let out_inserts = buffered
+        || formats
+            .get(&a.lhs.tensor)
+            .is_some_and(|f| f.levels.iter().all(|l| matches!(l.assembly(), Assembly::Insert(_))));
     if let Some(vars) = sum_over_terms(&place_reductions(&with_hidden(a, formats))) {
         let vars: Vec<&str> = vars.iter().map(|v| v.split('#').next().unwrap_or(v)).collect();
         return Err(LowerError::Unsupported {

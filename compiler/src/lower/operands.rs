@@ -54,6 +54,9 @@ pub struct Problem {
     /// level's size parameter).
     pub extents: BTreeMap<String, Expr>,
     pub hidden: Vec<String>,
+    /// The result is a coordinate buffer packed after the kernel: entries
+    /// may be appended in any order and more than once.
+    pub buffered: bool,
 }
 
 impl Problem {
@@ -143,5 +146,5 @@ pub fn resolve(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &
             return Err(LowerError::Unsupported { reason: format!("index `{v}` of the result appears nowhere else"), span: a.lhs.span });
         }
     }
-    Ok(Problem { assignment: a.clone(), operands, derived, extents, hidden })
+    Ok(Problem { assignment: a.clone(), operands, derived, extents, hidden, buffered: false })
 }
