@@ -55,9 +55,13 @@ impl CooTensor {
         let coords = &self.coords;
         let already_sorted = (1..nnz).all(|e| coords[(e - 1) * n..e * n] <= coords[e * n..(e + 1) * n]);
         if !already_sorted {
-            perm.sort_by(|&a, &b| {
-                let (a, b) = (a as usize, b as usize);
-                coords[a * n..(a + 1) * n].cmp(&coords[b * n..(b + 1) * n])
+            let extents: Vec<u64> = self.dims.iter().map(|&d| d as u64).collect();
+            perm = sorted_order(nnz, &extents, |e, d| coords[e * n + d] as u64).unwrap_or_else(|| {
+                perm.sort_by(|&a, &b| {
+                    let (a, b) = (a as usize, b as usize);
+                    coords[a * n..(a + 1) * n].cmp(&coords[b * n..(b + 1) * n])
+                });
+                perm
             });
         }
         let mut out_coords = Vec::with_capacity(self.coords.len());
@@ -214,4 +218,37 @@ mod tests {
         let back = CooTensor::from_dense(vec![2, 3], &t.to_dense());
         assert_eq!(back, t.canonical());
     }
+}
+
+/// The order that sorts `n` entries lexicographically by their keys
+/// (`key(e, d)` for dimension `d`, below `extents[d]`), as a stable
+/// least-significant-dimension-first counting sort: linear in the entries
+/// and the extents. `None` when an extent dwarfs the entries (a comparison
+/// sort is cheaper then) or a key falls outside its extent.
+pub fn sorted_order(n: usize, extents: &[u64], key: impl Fn(usize, usize) -> u64) -> Option<Vec<u32>> {
+    if n > u32::MAX as usize || extents.iter().any(|&x| x > 4 * n as u64 + 4096) {
+        return None;
+    }
+    let mut perm: Vec<u32> = (0..n as u32).collect();
+    let mut next = vec![0u32; n];
+    for d in (0..extents.len()).rev() {
+        let mut start = vec![0usize; extents[d] as usize + 1];
+        for &e in &perm {
+            let k = key(e as usize, d);
+            if k >= extents[d] {
+                return None;
+            }
+            start[k as usize + 1] += 1;
+        }
+        for i in 1..start.len() {
+            start[i] += start[i - 1];
+        }
+        for &e in &perm {
+            let k = key(e as usize, d) as usize;
+            next[start[k]] = e;
+            start[k] += 1;
+        }
+        std::mem::swap(&mut perm, &mut next);
+    }
+    Some(perm)
 }

@@ -211,7 +211,7 @@ impl Prepared {
 /// The result packed from a coordinate buffer: its entries in any order,
 /// duplicates summed, stored in the result's format.
 fn pack_buffer(buffer: &Tensor, result: &Tensor) -> Result<Tensor, StorageError> {
-    let mut coo = storage::unpack(buffer)?;
+    let mut coo = storage::unpack_buffer(buffer)?;
     coo.dims = result.dims.clone();
     storage::pack(&result.name, &coo, &result.format)
 }
@@ -222,6 +222,8 @@ struct InterpMemory<'a> {
     inputs: &'a [Tensor],
     output: &'a mut Tensor,
     lens: BTreeMap<crate::ir::ArrayRef, usize>,
+    /// The kernel's scratch arrays (a workspace row), zero when grown.
+    scratch: BTreeMap<crate::ir::ArrayRef, Vec<crate::ir::interp::Value>>,
 }
 
 impl crate::ir::interp::Memory for InterpMemory<'_> {
@@ -230,6 +232,9 @@ impl crate::ir::interp::Memory for InterpMemory<'_> {
         storage::TensorMemoryView(t).param(p)
     }
     fn load(&self, a: &crate::ir::ArrayRef, i: i64) -> Result<crate::ir::interp::Value, String> {
+        if let Some(v) = self.scratch.get(a) {
+            return usize::try_from(i).ok().and_then(|i| v.get(i).copied()).ok_or_else(|| format!("load beyond {}", a.c_name()));
+        }
         let t = if a.tensor == self.output.name { &*self.output } else { self.inputs.iter().find(|t| t.name == a.tensor).ok_or("unknown tensor")? };
         storage::TensorMemoryView(t).load(a, i)
     }
@@ -244,7 +249,9 @@ impl crate::ir::interp::Memory for InterpMemory<'_> {
                 let arr = self.output.levels[*k].arrays.get_mut(name).ok_or("no array")?;
                 *arr.get_mut(i).ok_or_else(|| format!("store beyond {}", a.c_name()))? = v.int()? as i32;
             }
-            crate::ir::Slot::Scratch(..) => return Err("scratch arrays are not interpreted".into()),
+            crate::ir::Slot::Scratch(..) => {
+                *self.scratch.get_mut(a).and_then(|s| s.get_mut(i)).ok_or_else(|| format!("store beyond {}", a.c_name()))? = v;
+            }
         }
         Ok(())
     }
@@ -264,7 +271,16 @@ impl crate::ir::interp::Memory for InterpMemory<'_> {
                     arr.resize(len, 0);
                 }
             }
-            crate::ir::Slot::Scratch(..) => {}
+            crate::ir::Slot::Scratch(_, ty) => {
+                let zero = match ty {
+                    crate::ir::ElemTy::I32 => crate::ir::interp::Value::I(0),
+                    crate::ir::ElemTy::F64 => crate::ir::interp::Value::F(0.0),
+                };
+                let s = self.scratch.entry(a.clone()).or_default();
+                if s.len() < len {
+                    s.resize(len, zero);
+                }
+            }
         }
         Ok(())
     }
@@ -279,7 +295,7 @@ impl Prepared {
             Some(b) => b,
             None => &mut self.output,
         };
-        let mut mem = InterpMemory { inputs: &self.inputs, output: target, lens: BTreeMap::new() };
+        let mut mem = InterpMemory { inputs: &self.inputs, output: target, lens: BTreeMap::new(), scratch: BTreeMap::new() };
         let mut it = crate::ir::interp::Interp::new(f.vars.len(), &mut mem);
         it.fuel = 1 << 32;
         it.run(&f.body)?;

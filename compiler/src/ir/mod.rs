@@ -12,6 +12,7 @@ pub mod c;
 pub mod interp;
 pub mod print;
 pub mod unroll;
+mod sort;
 
 pub use build::Emitter;
 

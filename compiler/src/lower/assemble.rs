@@ -3,6 +3,7 @@
 //! become known, the values at the leaves, and finalisation after.
 
 use super::lattice::LExpr;
+use super::operands::ResultAssembly;
 use super::{LowerError, Lowerer, Sink, State};
 use crate::format::level::{Assembly, LevelCtx};
 use crate::ir::{ArrayRef, Expr, Stmt};
@@ -31,8 +32,8 @@ impl<'p> Lowerer<'p> {
 
     /// Whether variable `v` is a result coordinate assembled by append.
     pub(super) fn appends_var(&self, st: &State, v: &str) -> bool {
-        if self.p.buffered {
-            return false; // a buffer takes coordinates in any order
+        if self.p.assembly.any_order() {
+            return false; // a buffer or workspace takes coordinates in any order
         }
         let o = self.p.output();
         o.level_vars.iter().enumerate().skip(st.pos[0].len()).any(|(k, x)| x == v && matches!(o.format.levels[k].assembly(), Assembly::Append(_)))
@@ -96,7 +97,67 @@ impl<'p> Lowerer<'p> {
                 self.e.for_("pz", Expr::Int(0), parent_size, |e, q| e.store(vals.clone(), q, Expr::Float(0.0)));
             }
         }
+        if self.p.assembly == ResultAssembly::Workspace {
+            let extent = self.extent(&o.level_vars[o.level_vars.len() - 1]);
+            let w = Workspace::of(&o.tensor);
+            self.e.comment(format!("workspace row of {} (values, touched flags, touched list)", o.tensor));
+            for a in [&w.vals, &w.seen, &w.list] {
+                self.e.reserve(a.clone(), extent.clone());
+            }
+            self.e.for_("pw", Expr::Int(0), extent, |e, q| {
+                e.store(w.vals.clone(), q.clone(), Expr::Float(0.0));
+                e.store(w.seen.clone(), q, Expr::Int(0));
+            });
+            self.touched = Some(self.e.let_var("w_count", Expr::Int(0)));
+        }
         Ok(())
+    }
+
+    /// The array the result's values accumulate into: the workspace row
+    /// when the last level goes through one.
+    pub(super) fn result_values(&self) -> ArrayRef {
+        match self.p.assembly {
+            ResultAssembly::Workspace => Workspace::of(&self.p.output().tensor).vals,
+            _ => ArrayRef::vals(&self.p.output().tensor),
+        }
+    }
+
+    /// Record coordinate `j` of the last level in the workspace's touched
+    /// list (once).
+    fn touch(&mut self, j: Expr) {
+        let w = Workspace::of(&self.p.output().tensor);
+        let Some(count) = self.touched.clone() else { return };
+        self.e.if_(Expr::eq(Expr::load(w.seen.clone(), j.clone()), Expr::Int(0)), |e| {
+            e.store(w.seen.clone(), j.clone(), Expr::Int(1));
+            e.store(w.list.clone(), count.clone(), j.clone());
+            e.set(&count, Expr::add(count.clone(), Expr::Int(1)));
+        });
+    }
+
+    /// Append the touched coordinates of the workspace row to the result's
+    /// last level (sorted when the level is ordered), and clear the row.
+    fn flush_workspace(&mut self) {
+        let o = self.p.output();
+        let last = o.level_vars.len() - 1;
+        let Some(count) = self.touched.clone() else { return };
+        let Assembly::Append(app) = o.format.levels[last].assembly() else { return };
+        let at = self.out_sizes[&self.chain_head(last)].clone();
+        let w = Workspace::of(&o.tensor);
+        if o.format.levels[last].properties().ordered {
+            self.e.sort_keys(&w.list, count.clone());
+        }
+        let vals = ArrayRef::vals(&o.tensor);
+        let c = LevelCtx::new(&o.tensor, last);
+        self.e.for_("pw", Expr::Int(0), count.clone(), |e, t| {
+            let j = e.let_var(&o.level_vars[last], Expr::load(w.list.clone(), t));
+            app.append_coord(&c, e, at.clone(), j.clone());
+            e.reserve(vals.clone(), Expr::add(at.clone(), Expr::Int(1)));
+            e.store(vals.clone(), at.clone(), Expr::load(w.vals.clone(), j.clone()));
+            e.store(w.vals.clone(), j.clone(), Expr::Float(0.0));
+            e.store(w.seen.clone(), j, Expr::Int(0));
+            e.set(&at, Expr::add(at.clone(), Expr::Int(1)));
+        });
+        self.e.set(&count, Expr::Int(0));
     }
 
     /// Finalise appended levels once every coordinate is in.
@@ -137,6 +198,12 @@ impl<'p> Lowerer<'p> {
         let Some(coord) = st.bound.get(&o.level_vars[k]).cloned() else {
             return self.next_var(next, st, expr);
         };
+        if self.p.assembly == ResultAssembly::Workspace && k + 1 == o.level_vars.len() {
+            // The workspace row is indexed by the coordinate itself.
+            self.touch(coord.clone());
+            st.pos[0].push(coord);
+            return self.next_var(next, st, expr);
+        }
         let c = LevelCtx::new(&o.tensor, k);
         match o.format.levels[k].assembly() {
             Assembly::Insert(ins) => {
@@ -153,6 +220,9 @@ impl<'p> Lowerer<'p> {
                     let counter = self.out_sizes[&(k + 1)].clone();
                     let begin = self.e.let_var(&format!("{}{}_begin", o.tensor, k + 2), counter.clone());
                     self.output_levels(next, st, expr)?;
+                    if self.p.assembly == ResultAssembly::Workspace && k + 2 == o.level_vars.len() {
+                        self.flush_workspace();
+                    }
                     if let Assembly::Append(app) = o.format.levels[k + 1].assembly() {
                         app.append_edges(&LevelCtx::new(&o.tensor, k + 1), &mut self.e, pos, begin, counter);
                     }
@@ -219,7 +289,7 @@ impl<'p> Lowerer<'p> {
             Sink::Temp(t) => self.e.set(t, Expr::add(t.clone(), value)),
             Sink::Direct => {
                 self.accumulating_stores += 1;
-                let vals = ArrayRef::vals(&self.p.output().tensor);
+                let vals = self.result_values();
                 let pos = st.pos[0].last().cloned().unwrap_or(Expr::Int(0));
                 self.e.store(vals.clone(), pos.clone(), Expr::add(Expr::load(vals, pos), value));
             }
@@ -273,5 +343,19 @@ impl<'p> Lowerer<'p> {
             }
             _ => Expr::load(vals, pos),
         }
+    }
+}
+
+/// The scratch arrays of a result's workspace row.
+struct Workspace {
+    vals: ArrayRef,
+    seen: ArrayRef,
+    list: ArrayRef,
+}
+
+impl Workspace {
+    fn of(tensor: &str) -> Self {
+        let scratch = |name: &str, ty| ArrayRef { tensor: tensor.to_string(), slot: crate::ir::Slot::Scratch(name.to_string(), ty) };
+        Workspace { vals: scratch("w_vals", crate::ir::ElemTy::F64), seen: scratch("w_seen", crate::ir::ElemTy::I32), list: scratch("w_list", crate::ir::ElemTy::I32) }
     }
 }

@@ -61,7 +61,7 @@ fn edges(p: &Problem, soft: &BTreeSet<usize>) -> Vec<Edge> {
         if soft.contains(&o.id) {
             continue;
         }
-        if o.output && (!output_appends(o) || p.buffered) {
+        if o.output && (!output_appends(o) || p.assembly.any_order()) {
             continue;
         }
         path_edges(p, o, &mut out);

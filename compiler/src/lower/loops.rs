@@ -233,7 +233,7 @@ impl<'p> Lowerer<'p> {
         // they must all take scattered updates (locate and insert), or an
         // appended level below would be assembled once per duplicate.
         let out = p.output();
-        let out_scatters = p.buffered
+        let out_scatters = p.assembly.any_order()
             || out.format.levels[st.pos[0].len().min(out.format.levels.len())..]
             .iter()
             .all(|l| l.locate().is_some() && matches!(l.assembly(), crate::format::level::Assembly::Insert(_)));
@@ -838,13 +838,14 @@ impl<'p> Lowerer<'p> {
     /// remain.
     pub(super) fn next_var(&mut self, next: usize, mut st: State, expr: LExpr) -> Result<(), LowerError> {
         let out_done = st.pos[0].len() == self.p.output().level_vars.len();
-        if out_done && matches!(st.sink, Sink::Direct) && next < self.order.len() && self.p.output_inserts() {
+        let scatters = self.p.output_inserts() || self.p.assembly == super::operands::ResultAssembly::Workspace;
+        if out_done && matches!(st.sink, Sink::Direct) && next < self.order.len() && scatters {
             let t = self.e.let_var("tsum", Expr::Float(0.0));
             st.sink = Sink::Temp(t.clone());
             let pos = st.pos[0].last().cloned().unwrap_or(Expr::Int(0));
             let exact = st.exact;
             self.lower(next, st, expr)?;
-            let vals = crate::ir::ArrayRef::vals(&self.p.output().tensor);
+            let vals = self.result_values();
             if exact {
                 self.exact_stores += 1;
                 self.e.store(vals, pos, t);

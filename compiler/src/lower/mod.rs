@@ -22,7 +22,7 @@ use crate::notation::reduce::{additive_terms, place_reductions, sums_hoist_to_ro
 use crate::notation::{Access, Assignment, Expr as NExpr, Index, Span};
 use graph::IterationGraph;
 use lattice::LExpr;
-use operands::{resolve, Problem};
+use operands::{resolve, Problem, ResultAssembly};
 use plan::VarPlan;
 use std::collections::BTreeMap;
 use thiserror::Error;
@@ -146,6 +146,8 @@ pub(crate) struct Lowerer<'p> {
     /// Stores into the result that accumulate (`+=`) / that assign (`=`).
     pub accumulating_stores: usize,
     pub exact_stores: usize,
+    /// Number of coordinates in the workspace's touched list.
+    pub touched: Option<Expr>,
 }
 
 impl Problem {
@@ -200,10 +202,15 @@ pub fn compile(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorForm
 /// between result levels, a format with hidden levels) is appended to in
 /// any order and packed into its format afterwards.
 fn compile_or_buffer(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> Result<Kernel, LowerError> {
-    let refusal = match compile_statement(name, a, formats, dims, false) {
+    let refusal = match compile_statement(name, a, formats, dims, ResultAssembly::Direct) {
         Err(e) if e.is_refusal() && !a.lhs.indices.is_empty() => e,
         r => return r,
     };
+    if workspace_levels(formats.get(&a.lhs.tensor)) {
+        if let Ok(kernel) = compile_statement(name, a, formats, dims, ResultAssembly::Workspace) {
+            return Ok(kernel);
+        }
+    }
     let out = &a.lhs.tensor;
     let mut buffer = format!("{out}_buffer");
     while formats.contains_key(&buffer) {
@@ -217,24 +224,47 @@ fn compile_or_buffer(name: &str, a: &Assignment, formats: &BTreeMap<String, Tens
         dims.insert(buffer.clone(), d);
     }
     let through = Assignment { lhs: Access { tensor: buffer.clone(), ..a.lhs.clone() }, ..a.clone() };
-    match compile_statement(name, &through, &formats, &dims, true) {
+    match compile_statement(name, &through, &formats, &dims, ResultAssembly::Buffer) {
         Ok(kernel) => Ok(Kernel { assignment: a.clone(), buffer: Some(ResultBuffer { name: buffer, format }), ..kernel }),
         // The direct attempt's reason names the user's own result.
         Err(_) => Err(refusal),
     }
 }
 
-fn compile_statement(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>, buffered: bool) -> Result<Kernel, LowerError> {
+/// A result whose levels insert down to a last level that appends can
+/// have that level assembled through a workspace row.
+fn workspace_levels(format: Option<&TensorFormat>) -> bool {
+    let Some(f) = format else { return false };
+    let n = f.levels.len();
+    n >= 2
+        && f.levels[..n - 1].iter().all(|l| matches!(l.assembly(), Assembly::Insert(_)))
+        && matches!(f.levels[n - 1].assembly(), Assembly::Append(_))
+}
+
+/// The workspace row is flushed each time the result's next-to-last
+/// variable is done, so that variable must enclose the last one.
+fn workspace_fits(p: &Problem, graph: &IterationGraph) -> Result<(), LowerError> {
+    let vars = &p.output().level_vars;
+    let at = |v: &String| graph.order.iter().position(|x| x == v);
+    let n = vars.len();
+    match (at(&vars[n - 2]), at(&vars[n - 1])) {
+        (Some(a), Some(b)) if a < b => Ok(()),
+        _ => Err(LowerError::Unsupported { reason: format!("the loops visit `{}` outside `{}`", vars[n - 1], vars[n - 2]), span: p.assignment.span }),
+    }
+}
+
+fn compile_statement(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>, assembly: ResultAssembly) -> Result<Kernel, LowerError> {
+    let buffered = assembly == ResultAssembly::Buffer;
     let hoists = sums_hoist_to_root(&place_reductions(&with_hidden(a, formats)));
     if !hoists {
-        return compile_parts(name, a, split_terms(a, formats, buffered)?, formats, dims, buffered);
+        return compile_parts(name, a, split_terms(a, formats, buffered)?, formats, dims, assembly);
     }
-    match compile_parts(name, a, vec![a.clone()], formats, dims, buffered) {
+    match compile_parts(name, a, vec![a.clone()], formats, dims, assembly) {
         // Terms that cannot share one loop nest (an unordered operand in a
         // union, operands that want opposite loop orders): with a result
         // that takes updates in any order, each term runs as its own nest.
         Err(e) if e.is_refusal() && additive_terms(&a.rhs).len() > 1 => match split_terms(a, formats, buffered) {
-            Ok(parts) => compile_parts(name, a, parts, formats, dims, buffered).map_err(|_| e),
+            Ok(parts) => compile_parts(name, a, parts, formats, dims, assembly).map_err(|_| e),
             Err(_) => Err(e),
         },
         r => r,
@@ -247,8 +277,9 @@ fn compile_parts(
     parts: Vec<Assignment>,
     formats: &BTreeMap<String, TensorFormat>,
     dims: &BTreeMap<String, Vec<usize>>,
-    buffered: bool,
+    assembly: ResultAssembly,
 ) -> Result<Kernel, LowerError> {
+    let buffered = assembly == ResultAssembly::Buffer;
     let mut e = Emitter::new();
     let mut nests = Vec::new();
     // A buffer is initialised once and finalised once: every nest appends
@@ -263,9 +294,12 @@ fn compile_parts(
             });
         }
         let mut p = resolve(part, formats, dims)?;
-        p.buffered = buffered;
+        p.assembly = assembly;
         let graph = graph::build(&p)?;
-        let mut l = Lowerer { p: &p, order: graph.order.clone(), e, plans: Vec::new(), out_sizes: std::mem::take(&mut out_sizes), accumulating_stores: 0, exact_stores: 0 };
+        if assembly == ResultAssembly::Workspace {
+            workspace_fits(&p, &graph)?;
+        }
+        let mut l = Lowerer { p: &p, order: graph.order.clone(), e, plans: Vec::new(), out_sizes: std::mem::take(&mut out_sizes), accumulating_stores: 0, exact_stores: 0, touched: None };
         l.e.comment(format!("{part}"));
         let body_start = l.e.mark();
         if !buffered || n == 0 {

@@ -54,9 +54,31 @@ pub struct Problem {
     /// level's size parameter).
     pub extents: BTreeMap<String, Expr>,
     pub hidden: Vec<String>,
+    pub assembly: ResultAssembly,
+}
+
+/// How the result is assembled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResultAssembly {
+    /// Level by level, in the order the loops produce coordinates.
+    Direct,
+    /// The last level through a dense workspace row with a list of the
+    /// coordinates touched, flushed (sorted when the level is ordered) each
+    /// time the level above is done: coordinates may arrive in any order and
+    /// more than once (Gustavson's SpGEMM; taco's precompute, MLIR's
+    /// expand/compress).
+    Workspace,
     /// The result is a coordinate buffer packed after the kernel: entries
     /// may be appended in any order and more than once.
-    pub buffered: bool,
+    Buffer,
+}
+
+impl ResultAssembly {
+    /// Whether the result takes coordinates in any order, so that its
+    /// levels impose no loop order.
+    pub fn any_order(self) -> bool {
+        self != ResultAssembly::Direct
+    }
 }
 
 impl Problem {
@@ -146,5 +168,5 @@ pub fn resolve(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &
             return Err(LowerError::Unsupported { reason: format!("index `{v}` of the result appears nowhere else"), span: a.lhs.span });
         }
     }
-    Ok(Problem { assignment: a.clone(), operands, derived, extents, hidden, buffered: false })
+    Ok(Problem { assignment: a.clone(), operands, derived, extents, hidden, assembly: ResultAssembly::Direct })
 }

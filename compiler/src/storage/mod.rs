@@ -10,5 +10,5 @@ mod validate;
 pub use alloc::{check_allocation, MemoryLimit};
 pub use pack::pack;
 pub use tensor::{StorageError, Tensor};
-pub use unpack::{unpack, TensorMemory as TensorMemoryView};
+pub use unpack::{unpack, unpack_buffer, TensorMemory as TensorMemoryView};
 pub use validate::validate;

@@ -25,7 +25,7 @@ pub fn pack(name: &str, coo: &CooTensor, format: &TensorFormat) -> Result<Tensor
     let nlevels = format.levels.len();
     let n = canon.nnz();
     let mut vals_in = canon.vals;
-    sort_entries(&mut coords, &mut vals_in, nlevels);
+    sort_entries(&mut coords, &mut vals_in, nlevels, &extents);
 
     let mut parents = vec![Segment { pos: 0, lo: 0, hi: n }];
     let mut parent_size = 1usize;
@@ -70,7 +70,7 @@ fn estimate(name: &str, parent_size: usize, extent: usize, nnz: usize) -> u128 {
 
 /// Sort entries lexicographically by level coordinates (skipped when they
 /// already are, as for row-major formats over canonical input).
-fn sort_entries(coords: &mut Vec<i64>, vals: &mut Vec<f64>, nlevels: usize) {
+fn sort_entries(coords: &mut Vec<i64>, vals: &mut Vec<f64>, nlevels: usize, extents: &[usize]) {
     let n = vals.len();
     if nlevels == 0 || n < 2 {
         return;
@@ -79,8 +79,15 @@ fn sort_entries(coords: &mut Vec<i64>, vals: &mut Vec<f64>, nlevels: usize) {
     if (1..n).all(|e| key(e - 1) <= key(e)) {
         return;
     }
-    let mut perm: Vec<u32> = (0..n as u32).collect();
-    perm.sort_by(|&a, &b| key(a as usize).cmp(key(b as usize)));
+    let ext: Vec<u64> = extents.iter().map(|&x| x as u64).collect();
+    let counted = (ext.len() == nlevels)
+        .then(|| crate::coo::sorted_order(n, &ext, |e, d| u64::try_from(coords[e * nlevels + d]).unwrap_or(u64::MAX)))
+        .flatten();
+    let perm = counted.unwrap_or_else(|| {
+        let mut perm: Vec<u32> = (0..n as u32).collect();
+        perm.sort_by(|&a, &b| key(a as usize).cmp(key(b as usize)));
+        perm
+    });
     let mut c2 = Vec::with_capacity(coords.len());
     let mut v2 = Vec::with_capacity(n);
     for &e in &perm {

@@ -1,0 +1,160 @@
+//! Kernels that once gave wrong answers with exit 0 or were refused, each
+//! checked against the dense reference evaluator (and the IR interpreter):
+//! W1 unions of products with a dense factor, W2 non-unique operands
+//! reduced into an insert-then-append result, W3 results read on their own
+//! right-hand side; workspaces (SpGEMM), coordinate buffers (transposes,
+//! conversions), and unions linear in their terms.
+
+mod common;
+use common::*;
+use std::collections::BTreeMap;
+use tensor_compiler::coo::CooTensor;
+
+fn tensor(dims: &[usize], entries: &[(&[u32], f64)]) -> CooTensor {
+    let mut t = CooTensor::new(dims.to_vec());
+    for (c, v) in entries {
+        t.push(c, *v);
+    }
+    t
+}
+
+fn data(entries: &[(&str, Vec<usize>, f64)], seed: u64) -> BTreeMap<String, CooTensor> {
+    let mut rng = Rng(seed);
+    entries.iter().map(|(n, d, dens)| (n.to_string(), random(d, *dens, &mut rng))).collect()
+}
+
+fn ok(r: Result<(), String>) {
+    if let Err(e) = r {
+        panic!("{e}");
+    }
+}
+
+fn transpose(t: &CooTensor) -> CooTensor {
+    let mut out = CooTensor::new(vec![t.dims[1], t.dims[0]]);
+    for e in 0..t.nnz() {
+        let c = t.coord(e);
+        out.push(&[c[1], c[0]], t.vals[e]);
+    }
+    out
+}
+
+#[test]
+fn w1_union_of_products_with_a_dense_factor() {
+    // The reproducer: [1, 0] instead of [1, 5].
+    let mut d = BTreeMap::new();
+    d.insert("a".to_string(), tensor(&[2], &[(&[0], 1.0)]));
+    d.insert("b".to_string(), tensor(&[2], &[(&[1], 5.0)]));
+    d.insert("x".to_string(), tensor(&[2], &[(&[0], 1.0), (&[1], 1.0)]));
+    ok(check("y(i) = a(i)*x(i) + b(i)*x(i)", &[("a", "sparse"), ("b", "sparse"), ("x", "dense")], &d, &[2]));
+    for seed in 1..6 {
+        let mut d = data(&[("B", vec![40, 40], 0.1), ("x", vec![40], 1.0), ("c", vec![40], 0.3), ("z", vec![40], 0.3)], seed);
+        let bt = transpose(&d["B"]);
+        d.insert("C".into(), bt);
+        for y in ["dense", "sparse"] {
+            ok(check("y(i) = B(i,j)*x(j) + C(i,j)*x(j)", &[("B", "CSR"), ("C", "CSR"), ("y", y)], &d, &[40]));
+            ok(check("y(i) = B(i,j)*x(j) + C(i,j)*x(j)", &[("B", "COO"), ("C", "COO"), ("y", y)], &d, &[40]));
+            ok(check("y(i) = c(i)*x(i) + z(i)*x(i)", &[("c", "sparse"), ("z", "sparse"), ("y", y)], &d, &[40]));
+            ok(check("y(i) = c(i)*x(i) + 2*x(i)*z(i)*x(i)", &[("c", "sparse"), ("z", "sparse"), ("y", y)], &d, &[40]));
+        }
+        for f in ["DCSR", "CSR", "COO", "dense"] {
+            ok(check("Y(i,j) = B(i,j)*D(i,j) + C(i,j)*D(i,j)", &[("B", "COO"), ("C", "CSR"), ("D", "dense"), ("Y", f)], &{
+                let mut d = d.clone();
+                d.insert("D".into(), random(&[40, 40], 1.0, &mut Rng(seed + 100)));
+                d
+            }, &[40, 40]));
+        }
+    }
+}
+
+#[test]
+fn w2_nonunique_operand_reduced_into_insert_then_append_result() {
+    // The reproducer: 1, 1 instead of 3, 3.
+    let mut d = BTreeMap::new();
+    d.insert("B".to_string(), tensor(&[2, 2], &[(&[0, 0], 1.0), (&[0, 1], 2.0)]));
+    d.insert("C".to_string(), tensor(&[2, 2], &[(&[0, 0], 1.0), (&[0, 1], 1.0), (&[1, 0], 1.0), (&[1, 1], 1.0)]));
+    ok(check("Y(i,j) = B(i,k) * C(k,j)", &[("B", "COO"), ("C", "dense"), ("Y", "CSR")], &d, &[2, 2]));
+    for seed in 1..5 {
+        let d = data(&[("B", vec![12, 9], 0.3), ("C", vec![9, 7], 0.5)], seed);
+        for b in ["COO", "COO-AoS", "CSB(2)", "compressed(nonunique),singleton"] {
+            for y in ["CSR", "dense,compressed(nonunique)", "DCSR", "COO", "CSC", "dense", "hashed,dense"] {
+                ok(check("Y(i,j) = B(i,k) * C(k,j)", &[("B", b), ("C", "dense"), ("Y", y)], &d, &[12, 7]));
+            }
+        }
+    }
+}
+
+#[test]
+fn w3_result_read_on_its_right_hand_side() {
+    for seed in 1..5 {
+        let d = data(&[("A", vec![9, 7], 0.3), ("B", vec![9, 7], 0.3), ("S", vec![7, 7], 0.3), ("y", vec![9], 0.5), ("x", vec![7], 1.0)], seed);
+        for a in ["dense", "CSR", "CSC", "DCSR", "COO", "hashed,dense", "dense,hashed"] {
+            ok(check("A(i,j) = 2 * A(i,j)", &[("A", a)], &d, &[9, 7]));
+            ok(check("A(i,j) = A(i,j) + B(i,j)", &[("A", a), ("B", "CSR")], &d, &[9, 7]));
+            ok(check("A(i,j) = B(i,j) - A(i,j) * A(i,j)", &[("A", a), ("B", "COO")], &d, &[9, 7]));
+            ok(check("S(i,j) = S(j,i)", &[("S", a)], &d, &[7, 7]));
+        }
+        for y in ["dense", "sparse", "hash"] {
+            ok(check("y(i) = y(i) + B(i,j) * x(j)", &[("y", y), ("B", "CSR")], &d, &[9]));
+        }
+    }
+}
+
+#[test]
+fn spgemm_through_a_workspace_or_buffer() {
+    let sparse = ["CSR", "CSC", "DCSR", "COO"];
+    for seed in 1..4 {
+        let d = data(&[("B", vec![15, 11], 0.2), ("C", vec![11, 13], 0.2)], seed);
+        for b in sparse {
+            for c in sparse {
+                for a in sparse {
+                    ok(check("A(i,j) = B(i,k) * C(k,j)", &[("A", a), ("B", b), ("C", c)], &d, &[15, 13]));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn transposes_and_conversions_between_formats() {
+    let inputs = ["dense", "CSR", "CSC", "DCSR", "COO", "COO-AoS", "ELL", "DIA", "BCSR(2)", "CSB(3)", "hashed,dense"];
+    let results = ["dense", "CSR", "CSC", "DCSR", "COO", "ELL", "DIA", "BCSR(2)", "CSB(2)", "hashed,dense", "dense,hashed"];
+    for seed in 1..3 {
+        let d = data(&[("B", vec![10, 10], 0.25)], seed);
+        for b in inputs {
+            for a in results {
+                ok(check("A(i,j) = B(i,j)", &[("A", a), ("B", b)], &d, &[10, 10]));
+                ok(check("A(i,j) = B(j,i)", &[("A", a), ("B", b)], &d, &[10, 10]));
+            }
+        }
+        for a in ["dense", "CSR", "CSC", "COO"] {
+            ok(check("A(i,j) = B(i,j) + B(j,i)", &[("A", a), ("B", "CSR")], &d, &[10, 10]));
+            ok(check("A(i,j) = B(i,j) + C(i,j)", &[("A", a), ("B", "CSR"), ("C", "CSC")], &{
+                let mut d = d.clone();
+                d.insert("C".into(), random(&[10, 10], 0.25, &mut Rng(seed + 9)));
+                d
+            }, &[10, 10]));
+        }
+    }
+}
+
+#[test]
+fn unions_are_linear_in_their_terms() {
+    // 40 CSR matrices: one merge loop with a guarded term each (a lattice
+    // of every subset would never finish); 13+ dense vectors.
+    let n = 40;
+    let names: Vec<String> = (0..n).map(|k| format!("B{k}")).collect();
+    let entries: Vec<(&str, Vec<usize>, f64)> = names.iter().map(|s| (s.as_str(), vec![6, 5], 0.2)).collect();
+    let d = data(&entries, 7);
+    let expr = format!("Y(i,j) = {}", names.iter().map(|s| format!("{s}(i,j)")).collect::<Vec<_>>().join(" + "));
+    let started = std::time::Instant::now();
+    for y in ["CSR", "dense", "DCSR"] {
+        let specs: Vec<(&str, &str)> = names.iter().map(|s| (s.as_str(), if s.ends_with('1') { "DCSR" } else { "CSR" })).chain([("Y", y)]).collect();
+        ok(check(&expr, &specs, &d, &[6, 5]));
+    }
+    // A guard against exponential blow-up, not a timing test.
+    assert!(started.elapsed().as_secs() < 60, "a 40-term union took {:?}", started.elapsed());
+    let d = data(&[("x", vec![5], 1.0), ("s", vec![5], 0.4)], 3);
+    let many = vec!["x(i)"; 20].join(" + ");
+    ok(check(&format!("y(i) = {many}"), &[], &d, &[5]));
+    ok(check(&format!("y(i) = {many} - 3 * s(i) + 1"), &[("s", "sparse"), ("y", "sparse")], &d, &[5]));
+}
