@@ -53,7 +53,7 @@ impl CooTensor {
         }
         let mut perm: Vec<u32> = (0..nnz as u32).collect();
         let coords = &self.coords;
-        let already_sorted = (1..nnz).all(|e| coords[(e - 1) * n..e * n] <= coords[e * n..(e + 1) * n]);
+        let already_sorted = (1..nnz).all(|e| lex_le(&coords[(e - 1) * n..e * n], &coords[e * n..(e + 1) * n]));
         if !already_sorted {
             let extents: Vec<u64> = self.dims.iter().map(|&d| d as u64).collect();
             perm = sorted_order(nnz, &extents, |e, d| coords[e * n + d] as u64).unwrap_or_else(|| {
@@ -70,7 +70,7 @@ impl CooTensor {
             let e = e as usize;
             let c = &self.coords[e * n..(e + 1) * n];
             let len = out_vals.len();
-            if len > 0 && &out_coords[(len - 1) * n..len * n] == c {
+            if len > 0 && same(&out_coords[(len - 1) * n..len * n], c) {
                 out_vals[len - 1] += self.vals[e];
             } else {
                 out_coords.extend_from_slice(c);
@@ -251,4 +251,21 @@ pub fn sorted_order(n: usize, extents: &[u64], key: impl Fn(usize, usize) -> u64
         std::mem::swap(&mut perm, &mut next);
     }
     Some(perm)
+}
+
+/// `a <= b` lexicographically, element by element (a call to `memcmp` per
+/// entry costs more than comparing two or three coordinates).
+#[inline]
+fn lex_le(a: &[u32], b: &[u32]) -> bool {
+    for (x, y) in a.iter().zip(b) {
+        if x != y {
+            return x < y;
+        }
+    }
+    true
+}
+
+#[inline]
+fn same(a: &[u32], b: &[u32]) -> bool {
+    a.iter().zip(b).all(|(x, y)| x == y)
 }

@@ -32,10 +32,19 @@ impl<'p> Lowerer<'p> {
 
     /// Whether variable `v` is a result coordinate assembled by append.
     pub(super) fn appends_var(&self, st: &State, v: &str) -> bool {
-        if self.p.assembly.any_order() {
-            return false; // a buffer or workspace takes coordinates in any order
-        }
         let o = self.p.output();
+        let n = o.level_vars.len();
+        match self.p.assembly {
+            // A buffer takes coordinates in any order.
+            ResultAssembly::Buffer => return false,
+            // The workspace takes its level's coordinates in any order; the
+            // rows above are appended once each, in order.
+            ResultAssembly::Workspace => {
+                let rows = n.saturating_sub(1);
+                return o.level_vars[st.pos[0].len().min(rows)..rows].iter().any(|x| x == v);
+            }
+            ResultAssembly::Direct => {}
+        }
         o.level_vars.iter().enumerate().skip(st.pos[0].len()).any(|(k, x)| x == v && matches!(o.format.levels[k].assembly(), Assembly::Append(_)))
     }
 

@@ -233,7 +233,10 @@ impl<'p> Lowerer<'p> {
         // they must all take scattered updates (locate and insert), or an
         // appended level below would be assembled once per duplicate.
         let out = p.output();
-        let out_scatters = p.assembly.any_order()
+        use super::operands::ResultAssembly;
+        let only_workspace_left = p.assembly == ResultAssembly::Workspace && st.pos[0].len() + 1 >= out.level_vars.len();
+        let out_scatters = p.assembly == ResultAssembly::Buffer
+            || only_workspace_left
             || out.format.levels[st.pos[0].len().min(out.format.levels.len())..]
             .iter()
             .all(|l| l.locate().is_some() && matches!(l.assembly(), crate::format::level::Assembly::Insert(_)));

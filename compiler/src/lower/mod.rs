@@ -242,15 +242,19 @@ fn workspace_levels(format: Option<&TensorFormat>) -> bool {
 }
 
 /// The workspace row is flushed each time the result's next-to-last
-/// variable is done, so that variable must enclose the last one.
+/// variable is done, and rows are appended in order: the variables of the
+/// levels above the workspace must be the outermost loops, in level order
+/// (each then visits its coordinates once, in order).
 fn workspace_fits(p: &Problem, graph: &IterationGraph) -> Result<(), LowerError> {
     let vars = &p.output().level_vars;
-    let at = |v: &String| graph.order.iter().position(|x| x == v);
     let n = vars.len();
-    match (at(&vars[n - 2]), at(&vars[n - 1])) {
-        (Some(a), Some(b)) if a < b => Ok(()),
-        _ => Err(LowerError::Unsupported { reason: format!("the loops visit `{}` outside `{}`", vars[n - 1], vars[n - 2]), span: p.assignment.span }),
+    if graph.order.len() >= n && graph.order[..n - 1] == vars[..n - 1] {
+        return Ok(());
     }
+    Err(LowerError::Unsupported {
+        reason: format!("the loops ({}) do not visit the result's rows ({}) outermost", graph.order.join(", "), vars[..n - 1].join(", ")),
+        span: p.assignment.span,
+    })
 }
 
 fn compile_statement(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>, assembly: ResultAssembly) -> Result<Kernel, LowerError> {
