@@ -1,0 +1,186 @@
+//! Running cases in child processes: a kernel that dies (a signal) or
+//! freezes takes its child down, not the run. The child is this test binary
+//! again, running the ignored test `differential_worker`; it writes one JSON
+//! line when it starts a case and one when it has judged it.
+
+use super::report::Record;
+use super::run::{judge, minimize, Class};
+use super::templates::generate;
+use std::io::Write;
+use std::ops::Range;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const SEEDS_ENV: &str = "DIFFERENTIAL_SEEDS";
+pub const OUT_ENV: &str = "DIFFERENTIAL_OUT";
+/// The name of the worker test in the test binary.
+pub const WORKER_TEST: &str = "differential_worker";
+
+/// Judge one seed in this process; wrong answers are minimised and come
+/// with a reproducer.
+pub fn judge_seed(seed: u64) -> Record {
+    let case = generate(seed);
+    let mut outcome = judge(&case);
+    let mut shown = case.clone();
+    if outcome.class == Class::Wrong {
+        let small = minimize(&case);
+        let again = judge(&small);
+        if again.class == Class::Wrong {
+            shown = small;
+            outcome = again;
+        }
+    }
+    let detail = match outcome.class {
+        Class::Pass | Class::Refused => String::new(),
+        _ => format!("{}\n{}", shown.command_line(), outcome.detail),
+    };
+    Record { seed, family: case.family.to_string(), class: outcome.class, message: outcome.message, case: shown.describe(), detail }
+}
+
+/// The worker: judge the seeds named in the environment, one JSON line per
+/// event, flushed so the parent sees how far it got.
+pub fn worker_main() {
+    let Ok(seeds) = std::env::var(SEEDS_ENV) else { return };
+    let out = std::env::var(OUT_ENV).expect("DIFFERENTIAL_OUT names the output file");
+    let (a, b) = seeds.split_once("..").expect("DIFFERENTIAL_SEEDS is START..END");
+    let (a, b): (u64, u64) = (a.parse().unwrap(), b.parse().unwrap());
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&out).expect("worker output file");
+    // Panics are caught and recorded; keep their default report quiet.
+    std::panic::set_hook(Box::new(|_| {}));
+    for seed in a..b {
+        writeln!(file, "{}", serde_json::json!({ "start": seed })).unwrap();
+        file.flush().unwrap();
+        let r = judge_seed(seed);
+        writeln!(file, "{}", r.to_json()).unwrap();
+        file.flush().unwrap();
+    }
+}
+
+/// Judge `seeds` in `workers` child processes (contiguous chunks), a case
+/// running longer than `timeout` counting as a crash. Records come back in
+/// seed order.
+pub fn run_isolated(seeds: Range<u64>, workers: usize, timeout: Duration) -> Vec<Record> {
+    let workers = workers.max(1) as u64;
+    let len = seeds.end.saturating_sub(seeds.start);
+    let chunk = len.div_ceil(workers).max(1);
+    let mut chunks = Vec::new();
+    let mut s = seeds.start;
+    while s < seeds.end {
+        chunks.push(s..(s + chunk).min(seeds.end));
+        s += chunk;
+    }
+    let mut records: Vec<Record> = std::thread::scope(|scope| {
+        let handles: Vec<_> = chunks.into_iter().enumerate().map(|(n, c)| scope.spawn(move || supervise(n, c, timeout))).collect();
+        handles.into_iter().flat_map(|h| h.join().expect("supervisor thread")).collect()
+    });
+    records.sort_by_key(|r| r.seed);
+    records
+}
+
+/// Run one chunk, restarting the child after the seed that killed it.
+fn supervise(n: usize, seeds: Range<u64>, timeout: Duration) -> Vec<Record> {
+    let exe = std::env::current_exe().expect("the test binary");
+    let path = std::env::temp_dir().join(format!("differential-{}-{n}.jsonl", std::process::id()));
+    let mut records = Vec::new();
+    let mut next = seeds.start;
+    while next < seeds.end {
+        let _ = std::fs::remove_file(&path);
+        let mut child = Command::new(&exe)
+            .args([WORKER_TEST, "--exact", "--ignored", "--nocapture", "--test-threads", "1", "-q"])
+            .env(SEEDS_ENV, format!("{next}..{}", seeds.end))
+            .env(OUT_ENV, &path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the worker");
+        // The seed in progress and when this process first saw it.
+        let mut current: Option<(u64, Instant)> = None;
+        let status = loop {
+            if let Some(st) = child.try_wait().expect("wait for the worker") {
+                break Some(st);
+            }
+            let started = last_started(&path);
+            if started != current.map(|c| c.0) {
+                current = started.map(|s| (s, Instant::now()));
+            }
+            if current.is_some_and(|(_, t)| t.elapsed() > timeout) {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let (done, started) = read_progress(&path);
+        let finished_all = done.last().is_some_and(|r| r.seed + 1 == seeds.end);
+        next = done.last().map_or(next, |r| r.seed + 1);
+        records.extend(done);
+        if finished_all {
+            break;
+        }
+        // The child stopped inside a case: that case crashed.
+        let seed = started.unwrap_or(next);
+        let message = match status {
+            None => format!("no answer within {} s (frozen)", timeout.as_secs()),
+            Some(st) => format!("the process died: {}", describe_exit(st)),
+        };
+        let case = generate(seed);
+        records.push(Record {
+            seed,
+            family: case.family.to_string(),
+            class: Class::Crash,
+            message,
+            case: case.describe(),
+            detail: case.command_line(),
+        });
+        next = seed + 1;
+    }
+    let _ = std::fs::remove_file(&path);
+    records
+}
+
+fn describe_exit(st: std::process::ExitStatus) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(sig) = st.signal() {
+            return format!("signal {sig}");
+        }
+    }
+    format!("{st}")
+}
+
+/// Records written so far, and the seed started but not finished.
+fn read_progress(path: &Path) -> (Vec<Record>, Option<u64>) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut done = Vec::new();
+    let mut open = None;
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        if let Some(s) = v.get("start").and_then(|s| s.as_u64()) {
+            open = Some(s);
+        } else if let Some(r) = Record::from_json(&v) {
+            if open == Some(r.seed) {
+                open = None;
+            }
+            done.push(r);
+        }
+    }
+    (done, open)
+}
+
+/// While the child runs: the seed it has started and not finished, read
+/// from the file's last line only (the file grows with every case).
+fn last_started(path: &Path) -> Option<u64> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(1 << 16))).ok()?;
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes).ok()?;
+    let tail = String::from_utf8_lossy(&bytes);
+    let line = tail.lines().filter(|l| l.ends_with('}')).last()?;
+    let v: serde_json::Value = serde_json::from_str(line).ok()?;
+    v.get("start").and_then(|s| s.as_u64())
+}

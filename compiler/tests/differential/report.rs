@@ -1,0 +1,162 @@
+//! Collecting judged cases: counts per class and per family, refusals
+//! grouped by their normalised message, wrong answers and crashes with
+//! their reproducers.
+
+use super::run::Class;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+#[derive(Clone, Debug)]
+pub struct Record {
+    pub seed: u64,
+    pub family: String,
+    pub class: Class,
+    pub message: String,
+    /// One-line description of the case (empty for passes).
+    pub case: String,
+    /// Reproducer and expected/actual result (wrong answers and crashes).
+    pub detail: String,
+}
+
+impl Record {
+    pub fn to_json(&self) -> serde_json::Value {
+        let case = if self.class == Class::Pass { "" } else { self.case.as_str() };
+        serde_json::json!({ "seed": self.seed, "family": self.family, "class": self.class.name(), "message": self.message, "case": case, "detail": self.detail })
+    }
+
+    pub fn from_json(v: &serde_json::Value) -> Option<Record> {
+        let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string);
+        Some(Record {
+            seed: v.get("seed")?.as_u64()?,
+            family: s("family")?,
+            class: Class::parse(&s("class")?)?,
+            message: s("message")?,
+            case: s("case")?,
+            detail: s("detail")?,
+        })
+    }
+}
+
+/// A message with its variable parts replaced, so that the same refusal
+/// for different tensors, variables and sizes counts as one.
+pub fn normalize(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut chars = message.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '`' {
+            // Quoted text names the user's tensors or expression.
+            for d in chars.by_ref() {
+                if d == '`' {
+                    break;
+                }
+            }
+            out.push_str("`_`");
+        } else if c.is_ascii_digit() {
+            while chars.peek().is_some_and(|d| d.is_ascii_digit() || *d == '.') {
+                chars.next();
+            }
+            out.push('N');
+        } else if c.is_ascii_alphabetic() || c == '_' {
+            let mut word = String::from(c);
+            while let Some(&d) = chars.peek() {
+                if d.is_ascii_alphanumeric() || d == '_' {
+                    word.push(d);
+                    chars.next();
+                } else {
+                    break;
+                }
+            }
+            out.push_str(&normalize_word(&word, chars.peek() == Some(&'(')));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Tensor names (a capital and digits, as the generator writes them, or a
+/// short word before `(`) become `T`, index variables (one lowercase
+/// letter other than the article) become `v`: `B(i,j)` becomes `T(v,v)`.
+fn normalize_word(w: &str, before_paren: bool) -> String {
+    let mut cs = w.chars();
+    let first = cs.next().unwrap();
+    let capital_name = first.is_ascii_uppercase() && cs.all(|c| c.is_ascii_digit());
+    if capital_name || (before_paren && w.len() <= 2) {
+        "T".into()
+    } else if w.len() == 1 && first.is_ascii_lowercase() && w != "a" {
+        "v".into()
+    } else {
+        w.to_string()
+    }
+}
+
+#[derive(Default)]
+pub struct Summary {
+    pub records: Vec<Record>,
+}
+
+impl Summary {
+    pub fn new(records: Vec<Record>) -> Self {
+        Summary { records }
+    }
+
+    pub fn count(&self, class: Class) -> usize {
+        self.records.iter().filter(|r| r.class == class).count()
+    }
+
+    /// Normalised refusal messages with their counts and one example case,
+    /// most frequent first.
+    pub fn refusals(&self) -> Vec<(String, usize, &Record)> {
+        let mut groups: BTreeMap<String, (usize, &Record)> = BTreeMap::new();
+        for r in self.records.iter().filter(|r| r.class == Class::Refused) {
+            groups.entry(normalize(&r.message)).or_insert((0, r)).0 += 1;
+        }
+        let mut v: Vec<(String, usize, &Record)> = groups.into_iter().map(|(m, (n, r))| (m, n, r)).collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        v
+    }
+
+    /// The whole report: counts, per-family table, refusals by message,
+    /// then every wrong answer and crash with its reproducer (at most
+    /// `max_listed` of each class; the rest are counted).
+    pub fn render(&self, max_listed: usize) -> String {
+        let total = self.records.len().max(1);
+        let pct = |n: usize| 100.0 * n as f64 / total as f64;
+        let mut s = String::new();
+        let _ = writeln!(s, "differential cases: {}", self.records.len());
+        for c in [Class::Pass, Class::Refused, Class::Wrong, Class::Crash] {
+            let _ = writeln!(s, "  {:<8} {:>6}  ({:.1}%)", c.name(), self.count(c), pct(self.count(c)));
+        }
+        let mut fam: BTreeMap<&str, [usize; 4]> = BTreeMap::new();
+        for r in &self.records {
+            fam.entry(&r.family).or_default()[r.class as usize] += 1;
+        }
+        let _ = writeln!(s, "\nby family:            pass refused  wrong  crash");
+        for (f, n) in &fam {
+            let _ = writeln!(s, "  {f:<18} {:>6} {:>7} {:>6} {:>6}", n[0], n[1], n[2], n[3]);
+        }
+        let refusals = self.refusals();
+        let _ = writeln!(s, "\nrefusals by message ({} cases, {:.1}%; {} distinct):", self.count(Class::Refused), pct(self.count(Class::Refused)), refusals.len());
+        for (m, n, r) in &refusals {
+            let _ = writeln!(s, "  {n:>6} ({:.1}%)  {m}\n           e.g. seed {}: {}\n                {}", pct(*n), r.seed, r.case, r.message);
+        }
+        for c in [Class::Wrong, Class::Crash] {
+            let list: Vec<&Record> = self.records.iter().filter(|r| r.class == c).collect();
+            if list.is_empty() {
+                continue;
+            }
+            let _ = writeln!(s, "\n{} cases ({}):", c.name(), list.len());
+            for r in list.iter().take(max_listed) {
+                let _ = writeln!(s, "--- seed {} [{}] {}\n    {}\n{}", r.seed, r.family, r.case, r.message, indent(&r.detail));
+            }
+            if list.len() > max_listed {
+                let _ = writeln!(s, "... and {} more", list.len() - max_listed);
+            }
+        }
+        s
+    }
+}
+
+fn indent(s: &str) -> String {
+    s.lines().map(|l| format!("    {l}\n")).collect()
+}
