@@ -5,7 +5,7 @@ use super::rng::Rng;
 
 type Pool = &'static [(u32, &'static str)];
 
-pub const VECTOR_IN: Pool = &[(4, "dense"), (4, "sparse"), (2, "hash"), (2, "COO"), (1, "compressed(unordered)"), (1, "hashed(W=4)")];
+pub const VECTOR_IN: Pool = &[(4, "dense"), (4, "sparse"), (2, "hash"), (2, "COO"), (1, "compressed(unordered)"), (1, "hashed(W=8)")];
 pub const VECTOR_OUT: Pool = &[(4, "dense"), (4, "sparse"), (2, "hash"), (1, "COO")];
 
 pub const MATRIX_IN: Pool = &[

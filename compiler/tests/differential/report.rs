@@ -38,10 +38,23 @@ impl Record {
 }
 
 /// A message with its variable parts replaced, so that the same refusal
-/// for different tensors, variables and sizes counts as one.
+/// for different tensors, variables, formats and sizes counts as one.
 pub fn normalize(message: &str) -> String {
+    // A loop-order conflict lists every operand involved; what counts is
+    // whether the result's assembly order is one side, and the advice.
+    if let Some(rest) = message.strip_prefix("no loop order works:") {
+        let who = if rest.contains("assembled in order") { "the result's assembly order conflicts with an operand's" } else { "operands visit their indices in conflicting orders" };
+        let advice = rest.rsplit(';').next().unwrap_or("");
+        let advice = advice.split(" (-f").next().unwrap_or(advice);
+        return format!("no loop order works: {who};{}", tokens(advice));
+    }
+    tokens(message)
+}
+
+fn tokens(message: &str) -> String {
     let mut out = String::with_capacity(message.len());
     let mut chars = message.chars().peekable();
+    let mut prev = ' ';
     while let Some(c) = chars.next() {
         if c == '`' {
             // Quoted text names the user's tensors or expression.
@@ -66,24 +79,28 @@ pub fn normalize(message: &str) -> String {
                     break;
                 }
             }
-            out.push_str(&normalize_word(&word, chars.peek() == Some(&'(')));
+            out.push_str(&if prev == '-' || chars.peek() == Some(&'=') { word } else { normalize_word(&word, chars.peek() == Some(&'(')) });
         } else {
             out.push(c);
         }
+        prev = c;
     }
     out
 }
 
-/// Tensor names (a capital and digits, as the generator writes them, or a
-/// short word before `(`) become `T`, index variables (one lowercase
-/// letter other than the article) become `v`: `B(i,j)` becomes `T(v,v)`.
+/// Tensor and level names (`B`, `B1`, `x1`: a letter and digits, or a
+/// short word before `(`) become `T`; index variables (one lowercase
+/// letter other than the article, or a hidden block variable such as
+/// `iblkB`) become `v`: `B(i,j)` becomes `T(v,v)`.
 fn normalize_word(w: &str, before_paren: bool) -> String {
     let mut cs = w.chars();
     let first = cs.next().unwrap();
-    let capital_name = first.is_ascii_uppercase() && cs.all(|c| c.is_ascii_digit());
-    if capital_name || (before_paren && w.len() <= 2) {
+    let rest: String = cs.collect();
+    let numbered = !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit());
+    let hidden = ["blk", "in"].iter().any(|m| rest.starts_with(m) && rest.len() > m.len() && rest[m.len()..].starts_with(|c: char| c.is_ascii_uppercase()));
+    if numbered || (first.is_ascii_uppercase() && rest.is_empty()) || (before_paren && w.len() <= 2) {
         "T".into()
-    } else if w.len() == 1 && first.is_ascii_lowercase() && w != "a" {
+    } else if hidden || (w.len() == 1 && first.is_ascii_lowercase() && w != "a") {
         "v".into()
     } else {
         w.to_string()
