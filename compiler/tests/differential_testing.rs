@@ -51,3 +51,22 @@ fn differential_sweep() {
 fn differential_worker() {
     worker_main();
 }
+
+/// One case by seed, judged in this process and printed with its
+/// reproducer: `DIFFERENTIAL_SEED=N cargo test --release -p tensor-compiler
+/// --test differential_testing differential_case -- --ignored --nocapture`.
+/// With `DIFFERENTIAL_LIST=A..B` it only prints the cases of those seeds.
+#[test]
+#[ignore = "a tool for reproducing one case"]
+fn differential_case() {
+    if let Ok(range) = std::env::var("DIFFERENTIAL_LIST") {
+        let (a, b) = range.split_once("..").expect("DIFFERENTIAL_LIST is A..B");
+        for seed in a.parse::<u64>().unwrap()..b.parse::<u64>().unwrap() {
+            println!("{seed} [{}] {}", differential::templates::generate(seed).family, differential::templates::generate(seed).describe());
+        }
+        return;
+    }
+    let seed: u64 = std::env::var("DIFFERENTIAL_SEED").expect("DIFFERENTIAL_SEED").parse().unwrap();
+    let r = differential::isolate::judge_seed(seed);
+    println!("seed {seed} [{}] {}\n{}: {}\n{}", r.family, r.case, r.class.name(), r.message, r.detail);
+}

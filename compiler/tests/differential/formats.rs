@@ -33,6 +33,10 @@ pub const MATRIX_NONUNIQUE: Pool = &[(4, "COO"), (2, "COO-AoS"), (2, "CSB(2)"), 
 /// The SpGEMM / transpose formats users name first.
 pub const MATRIX_COMMON: Pool = &[(3, "CSR"), (2, "CSC"), (2, "DCSR"), (2, "COO")];
 
+/// Results whose upper level inserts (dense, hashed) and whose lower level
+/// appends.
+pub const INSERT_THEN_APPEND: Pool = &[(3, "CSR"), (2, "CSC"), (1, "hashed,compressed"), (1, "dense,compressed(nonunique)")];
+
 pub const MATRIX_OUT: Pool = &[
     (4, "dense"),
     (5, "CSR"),

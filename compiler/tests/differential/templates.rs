@@ -128,17 +128,21 @@ fn sum_of_k(seed: u64, rng: &mut Rng) -> Case {
 fn nonunique_reduce(seed: u64, rng: &mut Rng) -> Case {
     let (i, j, k) = (extent(rng), extent(rng), extent(rng));
     let ext = [("i", i), ("j", j), ("k", k)];
-    match rng.below(8) {
-        0..=2 => {
-            let fm = [f("B", formats::from(MATRIX_NONUNIQUE, rng)), f("C", formats::input(2, rng)), f("Y", formats::output(2, rng))];
+    match rng.below(9) {
+        0..=3 => {
+            // Dense factors and results that insert above an appended level
+            // (CSR, CSC) are where repeated coordinates of B bite.
+            let c = if rng.chance(0.5) { "dense".to_string() } else { formats::input(2, rng) };
+            let y = if rng.chance(0.5) { formats::from(INSERT_THEN_APPEND, rng) } else { formats::output(2, rng) };
+            let fm = [f("B", formats::from(MATRIX_NONUNIQUE, rng)), f("C", c), f("Y", y)];
             Case::new(seed, "nonunique-reduce", "Y(i,j) = B(i,k) * C(k,j)", &fm, &ext, rng)
         }
-        3 => {
+        4 => {
             let expr = *rng.pick(&["y(i) = B(i,j) * x(j)", "y(j) = B(i,j) * x(i)", "y(i) = B(i,j)", "y(j) = B(i,j)"]);
             let fm = [f("B", formats::from(MATRIX_NONUNIQUE, rng)), f("x", formats::input(1, rng)), f("y", formats::output(1, rng))];
             Case::new(seed, "nonunique-reduce", expr, &fm, &ext, rng)
         }
-        4 => {
+        5 => {
             let expr = *rng.pick(&["Y(i,j) = B(i,j)", "Y(i,j) = B(i,j) * C(i,j)", "Y(i,j) = B(i,j) + C(i,j)", "Y(j,i) = B(i,j)"]);
             let fm = [f("B", formats::from(MATRIX_NONUNIQUE, rng)), f("C", formats::input(2, rng)), f("Y", formats::output(2, rng))];
             Case::new(seed, "nonunique-reduce", expr, &fm, &ext, rng)
