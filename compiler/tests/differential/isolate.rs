@@ -57,21 +57,37 @@ pub fn worker_main() {
     }
 }
 
-/// Judge `seeds` in `workers` child processes (contiguous chunks), a case
-/// running longer than `timeout` counting as a crash. Records come back in
-/// seed order.
+/// Seeds per child process: small enough that the workers finish together.
+const CHUNK: u64 = 250;
+
+/// Judge `seeds` in `workers` child processes, each taking the next chunk
+/// of seeds as it finishes one; a case running longer than `timeout` counts
+/// as a crash. Records come back in seed order.
 pub fn run_isolated(seeds: Range<u64>, workers: usize, timeout: Duration) -> Vec<Record> {
-    let workers = workers.max(1) as u64;
-    let len = seeds.end.saturating_sub(seeds.start);
-    let chunk = len.div_ceil(workers).max(1);
     let mut chunks = Vec::new();
     let mut s = seeds.start;
     while s < seeds.end {
-        chunks.push(s..(s + chunk).min(seeds.end));
-        s += chunk;
+        chunks.push(s..(s + CHUNK).min(seeds.end));
+        s += CHUNK;
     }
+    chunks.reverse();
+    let queue = std::sync::Mutex::new(chunks);
     let mut records: Vec<Record> = std::thread::scope(|scope| {
-        let handles: Vec<_> = chunks.into_iter().enumerate().map(|(n, c)| scope.spawn(move || supervise(n, c, timeout))).collect();
+        let handles: Vec<_> = (0..workers.max(1))
+            .map(|n| {
+                let queue = &queue;
+                scope.spawn(move || {
+                    let mut out = Vec::new();
+                    loop {
+                        // Take the lock for the pop only.
+                        let next = queue.lock().unwrap().pop();
+                        let Some(c) = next else { break };
+                        out.extend(supervise(n, c, timeout));
+                    }
+                    out
+                })
+            })
+            .collect();
         handles.into_iter().flat_map(|h| h.join().expect("supervisor thread")).collect()
     });
     records.sort_by_key(|r| r.seed);
