@@ -6,13 +6,14 @@ answer. Not part of the tests (scripts/scipy_check.sh runs it).
     bench/.venv/bin/python bench/scipy_check.py [--tensorc PATH] [--only NAME]
 
 Prints one line per check (pass, refused with tensorc's error line, or
-WRONG with the largest difference) and a summary; exits 1 on any wrong
+WRONG with the largest difference and the command line, whose files stay in
+bench/out/scipy_check/) and a summary; exits 1 on any wrong
 answer or crash, 0 otherwise (refusals are counted, not failures).
 """
 import argparse
 import subprocess
 import sys
-import tempfile
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +44,7 @@ def write_mtx(path, m):
 def write_vector(path, v):
     with open(path, "w") as f:
         for i, x in enumerate(v):
-            f.write(f"{i + 1} {x!r}\n")
+            f.write(f"{i + 1} {float(x)!r}\n")
 
 
 def read_result(path, shape):
@@ -116,51 +117,53 @@ def main():
     ap.add_argument("--only", help="one matrix, e.g. west0479")
     args = ap.parse_args()
     rng = np.random.default_rng(7)
-    with tempfile.TemporaryDirectory() as d:
-        tmp = Path(d)
-        c = Checker(args.tensorc, tmp)
-        for path in sorted(DATA.glob("*.mtx")):
-            name = path.stem
-            if args.only and name != args.only:
-                continue
-            A = load(path)
-            m, n = A.shape
-            # A general copy (symmetric files are expanded the same way by both readers).
-            a_path = tmp / f"{name}.mtx"
-            write_mtx(a_path, A)
-            At = sp.csr_matrix(A.T)
-            at_path = tmp / f"{name}_T.mtx"
-            write_mtx(at_path, At)
-            # A second operand of A's shape with a different pattern.
-            R = sp.random(m, n, density=min(1.0, 4.0 / max(n, 1)), format="csr", random_state=11)
-            R.data = np.round(R.data * 8) / 4 + 0.25
-            r_path = tmp / f"{name}_R.mtx"
-            write_mtx(r_path, R)
-            x = rng.integers(-4, 5, n) / 4.0
-            x_path = tmp / "x.tns"
-            write_vector(x_path, x)
-            print(f"== {name} {m}x{n}, {A.nnz} stored entries")
-            for f in SPMV:
-                c.run(f"{name} SpMV A:{f}", "y(i) = A(i,j) * x(j)", {"A": f}, {"A": a_path, "x": x_path}, "y", (m,), A @ x)
-            B, b_path = (A, a_path) if m == n else (At, at_path)
-            for fa, fb, fc in SPGEMM:
-                c.run(f"{name} SpGEMM {fa}*{fb}->{fc}", "C(i,j) = A(i,k) * B(k,j)", {"A": fa, "B": fb, "C": fc},
-                      {"A": a_path, "B": b_path}, "C", (m, B.shape[1]), A @ B)
-            S, s_path = (At, at_path) if m == n else (R, r_path)
-            for fa, fb, fc in ADD:
-                c.run(f"{name} add {fa}+{fb}->{fc}", "C(i,j) = A(i,j) + B(i,j)", {"A": fa, "B": fb, "C": fc},
-                      {"A": a_path, "B": s_path}, "C", (m, n), A + S)
-            for fa, fc in TRANSPOSE:
-                c.run(f"{name} transpose {fa}->{fc}", "C(i,j) = A(j,i)", {"A": fa, "C": fc}, {"A": a_path}, "C", (n, m), At)
-            for fa, fc in CONVERT:
-                c.run(f"{name} convert {fa}->{fc}", "C(i,j) = A(i,j)", {"A": fa, "C": fc}, {"A": a_path}, "C", (m, n), A)
-        total = sum(c.counts.values())
-        print("\n" + ", ".join(f"{k} {v}" for k, v in c.counts.items()) + f" of {total} checks")
-        if c.refusals:
-            print("refusals by message:")
-            for msg, k in sorted(c.refusals.items(), key=lambda kv: -kv[1]):
-                print(f"  {k:4}  {msg}")
-        return 1 if c.counts["WRONG"] or c.counts["crash"] else 0
+    # Files stay after the run so that the printed command lines work.
+    tmp = ROOT / "bench" / "out" / "scipy_check"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    c = Checker(args.tensorc, tmp)
+    for path in sorted(DATA.glob("*.mtx")):
+        name = path.stem
+        if args.only and name != args.only:
+            continue
+        A = load(path)
+        m, n = A.shape
+        # A general copy (symmetric files are expanded the same way by both readers).
+        a_path = tmp / f"{name}.mtx"
+        write_mtx(a_path, A)
+        At = sp.csr_matrix(A.T)
+        at_path = tmp / f"{name}_T.mtx"
+        write_mtx(at_path, At)
+        # A second operand of A's shape with a different pattern.
+        R = sp.random(m, n, density=min(1.0, 4.0 / max(n, 1)), format="csr", random_state=11)
+        R.data = np.round(R.data * 8) / 4 + 0.25
+        r_path = tmp / f"{name}_R.mtx"
+        write_mtx(r_path, R)
+        x = rng.integers(-4, 5, n) / 4.0
+        x_path = tmp / f"{name}_x.tns"
+        write_vector(x_path, x)
+        print(f"== {name} {m}x{n}, {A.nnz} stored entries")
+        for f in SPMV:
+            c.run(f"{name} SpMV A:{f}", "y(i) = A(i,j) * x(j)", {"A": f}, {"A": a_path, "x": x_path}, "y", (m,), A @ x)
+        B, b_path = (A, a_path) if m == n else (At, at_path)
+        for fa, fb, fc in SPGEMM:
+            c.run(f"{name} SpGEMM {fa}*{fb}->{fc}", "C(i,j) = A(i,k) * B(k,j)", {"A": fa, "B": fb, "C": fc},
+                  {"A": a_path, "B": b_path}, "C", (m, B.shape[1]), A @ B)
+        S, s_path = (At, at_path) if m == n else (R, r_path)
+        for fa, fb, fc in ADD:
+            c.run(f"{name} add {fa}+{fb}->{fc}", "C(i,j) = A(i,j) + B(i,j)", {"A": fa, "B": fb, "C": fc},
+                  {"A": a_path, "B": s_path}, "C", (m, n), A + S)
+        for fa, fc in TRANSPOSE:
+            c.run(f"{name} transpose {fa}->{fc}", "C(i,j) = A(j,i)", {"A": fa, "C": fc}, {"A": a_path}, "C", (n, m), At)
+        for fa, fc in CONVERT:
+            c.run(f"{name} convert {fa}->{fc}", "C(i,j) = A(i,j)", {"A": fa, "C": fc}, {"A": a_path}, "C", (m, n), A)
+    total = sum(c.counts.values())
+    print("\n" + ", ".join(f"{k} {v}" for k, v in c.counts.items()) + f" of {total} checks")
+    if c.refusals:
+        print("refusals by message:")
+        for msg, k in sorted(c.refusals.items(), key=lambda kv: -kv[1]):
+            print(f"  {k:4}  {msg}")
+    return 1 if c.counts["WRONG"] or c.counts["crash"] else 0
 
 
 if __name__ == "__main__":

@@ -8,7 +8,12 @@
 mod differential;
 
 use differential::isolate::{run_isolated, worker_main};
+use differential::report::normalize;
+use differential::run::{compare, expected, judge};
+use differential::templates::generate;
 use differential::{Class, Summary};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Cases the test suite runs.
@@ -30,6 +35,58 @@ fn seeded_cases_match_the_oracle() {
     assert_eq!(summary.records.len() as u64, CI_CASES, "every case is judged");
     let (wrong, crash) = (summary.count(Class::Wrong), summary.count(Class::Crash));
     assert!(wrong == 0 && crash == 0, "{wrong} wrong answers and {crash} crashes in {CI_CASES} cases (reproducers above)");
+}
+
+/// The reproducer printed for a case is faithful: for cases that pass in
+/// process, running it with `tensorc` gives the oracle's answer.
+#[test]
+fn reproducers_give_the_same_answer_on_the_command_line() {
+    let bin = Path::new(env!("CARGO_BIN_EXE_tensorc")).parent().unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let mut checked = 0;
+    for seed in 0..1000 {
+        let case = generate(seed);
+        if checked == 15 || judge(&case).class != Class::Pass {
+            continue;
+        }
+        let dir = std::env::temp_dir().join(format!("differential-repro-{}-{seed}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = case.command_line();
+        let out = Command::new("bash").arg("-c").arg(&script).current_dir(&dir).env("PATH", &path).output().unwrap();
+        assert!(out.status.success(), "seed {seed}: {script}\n{}", String::from_utf8_lossy(&out.stderr));
+        let file = dir.join(format!("{}.out.tns", case.result.name));
+        let got = tensor_compiler::io::read_tns_with_dims(&file, Some(&case.result.dims)).unwrap();
+        let diff = compare(&got, &expected(&case).unwrap());
+        assert!(diff.is_none(), "seed {seed}: the command line disagrees with the oracle: {diff:?}\n{script}");
+        std::fs::remove_dir_all(&dir).unwrap();
+        checked += 1;
+    }
+    assert_eq!(checked, 15, "enough passing cases to check");
+}
+
+#[test]
+fn comparison_finds_a_single_wrong_entry() {
+    use tensor_compiler::coo::CooTensor;
+    let mut want = CooTensor::new(vec![2, 3]);
+    want.push(&[1, 2], 1.5);
+    let mut got = want.clone();
+    assert!(compare(&got, &want).is_none());
+    got.push(&[0, 0], 1e-12);
+    assert!(compare(&got, &want).is_none(), "within tolerance");
+    got.push(&[1, 2], 0.25);
+    let diff = compare(&got, &want).expect("a wrong entry");
+    assert!(diff.contains("[1, 2]") && diff.contains("1.75"), "{diff}");
+}
+
+#[test]
+fn refusals_differing_only_in_names_and_sizes_count_as_one() {
+    let a = "x1:hashed stores coordinates unordered, so it cannot be co-iterated with other operands over `j`";
+    let b = "B1:hashed stores coordinates unordered, so it cannot be co-iterated with other operands over `i`";
+    assert_eq!(normalize(a), normalize(b));
+    let c = "no loop order works: B(i,j) (CSR) visits i before j, assembled in order but C(i,j) (CSC) visits j before i; store C with mode order 0,1 (-f C:dense,compressed:0,1)";
+    let d = "no loop order works: C(k,j) (DCSR) visits k before j, assembled in order but B(k,j) (COO) visits j before k but A(k,j) (CSR) visits k before j; store B with mode order 1,0 (-f B:compressed,compressed:1,0)";
+    assert_eq!(normalize(c), normalize(d));
+    assert_ne!(normalize(a), normalize(c));
 }
 
 /// `scripts/sweep.sh`: `DIFFERENTIAL_CASES` cases (default 20,000) from

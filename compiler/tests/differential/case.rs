@@ -84,7 +84,7 @@ impl Case {
         }
         for o in self.inputs.iter().chain(std::iter::once(&self.result)) {
             if let Some(d) = &o.data {
-                let _ = writeln!(s, "printf '{}' > {}.tns", tns_lines(d).replace('\n', "\\n"), o.name);
+                let _ = writeln!(s, "printf -- '{}' > {}.tns", tns_lines(d).replace('\n', "\\n"), o.name);
                 let _ = write!(args, " -i {}:{}.tns", o.name, o.name);
             }
             if !o.dims.is_empty() {

@@ -86,9 +86,9 @@ fn attempt(case: &Case) -> Outcome {
     let data = case.data();
     let initial = if a.accumulate { case.result.data.as_ref() } else { None };
     let out_dims = &case.result.dims;
-    let want = match oracle::evaluate(&a, &data, out_dims, initial) {
+    let want = match expected(case) {
         Ok(w) => w,
-        Err(e) => return Outcome::new(Class::Crash, format!("the oracle cannot evaluate the case: {e}")),
+        Err(e) => return Outcome::new(Class::Crash, e),
     };
     let mut prepared = match prepare("kernel", &a, &formats, &data, out_dims, initial) {
         Ok(p) => p,
@@ -112,6 +112,13 @@ fn attempt(case: &Case) -> Outcome {
             o
         }
     }
+}
+
+/// The oracle's answer for `case`.
+pub fn expected(case: &Case) -> Result<CooTensor, String> {
+    let a = parse_assignment(&case.expr).map_err(|e| e.to_string())?;
+    let initial = if a.accumulate { case.result.data.as_ref() } else { None };
+    oracle::evaluate(&a, &case.data(), &case.result.dims, initial).map_err(|e| format!("the oracle cannot evaluate the case: {e}"))
 }
 
 /// A clean refusal, unless the message owns up to being internal.
