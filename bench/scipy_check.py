@@ -1,7 +1,7 @@
 """Cross-check tensorc against SciPy on the real matrices in examples/data:
-SpMV, SpGEMM, addition, transposition and format conversions, each run as a
-user would, `tensorc EXPR -f ... -i ... -o ...`, and compared with SciPy's
-answer. Not part of the tests (scripts/scipy_check.sh runs it).
+SpMV, unions of SpMVs, SpGEMM, addition, transposition and format
+conversions, each run as a user would, `tensorc EXPR -f ... -i ... -o ...`,
+and compared with SciPy's answer. Not part of the tests (scripts/scipy_check.sh runs it).
 
     bench/.venv/bin/python bench/scipy_check.py [--tensorc PATH] [--only NAME]
 
@@ -25,6 +25,9 @@ DATA = ROOT / "examples" / "data"
 TOL = 1e-9
 
 SPMV = ["CSR", "CSC", "COO", "DCSR", "COO-AoS", "ELL", "DIA", "BCSR(4)", "CSB(4)"]
+# Unions of products: y = A*x + S*x with S = A transposed (or another
+# pattern when A is not square).
+UNION = [("CSR", "CSR"), ("CSR", "CSC"), ("COO", "COO"), ("CSR", "dense")]
 SPGEMM = [("CSR", "CSR", "CSR"), ("CSC", "CSC", "CSC"), ("CSR", "CSC", "CSR"), ("DCSR", "DCSR", "DCSR"),
           ("COO", "CSR", "COO"), ("CSR", "CSR", "dense"), ("CSR", "dense", "dense"), ("COO", "dense", "CSR")]
 ADD = [("CSR", "CSR", "CSR"), ("CSR", "CSC", "CSR"), ("CSC", "CSC", "CSC"), ("COO", "COO", "COO"), ("DCSR", "CSR", "DCSR"), ("CSR", "CSR", "dense")]
@@ -145,11 +148,14 @@ def main():
         print(f"== {name} {m}x{n}, {A.nnz} stored entries")
         for f in SPMV:
             c.run(f"{name} SpMV A:{f}", "y(i) = A(i,j) * x(j)", {"A": f}, {"A": a_path, "x": x_path}, "y", (m,), A @ x)
+        S, s_path = (At, at_path) if m == n else (R, r_path)
+        for fa, fb in UNION:
+            c.run(f"{name} A*x+S*x {fa},{fb}", "y(i) = A(i,j) * x(j) + B(i,j) * x(j)", {"A": fa, "B": fb},
+                  {"A": a_path, "B": s_path, "x": x_path}, "y", (m,), A @ x + S @ x)
         B, b_path = (A, a_path) if m == n else (At, at_path)
         for fa, fb, fc in SPGEMM:
             c.run(f"{name} SpGEMM {fa}*{fb}->{fc}", "C(i,j) = A(i,k) * B(k,j)", {"A": fa, "B": fb, "C": fc},
                   {"A": a_path, "B": b_path}, "C", (m, B.shape[1]), A @ B)
-        S, s_path = (At, at_path) if m == n else (R, r_path)
         for fa, fb, fc in ADD:
             c.run(f"{name} add {fa}+{fb}->{fc}", "C(i,j) = A(i,j) + B(i,j)", {"A": fa, "B": fb, "C": fc},
                   {"A": a_path, "B": s_path}, "C", (m, n), A + S)
