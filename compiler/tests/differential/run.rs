@@ -156,8 +156,10 @@ fn indent(s: &str) -> String {
 }
 
 /// Shrink a wrong case: drop input entries and simplify values while the
-/// answer stays wrong, so the reproducer is small.
+/// answer stays wrong, so the reproducer is small. Bounded in attempts and
+/// in time (slow compiles must not make the case look frozen).
 pub fn minimize(case: &Case) -> Case {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let still_wrong = |c: &Case| judge(c).class == Class::Wrong;
     let mut best = case.clone();
     let names: Vec<String> = best.inputs.iter().chain(std::iter::once(&best.result)).filter(|o| o.data.is_some()).map(|o| o.name.clone()).collect();
@@ -166,7 +168,7 @@ pub fn minimize(case: &Case) -> Case {
         let mut e = 0;
         loop {
             let nnz = best.operand_mut(name).data.as_ref().map_or(0, |d| d.nnz());
-            if e >= nnz || budget == 0 {
+            if e >= nnz || budget == 0 || std::time::Instant::now() > deadline {
                 break;
             }
             budget -= 1;
@@ -182,7 +184,7 @@ pub fn minimize(case: &Case) -> Case {
     for name in &names {
         let nnz = best.operand_mut(name).data.as_ref().map_or(0, |d| d.nnz());
         for e in 0..nnz {
-            if budget == 0 {
+            if budget == 0 || std::time::Instant::now() > deadline {
                 break;
             }
             if best.operand_mut(name).data.as_ref().unwrap().vals[e] == 1.0 {
