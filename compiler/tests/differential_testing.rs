@@ -125,5 +125,5 @@ fn differential_case() {
     }
     let seed: u64 = std::env::var("DIFFERENTIAL_SEED").expect("DIFFERENTIAL_SEED").parse().unwrap();
     let r = differential::isolate::judge_seed(seed);
-    println!("seed {seed} [{}] {}\n{}: {}\n{}", r.family, r.case, r.class.name(), r.message, r.detail);
+    println!("seed {seed} [{}] {}\n{}: {} ({:.1} s of CPU)\n{}", r.family, r.case, r.class.name(), r.message, r.cpu_ms / 1e3, r.detail);
 }

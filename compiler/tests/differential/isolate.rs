@@ -20,6 +20,7 @@ pub const WORKER_TEST: &str = "differential_worker";
 /// Judge one seed in this process; wrong answers are minimised and come
 /// with a reproducer.
 pub fn judge_seed(seed: u64) -> Record {
+    let cpu0 = own_cpu_time();
     let case = generate(seed);
     let mut outcome = judge(&case);
     let mut shown = case.clone();
@@ -35,7 +36,8 @@ pub fn judge_seed(seed: u64) -> Record {
         Class::Pass | Class::Refused => String::new(),
         _ => format!("{}\n{}", shown.command_line(), outcome.detail),
     };
-    Record { seed, family: case.family.to_string(), class: outcome.class, message: outcome.message, case: shown.describe(), detail }
+    let cpu_ms = own_cpu_time().saturating_sub(cpu0).as_secs_f64() * 1e3;
+    Record { seed, family: case.family.to_string(), class: outcome.class, message: outcome.message, case: shown.describe(), detail, cpu_ms }
 }
 
 /// The worker: judge the seeds named in the environment, one JSON line per
@@ -111,17 +113,24 @@ fn supervise(n: usize, seeds: Range<u64>, timeout: Duration) -> Vec<Record> {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn the worker");
-        // The seed in progress and when this process first saw it.
-        let mut current: Option<(u64, Instant)> = None;
+        // The seed in progress, and the child's wall and CPU time when this
+        // process first saw it. A case is frozen after `timeout` of CPU (so
+        // a loaded machine does not make slow cases look frozen), or after
+        // ten times that of wall time (a kernel that sleeps or waits).
+        let mut current: Option<(u64, Instant, Option<Duration>)> = None;
         let status = loop {
             if let Some(st) = child.try_wait().expect("wait for the worker") {
                 break Some(st);
             }
             let started = last_started(&path);
             if started != current.map(|c| c.0) {
-                current = started.map(|s| (s, Instant::now()));
+                current = started.map(|s| (s, Instant::now(), child_cpu_time(child.id())));
             }
-            if current.is_some_and(|(_, t)| t.elapsed() > timeout) {
+            let frozen = current.is_some_and(|(_, wall0, cpu0)| match (cpu0, child_cpu_time(child.id())) {
+                (Some(c0), Some(c)) => c.saturating_sub(c0) > timeout || wall0.elapsed() > 10 * timeout,
+                _ => wall0.elapsed() > timeout,
+            });
+            if frozen {
                 let _ = child.kill();
                 let _ = child.wait();
                 break None;
@@ -138,7 +147,7 @@ fn supervise(n: usize, seeds: Range<u64>, timeout: Duration) -> Vec<Record> {
         // The child stopped inside a case: that case crashed.
         let seed = started.unwrap_or(next);
         let message = match status {
-            None => format!("no answer within {} s (frozen)", timeout.as_secs()),
+            None => format!("no answer within {} s of CPU (frozen)", timeout.as_secs()),
             Some(st) => format!("the process died: {}", describe_exit(st)),
         };
         let case = generate(seed);
@@ -149,6 +158,7 @@ fn supervise(n: usize, seeds: Range<u64>, timeout: Duration) -> Vec<Record> {
             message,
             case: case.describe(),
             detail: case.command_line(),
+            cpu_ms: 0.0,
         });
         next = seed + 1;
     }
@@ -199,4 +209,25 @@ fn last_started(path: &Path) -> Option<u64> {
     let line = tail.lines().filter(|l| l.ends_with('}')).last()?;
     let v: serde_json::Value = serde_json::from_str(line).ok()?;
     v.get("start").and_then(|s| s.as_u64())
+}
+
+/// CPU time (user + system) of this process.
+fn own_cpu_time() -> Duration {
+    cpu_time("self").unwrap_or_default()
+}
+
+/// CPU time (user + system) of process `pid`, where /proc tells it.
+fn child_cpu_time(pid: u32) -> Option<Duration> {
+    cpu_time(&pid.to_string())
+}
+
+/// From /proc/PID/stat: utime and stime, in USER_HZ ticks (100 per second
+/// in the Linux ABI), all threads included.
+fn cpu_time(pid: &str) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name, which is in parentheses.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let (utime, stime): (u64, u64) = (fields.get(11)?.parse().ok()?, fields.get(12)?.parse().ok()?);
+    Some(Duration::from_millis((utime + stime) * 10))
 }

@@ -16,12 +16,14 @@ pub struct Record {
     pub case: String,
     /// Reproducer and expected/actual result (wrong answers and crashes).
     pub detail: String,
+    /// CPU time the case took in its worker (compile, run, oracle).
+    pub cpu_ms: f64,
 }
 
 impl Record {
     pub fn to_json(&self) -> serde_json::Value {
         let case = if self.class == Class::Pass { "" } else { self.case.as_str() };
-        serde_json::json!({ "seed": self.seed, "family": self.family, "class": self.class.name(), "message": self.message, "case": case, "detail": self.detail })
+        serde_json::json!({ "seed": self.seed, "family": self.family, "class": self.class.name(), "message": self.message, "case": case, "detail": self.detail, "cpu_ms": self.cpu_ms })
     }
 
     pub fn from_json(v: &serde_json::Value) -> Option<Record> {
@@ -33,6 +35,7 @@ impl Record {
             message: s("message")?,
             case: s("case")?,
             detail: s("detail")?,
+            cpu_ms: v.get("cpu_ms").and_then(|x| x.as_f64()).unwrap_or(0.0),
         })
     }
 }
@@ -107,6 +110,10 @@ fn normalize_word(w: &str, before_paren: bool) -> String {
     }
 }
 
+/// A case this slow (tiny tensors) is reported: it points at a blow-up in
+/// the compiler, such as a union whose lattice grows exponentially.
+pub const SLOW_MS: f64 = 2000.0;
+
 #[derive(Default)]
 pub struct Summary {
     pub records: Vec<Record>,
@@ -156,6 +163,12 @@ impl Summary {
         let _ = writeln!(s, "\nrefusals by message ({} cases, {:.1}%; {} distinct):", self.count(Class::Refused), pct(self.count(Class::Refused)), refusals.len());
         for (m, n, r) in &refusals {
             let _ = writeln!(s, "  {n:>6} ({:.1}%)  {m}\n           e.g. seed {}: {}\n                {}", pct(*n), r.seed, r.case, r.message);
+        }
+        let mut slow: Vec<&Record> = self.records.iter().filter(|r| r.cpu_ms >= SLOW_MS).collect();
+        slow.sort_by(|a, b| b.cpu_ms.total_cmp(&a.cpu_ms));
+        let _ = writeln!(s, "\nslow cases (at least {} s of CPU; not failures): {}", SLOW_MS / 1000.0, slow.len());
+        for r in slow.iter().take(10) {
+            let _ = writeln!(s, "  {:>8.1} s  seed {} [{}] {}: {}", r.cpu_ms / 1000.0, r.seed, r.family, r.class.name(), if r.case.is_empty() { &r.message } else { &r.case });
         }
         for c in [Class::Wrong, Class::Crash] {
             let list: Vec<&Record> = self.records.iter().filter(|r| r.class == c).collect();
