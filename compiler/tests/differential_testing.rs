@@ -30,8 +30,11 @@ fn workers() -> usize {
 fn seeded_cases_match_the_oracle() {
     let t0 = Instant::now();
     let summary = Summary::new(run_isolated(0..CI_CASES, workers(), TIMEOUT));
+    // The full report (reproducers) shows when the test fails; the counts
+    // and the top refusals always go to the log, past the output capture.
     println!("{}", summary.render(40));
-    println!("{} cases in {:.1} s", CI_CASES, t0.elapsed().as_secs_f64());
+    let headline = format!("{}{CI_CASES} differential cases in {:.1} s\n", summary.headline(10), t0.elapsed().as_secs_f64());
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), headline.as_bytes());
     assert_eq!(summary.records.len() as u64, CI_CASES, "every case is judged");
     let (wrong, crash) = (summary.count(Class::Wrong), summary.count(Class::Crash));
     assert!(wrong == 0 && crash == 0, "{wrong} wrong answers and {crash} crashes in {CI_CASES} cases (reproducers above)");

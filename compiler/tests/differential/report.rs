@@ -22,7 +22,7 @@ pub struct Record {
 
 impl Record {
     pub fn to_json(&self) -> serde_json::Value {
-        let case = if self.class == Class::Pass { "" } else { self.case.as_str() };
+        let case = if self.class == Class::Pass && self.cpu_ms < SLOW_MS { "" } else { self.case.as_str() };
         serde_json::json!({ "seed": self.seed, "family": self.family, "class": self.class.name(), "message": self.message, "case": case, "detail": self.detail, "cpu_ms": self.cpu_ms })
     }
 
@@ -143,14 +143,33 @@ impl Summary {
     /// The whole report: counts, per-family table, refusals by message,
     /// then every wrong answer and crash with its reproducer (at most
     /// `max_listed` of each class; the rest are counted).
-    pub fn render(&self, max_listed: usize) -> String {
-        let total = self.records.len().max(1);
-        let pct = |n: usize| 100.0 * n as f64 / total as f64;
+    fn pct(&self, n: usize) -> f64 {
+        100.0 * n as f64 / self.records.len().max(1) as f64
+    }
+
+    fn counts(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "differential cases: {}", self.records.len());
         for c in [Class::Pass, Class::Refused, Class::Wrong, Class::Crash] {
-            let _ = writeln!(s, "  {:<8} {:>6}  ({:.1}%)", c.name(), self.count(c), pct(self.count(c)));
+            let _ = writeln!(s, "  {:<8} {:>6}  ({:.1}%)", c.name(), self.count(c), self.pct(self.count(c)));
         }
+        s
+    }
+
+    /// The counts and the `top` most frequent refusal messages.
+    pub fn headline(&self, top: usize) -> String {
+        let mut s = self.counts();
+        let refusals = self.refusals();
+        let _ = writeln!(s, "most frequent refusals ({} distinct messages):", refusals.len());
+        for (m, n, _) in refusals.iter().take(top) {
+            let _ = writeln!(s, "  {n:>6} ({:.1}%)  {m}", self.pct(*n));
+        }
+        s
+    }
+
+    pub fn render(&self, max_listed: usize) -> String {
+        let pct = |n: usize| self.pct(n);
+        let mut s = self.counts();
         let mut fam: BTreeMap<&str, [usize; 4]> = BTreeMap::new();
         for r in &self.records {
             fam.entry(&r.family).or_default()[r.class as usize] += 1;
