@@ -7,7 +7,7 @@
 
 mod differential;
 
-use differential::isolate::{run_isolated, worker_main};
+use differential::isolate::{run_isolated, run_isolated_with, worker_main, ABORT_AT_ENV, SPIN_AT_ENV};
 use differential::report::normalize;
 use differential::run::{compare, expected, judge};
 use differential::templates::generate;
@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 /// Cases the test suite runs.
 const CI_CASES: u64 = 2_000;
-/// A case that takes longer than this (a few kernels on tensors of at most
-/// a few hundred entries) is frozen.
+/// A case that takes this much CPU time (a few kernels on tensors of at
+/// most a few hundred entries) is frozen.
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 fn workers() -> usize {
@@ -65,6 +65,20 @@ fn reproducers_give_the_same_answer_on_the_command_line() {
         checked += 1;
     }
     assert_eq!(checked, 15, "enough passing cases to check");
+}
+
+/// A worker that dies or spins inside a case costs that case only: it is
+/// reported as a crash and the run goes on from the next seed.
+#[test]
+fn dead_and_frozen_workers_are_crashes() {
+    let records = run_isolated_with(0..4, 1, Duration::from_secs(1), &[(ABORT_AT_ENV, "1"), (SPIN_AT_ENV, "2")]);
+    let seeds: Vec<u64> = records.iter().map(|r| r.seed).collect();
+    assert_eq!(seeds, vec![0, 1, 2, 3]);
+    assert_eq!(records[1].class, Class::Crash);
+    assert!(records[1].message.contains("died"), "{}", records[1].message);
+    assert_eq!(records[2].class, Class::Crash);
+    assert!(records[2].message.contains("frozen"), "{}", records[2].message);
+    assert!(records[1].detail.contains("tensorc '"), "a crash comes with its reproducer");
 }
 
 #[test]

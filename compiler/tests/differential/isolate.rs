@@ -13,6 +13,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub const SEEDS_ENV: &str = "DIFFERENTIAL_SEEDS";
+/// Test hooks: the worker aborts, or spins, when it reaches this seed (so
+/// that the supervision itself is tested).
+pub const ABORT_AT_ENV: &str = "DIFFERENTIAL_ABORT_AT";
+pub const SPIN_AT_ENV: &str = "DIFFERENTIAL_SPIN_AT";
 pub const OUT_ENV: &str = "DIFFERENTIAL_OUT";
 /// The name of the worker test in the test binary.
 pub const WORKER_TEST: &str = "differential_worker";
@@ -53,6 +57,13 @@ pub fn worker_main() {
     for seed in a..b {
         writeln!(file, "{}", serde_json::json!({ "start": seed })).unwrap();
         file.flush().unwrap();
+        let hook = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok()) == Some(seed);
+        if hook(ABORT_AT_ENV) {
+            std::process::abort();
+        }
+        while hook(SPIN_AT_ENV) {
+            std::hint::spin_loop();
+        }
         let r = judge_seed(seed);
         writeln!(file, "{}", r.to_json()).unwrap();
         file.flush().unwrap();
@@ -66,6 +77,11 @@ const CHUNK: u64 = 250;
 /// of seeds as it finishes one; a case running longer than `timeout` counts
 /// as a crash. Records come back in seed order.
 pub fn run_isolated(seeds: Range<u64>, workers: usize, timeout: Duration) -> Vec<Record> {
+    run_isolated_with(seeds, workers, timeout, &[])
+}
+
+/// `run_isolated` with extra environment variables for the workers.
+pub fn run_isolated_with(seeds: Range<u64>, workers: usize, timeout: Duration, env: &[(&str, &str)]) -> Vec<Record> {
     let mut chunks = Vec::new();
     let mut s = seeds.start;
     while s < seeds.end {
@@ -84,7 +100,7 @@ pub fn run_isolated(seeds: Range<u64>, workers: usize, timeout: Duration) -> Vec
                         // Take the lock for the pop only.
                         let next = queue.lock().unwrap().pop();
                         let Some(c) = next else { break };
-                        out.extend(supervise(n, c, timeout));
+                        out.extend(supervise(n, c, timeout, env));
                     }
                     out
                 })
@@ -97,7 +113,7 @@ pub fn run_isolated(seeds: Range<u64>, workers: usize, timeout: Duration) -> Vec
 }
 
 /// Run one chunk, restarting the child after the seed that killed it.
-fn supervise(n: usize, seeds: Range<u64>, timeout: Duration) -> Vec<Record> {
+fn supervise(n: usize, seeds: Range<u64>, timeout: Duration, env: &[(&str, &str)]) -> Vec<Record> {
     let exe = std::env::current_exe().expect("the test binary");
     let path = std::env::temp_dir().join(format!("differential-{}-{n}.jsonl", std::process::id()));
     let mut records = Vec::new();
@@ -108,6 +124,7 @@ fn supervise(n: usize, seeds: Range<u64>, timeout: Duration) -> Vec<Record> {
             .args([WORKER_TEST, "--exact", "--ignored", "--nocapture", "--test-threads", "1", "-q"])
             .env(SEEDS_ENV, format!("{next}..{}", seeds.end))
             .env(OUT_ENV, &path)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
