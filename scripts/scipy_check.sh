@@ -6,5 +6,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x bench/.venv/bin/python ] && bench/.venv/bin/python -c 'import numpy, scipy' 2>/dev/null || bench/setup.sh
-cargo build --release --locked -p tensor-compiler --bin tensorc
+# The build scripts/test.sh makes first, so an earlier test run is reused.
+cargo build --release --locked --workspace
 exec bench/.venv/bin/python bench/scipy_check.py "$@"

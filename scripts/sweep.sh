@@ -13,7 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 n="${1:-20000}"
 first="${2:-0}"
-cargo build --release --locked -p tensor-compiler --bin tensorc
+# Builds target/release/tensorc too (the tests run it), with the same
+# features as the test suite, so nothing is built twice.
 cargo test --release --locked -p tensor-compiler --test differential_testing --no-run
 mkdir -p target
 DIFFERENTIAL_CASES="$n" DIFFERENTIAL_FIRST_SEED="$first" \
