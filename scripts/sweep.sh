@@ -7,8 +7,10 @@
 #
 #   scripts/sweep.sh [N] [FIRST_SEED]
 #
-# DIFFERENTIAL_WORKERS sets the number of child processes (default 2). The
-# report is also written to target/sweep-report.txt.
+# DIFFERENTIAL_WORKERS sets the number of child processes (default 2);
+# DIFFERENTIAL_FAMILIES=spgemm,transpose draws only those templates (see
+# compiler/tests/differential/templates.rs). The report is also written to
+# target/sweep-report.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n="${1:-20000}"

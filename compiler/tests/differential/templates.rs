@@ -23,11 +23,22 @@ pub const FAMILIES: &[(u32, &str, Template)] = &[
     (5, "random-expr", random_expr),
 ];
 
+/// Restricts the families drawn (comma-separated names), for a run that
+/// focuses on some kernels: `DIFFERENTIAL_FAMILIES=spgemm,transpose`. The
+/// same seed then gives another case, so reproduce with the same setting.
+pub const FAMILIES_ENV: &str = "DIFFERENTIAL_FAMILIES";
+
+/// The case of `seed`, from the families named in `DIFFERENTIAL_FAMILIES`
+/// (all when unset).
 pub fn generate(seed: u64) -> Case {
+    let chosen = std::env::var(FAMILIES_ENV).ok();
+    let allowed: Vec<&(u32, &str, Template)> =
+        FAMILIES.iter().filter(|(_, name, _)| chosen.as_deref().is_none_or(|c| c.split(',').any(|n| n.trim() == *name))).collect();
+    assert!(!allowed.is_empty(), "{FAMILIES_ENV} names no family; the families are: {}", FAMILIES.iter().map(|f| f.1).collect::<Vec<_>>().join(", "));
     let mut rng = Rng::for_case(seed);
-    let total: u32 = FAMILIES.iter().map(|f| f.0).sum();
+    let total: u32 = allowed.iter().map(|f| f.0).sum();
     let mut r = rng.below(total as usize) as u32;
-    for (w, _, t) in FAMILIES {
+    for (w, _, t) in allowed {
         if r < *w {
             return t(seed, &mut rng);
         }
