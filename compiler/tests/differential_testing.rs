@@ -9,7 +9,7 @@ mod differential;
 
 use differential::isolate::{run_isolated, run_isolated_with, worker_main, ABORT_AT_ENV, SPIN_AT_ENV};
 use differential::report::normalize;
-use differential::run::{compare, expected, judge};
+use differential::run::{compare, expected};
 use differential::templates::generate;
 use differential::{Class, Summary};
 use std::path::Path;
@@ -46,12 +46,11 @@ fn seeded_cases_match_the_oracle() {
 fn reproducers_give_the_same_answer_on_the_command_line() {
     let bin = Path::new(env!("CARGO_BIN_EXE_tensorc")).parent().unwrap();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    // Judged in child processes, like every case, so a crash stays there.
+    let passing: Vec<u64> = run_isolated(0..60, 1, TIMEOUT).iter().filter(|r| r.class == Class::Pass).map(|r| r.seed).take(15).collect();
     let mut checked = 0;
-    for seed in 0..1000 {
+    for seed in passing {
         let case = generate(seed);
-        if checked == 15 || judge(&case).class != Class::Pass {
-            continue;
-        }
         let dir = std::env::temp_dir().join(format!("differential-repro-{}-{seed}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let script = case.command_line();
