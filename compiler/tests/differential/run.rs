@@ -1,0 +1,208 @@
+//! Running one case in process through the public API (formats parsed as
+//! `tensorc -f` parses them, `execute::prepare`, the JIT) and judging it
+//! against the dense oracle.
+
+use super::case::{tns_lines, Case};
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use tensor_compiler::coo::CooTensor;
+use tensor_compiler::execute::prepare;
+use tensor_compiler::format::{parse_format, Registry};
+use tensor_compiler::notation::parse_assignment;
+use tensor_compiler::{oracle, storage};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Class {
+    Pass,
+    /// A clean error: the compiler says it cannot do this.
+    Refused,
+    /// Exit 0 with a wrong answer (or a result that breaks its own format).
+    Wrong,
+    /// A panic, an internal error, a dead or frozen process.
+    Crash,
+}
+
+impl Class {
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::Pass => "pass",
+            Class::Refused => "refused",
+            Class::Wrong => "wrong",
+            Class::Crash => "crash",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Class> {
+        [Class::Pass, Class::Refused, Class::Wrong, Class::Crash].into_iter().find(|c| c.name() == s)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub class: Class,
+    /// The error text (refused, crash) or what differs (wrong).
+    pub message: String,
+    /// For wrong answers and crashes: how to reproduce.
+    pub detail: String,
+}
+
+impl Outcome {
+    fn new(class: Class, message: impl Into<String>) -> Self {
+        Outcome { class, message: message.into(), detail: String::new() }
+    }
+}
+
+/// Relative tolerance of the comparison with the oracle. Values are
+/// multiples of 1/4, so most results are exact; this allows for the
+/// reassociation of sums.
+pub const TOLERANCE: f64 = 1e-9;
+
+/// Run `case` and judge it. Panics are caught and reported as crashes.
+pub fn judge(case: &Case) -> Outcome {
+    match catch_unwind(AssertUnwindSafe(|| attempt(case))) {
+        Ok(o) => o,
+        Err(p) => Outcome::new(Class::Crash, format!("panic: {}", panic_text(&*p))),
+    }
+}
+
+pub fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "(no message)".into())
+}
+
+fn attempt(case: &Case) -> Outcome {
+    let a = match parse_assignment(&case.expr) {
+        Ok(a) => a,
+        Err(e) => return Outcome::new(Class::Crash, format!("the generator wrote an expression that does not parse: {e}")),
+    };
+    let registry = Registry::builtin();
+    let mut formats = BTreeMap::new();
+    for o in case.inputs.iter().chain(std::iter::once(&case.result)) {
+        match parse_format(&o.format, o.dims.len(), &registry) {
+            Ok(f) => {
+                formats.insert(o.name.clone(), f);
+            }
+            Err(e) => return Outcome::new(Class::Refused, format!("-f {}: {e}", o.format)),
+        }
+    }
+    let data = case.data();
+    let initial = if a.accumulate { case.result.data.as_ref() } else { None };
+    let out_dims = &case.result.dims;
+    let want = match expected(case) {
+        Ok(w) => w,
+        Err(e) => return Outcome::new(Class::Crash, e),
+    };
+    let mut prepared = match prepare("kernel", &a, &formats, &data, out_dims, initial) {
+        Ok(p) => p,
+        Err(e) => return error_outcome(e.to_string()),
+    };
+    if let Err(e) = prepared.run() {
+        return Outcome::new(Class::Crash, format!("run: {e}"));
+    }
+    if let Err(e) = storage::validate(&prepared.output) {
+        return Outcome::new(Class::Wrong, format!("the result breaks its own format: {e}"));
+    }
+    let got = match prepared.result() {
+        Ok(g) => g,
+        Err(e) => return Outcome::new(Class::Wrong, format!("the result cannot be read back: {e}")),
+    };
+    match compare(&got, &want) {
+        None => Outcome::new(Class::Pass, ""),
+        Some(diff) => {
+            let mut o = Outcome::new(Class::Wrong, diff);
+            o.detail = format!("want:\n{}got:\n{}", indent(&tns_lines(&want.canonical())), indent(&tns_lines(&got.canonical())));
+            o
+        }
+    }
+}
+
+/// The oracle's answer for `case`.
+pub fn expected(case: &Case) -> Result<CooTensor, String> {
+    let a = parse_assignment(&case.expr).map_err(|e| e.to_string())?;
+    let initial = if a.accumulate { case.result.data.as_ref() } else { None };
+    oracle::evaluate(&a, &case.data(), &case.result.dims, initial).map_err(|e| format!("the oracle cannot evaluate the case: {e}"))
+}
+
+/// A clean refusal, unless the message owns up to being internal.
+fn error_outcome(message: String) -> Outcome {
+    let lower = message.to_ascii_lowercase();
+    if lower.contains("internal") || lower.contains("panic") {
+        Outcome::new(Class::Crash, message)
+    } else {
+        Outcome::new(Class::Refused, message)
+    }
+}
+
+/// `None` when equal within tolerance; else the first differing entry.
+pub fn compare(got: &CooTensor, want: &CooTensor) -> Option<String> {
+    if got.dims != want.dims {
+        return Some(format!("result dimensions {:?}, expected {:?}", got.dims, want.dims));
+    }
+    let (g, w) = (got.to_dense(), want.to_dense());
+    let bad: Vec<usize> = (0..w.len()).filter(|&n| !(g[n] - w[n]).abs().le(&(TOLERANCE * (1.0 + g[n].abs().max(w[n].abs()))))).collect();
+    let &first = bad.first()?;
+    let mut coord = vec![0usize; want.dims.len()];
+    let mut rest = first;
+    for d in (0..coord.len()).rev() {
+        coord[d] = rest % want.dims[d];
+        rest /= want.dims[d];
+    }
+    Some(format!("{} of {} entries differ; at {:?} got {}, want {}", bad.len(), w.len(), coord, g[first], w[first]))
+}
+
+fn indent(s: &str) -> String {
+    if s.is_empty() {
+        return "    (no entries)\n".into();
+    }
+    s.lines().map(|l| format!("    {l}\n")).collect()
+}
+
+/// Shrink a wrong case: drop input entries and simplify values while the
+/// answer stays wrong, so the reproducer is small. Bounded in attempts and
+/// in time (slow compiles must not make the case look frozen).
+pub fn minimize(case: &Case) -> Case {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let still_wrong = |c: &Case| judge(c).class == Class::Wrong;
+    let mut best = case.clone();
+    let names: Vec<String> = best.inputs.iter().chain(std::iter::once(&best.result)).filter(|o| o.data.is_some()).map(|o| o.name.clone()).collect();
+    let mut budget = 400usize;
+    for name in &names {
+        let mut e = 0;
+        loop {
+            let nnz = best.operand_mut(name).data.as_ref().map_or(0, |d| d.nnz());
+            if e >= nnz || budget == 0 || std::time::Instant::now() > deadline {
+                break;
+            }
+            budget -= 1;
+            let mut trial = best.clone();
+            remove_entry(trial.operand_mut(name).data.as_mut().unwrap(), e);
+            if still_wrong(&trial) {
+                best = trial;
+            } else {
+                e += 1;
+            }
+        }
+    }
+    for name in &names {
+        let nnz = best.operand_mut(name).data.as_ref().map_or(0, |d| d.nnz());
+        for e in 0..nnz {
+            if budget == 0 || std::time::Instant::now() > deadline {
+                break;
+            }
+            if best.operand_mut(name).data.as_ref().unwrap().vals[e] == 1.0 {
+                continue;
+            }
+            budget -= 1;
+            let mut trial = best.clone();
+            trial.operand_mut(name).data.as_mut().unwrap().vals[e] = 1.0;
+            if still_wrong(&trial) {
+                best = trial;
+            }
+        }
+    }
+    best
+}
+
+fn remove_entry(t: &mut CooTensor, e: usize) {
+    let n = t.order();
+    t.vals.remove(e);
+    t.coords.drain(e * n..(e + 1) * n);
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The long differential sweep (not part of scripts/test.sh): N seeded cases
+# (default 20,000) from the templates in compiler/tests/differential/, each
+# compiled, run through the JIT and compared with the dense oracle. Prints
+# pass / refused / wrong / crash counts, refusals grouped by normalised
+# message, and every wrong answer and crash with a `tensorc` reproducer.
+#
+#   scripts/sweep.sh [N] [FIRST_SEED]
+#
+# DIFFERENTIAL_WORKERS sets the number of child processes (default 2);
+# DIFFERENTIAL_FAMILIES=spgemm,transpose draws only those templates (see
+# compiler/tests/differential/templates.rs). The report is also written to
+# target/sweep-report.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n="${1:-20000}"
+first="${2:-0}"
+# Builds target/release/tensorc too (the tests run it), with the same
+# features as the test suite, so nothing is built twice.
+cargo test --release --locked -p tensor-compiler --test differential_testing --no-run
+mkdir -p target
+DIFFERENTIAL_CASES="$n" DIFFERENTIAL_FIRST_SEED="$first" \
+  cargo test --release --locked -p tensor-compiler --test differential_testing differential_sweep \
+  -- --exact --ignored --nocapture 2>&1 | tee target/sweep-report.txt
+echo "report: target/sweep-report.txt (reproducers run with target/release/tensorc on PATH)"
