@@ -226,7 +226,9 @@ fn compile_or_buffer(name: &str, a: &Assignment, formats: &BTreeMap<String, Tens
     let through = Assignment { lhs: Access { tensor: buffer.clone(), ..a.lhs.clone() }, ..a.clone() };
     match compile_statement(name, &through, &formats, &dims, ResultAssembly::Buffer) {
         Ok(kernel) => Ok(Kernel { assignment: a.clone(), buffer: Some(ResultBuffer { name: buffer, format }), ..kernel }),
-        // The direct attempt's reason names the user's own result.
+        // A result in any order still fails: the reason lies in the inputs
+        // (say so), unless it names the buffer, which the user never wrote.
+        Err(e) if !e.to_string().contains(buffer.as_str()) => Err(e),
         Err(_) => Err(refusal),
     }
 }
