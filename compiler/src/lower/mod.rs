@@ -227,8 +227,8 @@ fn compile_or_buffer(name: &str, a: &Assignment, formats: &BTreeMap<String, Tens
     match compile_statement(name, &through, &formats, &dims, ResultAssembly::Buffer) {
         Ok(kernel) => Ok(Kernel { assignment: a.clone(), buffer: Some(ResultBuffer { name: buffer, format }), ..kernel }),
         // A result in any order still fails: the reason lies in the inputs
-        // (say so), unless it names the buffer, which the user never wrote.
-        Err(e) if !e.to_string().contains(buffer.as_str()) => Err(e),
+        // (say so), unless it is about the buffer, which the user never wrote.
+        Err(e) if e.span() != Some(a.lhs.span) => Err(e),
         Err(_) => Err(refusal),
     }
 }
