@@ -72,6 +72,12 @@ fn host_isa() -> Result<OwnedTargetIsa, String> {
         set(&mut flags, "opt_level", "speed")?;
         set(&mut flags, "use_colocated_libcalls", "false")?;
         set(&mut flags, "is_pic", "false")?;
+        // The verifier costs a third of the compile time; the translator's
+        // output is checked by it in debug builds (and so in `cargo test`
+        // without --release).
+        set(&mut flags, "enable_verifier", if cfg!(debug_assertions) { "true" } else { "false" })?;
+        // Kernels never unwind.
+        set(&mut flags, "unwind_info", "false")?;
         let isa_builder = cranelift_native::builder().map_err(|e| format!("host ISA: {e}"))?;
         isa_builder.finish(settings::Flags::new(flags)).map_err(|e| format!("host ISA: {e}"))
     })
