@@ -45,6 +45,9 @@ pub struct Translator<'a, 'b> {
     args: Value,
     reserve_sig: SigRef,
     fail: Block,
+    /// Loads of input arrays hoisted out of the loops being translated,
+    /// innermost last (Cranelift does not move loads out of loops itself).
+    hoisted: Vec<(Expr, Value)>,
 }
 
 fn flags() -> MemFlagsData {
@@ -70,6 +73,29 @@ fn reads_memory(e: &Expr) -> bool {
     found
 }
 
+/// Every load in `e` that evaluating `e` always performs (not those on the
+/// right of a short-circuit operator), outermost first.
+fn collect_loads(e: &Expr, f: &mut dyn FnMut(&Expr)) {
+    match e {
+        Expr::Load(_, i) => {
+            f(e);
+            collect_loads(i, f);
+        }
+        Expr::Bin(BinOp::And | BinOp::Or, a, b) if reads_memory(b) => collect_loads(a, f),
+        Expr::Bin(_, a, b) | Expr::Cmp(_, a, b) => {
+            collect_loads(a, f);
+            collect_loads(b, f);
+        }
+        Expr::Not(a) | Expr::Neg(a) => collect_loads(a, f),
+        Expr::Select(c, a, b) => {
+            collect_loads(c, f);
+            collect_loads(a, f);
+            collect_loads(b, f);
+        }
+        _ => {}
+    }
+}
+
 impl<'a, 'b> Translator<'a, 'b> {
     /// Emit the whole function body into `b`, whose entry block takes the
     /// argument-block pointer. Returns an error for IR the JIT cannot run.
@@ -84,7 +110,7 @@ impl<'a, 'b> Translator<'a, 'b> {
         sig.returns.push(AbiParam::new(ptr_ty));
         let reserve_sig = b.import_signature(sig);
         let fail = b.create_block();
-        let mut t = Translator { vars: Vec::new(), arrays: BTreeMap::new(), params: BTreeMap::new(), ptr_ty, args, reserve_sig, fail, b };
+        let mut t = Translator { vars: Vec::new(), arrays: BTreeMap::new(), params: BTreeMap::new(), ptr_ty, args, reserve_sig, fail, hoisted: Vec::new(), b };
         for v in &f.vars {
             let var = t.b.declare_var(cl_ty(v.ty));
             t.vars.push(var);
@@ -158,6 +184,7 @@ impl<'a, 'b> Translator<'a, 'b> {
                 self.b.use_var(var)
             }
             Expr::Param(p) => *self.params.get(p).ok_or_else(|| format!("parameter {} not bound", p.c_name()))?,
+            Expr::Load(..) if self.hoisted.iter().any(|(h, _)| h == e) => self.hoisted.iter().rev().find(|(h, _)| h == e).map(|(_, v)| *v).ok_or("hoisted load")?,
             Expr::Load(a, i) => {
                 let addr = self.address(a, i)?;
                 // Inputs are never written while a kernel runs: readonly
@@ -262,6 +289,41 @@ impl<'a, 'b> Translator<'a, 'b> {
         Ok(self.b.block_params(merge)[0])
     }
 
+    /// Loads of read-only arrays that every iteration of a loop over `index`
+    /// with `body` evaluates, at an index the loop does not change: those
+    /// in expressions of the body's own statements (not nested blocks, not
+    /// the right of a short-circuit `&&`/`||`).
+    fn invariant_loads(&self, index: crate::ir::VarId, body: &[Stmt]) -> Vec<Expr> {
+        let mut assigned = std::collections::BTreeSet::from([index]);
+        crate::ir::walk_block(&body.to_vec(), &mut |s| match s {
+            Stmt::Let(v, _) | Stmt::Set(v, _) | Stmt::For { var: v, .. } => {
+                assigned.insert(*v);
+            }
+            _ => {}
+        });
+        let invariant = |e: &Expr| {
+            let mut ok = true;
+            e.walk(&mut |x| match x {
+                Expr::Var(v) if assigned.contains(v) => ok = false,
+                Expr::Load(a, _) if self.arrays.get(a).is_none_or(|av| av.writes) => ok = false,
+                Expr::Bin(BinOp::And | BinOp::Or, _, r) if reads_memory(r) => ok = false,
+                _ => {}
+            });
+            ok
+        };
+        let mut found: Vec<Expr> = Vec::new();
+        for s in body {
+            for e in crate::ir::stmt_exprs(s) {
+                collect_loads(e, &mut |l| {
+                    if invariant(l) && !found.contains(l) && !self.hoisted.iter().any(|(h, _)| h == l) {
+                        found.push(l.clone());
+                    }
+                });
+            }
+        }
+        found
+    }
+
     fn block(&mut self, stmts: &[Stmt]) -> Result<(), String> {
         for s in stmts {
             self.stmt(s)?;
@@ -282,8 +344,8 @@ impl<'a, 'b> Translator<'a, 'b> {
                 let x = if a.elem() == ElemTy::I32 { self.b.ins().ireduce(types::I32, x) } else { x };
                 self.b.ins().store(flags(), x, addr, 0);
             }
-            Stmt::For { var, lo, hi, body } => {
-                let var = *self.vars.get(*var as usize).ok_or("unknown variable")?;
+            Stmt::For { var: var_id, lo, hi, body } => {
+                let var = *self.vars.get(*var_id as usize).ok_or("unknown variable")?;
                 let lo = self.expr(lo)?;
                 let hi = self.expr(hi)?;
                 // Rotated loop: one test before entry, then the test at the
@@ -291,9 +353,21 @@ impl<'a, 'b> Translator<'a, 'b> {
                 self.b.def_var(var, lo);
                 let (body_block, exit) = (self.b.create_block(), self.b.create_block());
                 let enter = self.b.ins().icmp(IntCC::SignedLessThan, lo, hi);
-                self.b.ins().brif(enter, body_block, &[], exit, &[]);
+                // The loop runs at least once past this test: loads every
+                // iteration makes at the same place are made here once.
+                let preheader = self.b.create_block();
+                self.b.ins().brif(enter, preheader, &[], exit, &[]);
+                self.b.seal_block(preheader);
+                self.b.switch_to_block(preheader);
+                let outer = self.hoisted.len();
+                for load in self.invariant_loads(*var_id, body) {
+                    let v = self.expr(&load)?;
+                    self.hoisted.push((load, v));
+                }
+                self.b.ins().jump(body_block, &[]);
                 self.b.switch_to_block(body_block);
                 self.block(body)?;
+                self.hoisted.truncate(outer);
                 let i = self.b.use_var(var);
                 let next = self.b.ins().iadd_imm_s(i, 1);
                 self.b.def_var(var, next);
