@@ -44,6 +44,8 @@ pub enum Emit {
     Ir,
     Lattice,
     Graph,
+    /// Cranelift's machine code for the kernel.
+    Asm,
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -75,6 +77,14 @@ pub struct Options {
     /// Density of sparse operands generated without a file.
     #[arg(long, default_value_t = 0.1)]
     pub density: f64,
+    /// Which backend runs the kernel: cranelift, cc (the system C compiler
+    /// at -O3, cached) or auto (cc when there is one; --time builds it in
+    /// the background and times both tiers).
+    #[arg(long, value_enum, default_value_t = crate::backend::Choice::Auto)]
+    pub backend: crate::backend::Choice,
+    /// Write the kernel as a C header and source pair (NAME.h, NAME.c) into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub write_source: Option<PathBuf>,
 }
 
 fn split_pair<'a>(arg: &'a str, flag: &str) -> Result<(&'a str, &'a str), String> {
@@ -201,7 +211,18 @@ pub fn emit_text(k: &lower::Kernel, what: Emit) -> String {
         Emit::Ir => k.function.to_string(),
         Emit::Graph => k.nests.iter().map(|n| n.graph.to_string()).collect::<Vec<_>>().join("\n"),
         Emit::Lattice => k.plans().map(|p| p.to_string()).collect::<Vec<_>>().join(""),
+        Emit::Asm => crate::jit::disassemble(&k.function).unwrap_or_else(|e| format!("; no machine code: {e}\n")),
     }
+}
+
+/// Write `NAME.h` and `NAME.c` into `dir`; returns the paths written.
+pub fn write_source(k: &lower::Kernel, dir: &std::path::Path) -> Result<Vec<PathBuf>, String> {
+    let name = crate::ir::c::symbol(&k.function);
+    std::fs::create_dir_all(dir).map_err(|e| format!("--write-source {}: {e}", dir.display()))?;
+    let (h, c) = (dir.join(format!("{name}.h")), dir.join(format!("{name}.c")));
+    std::fs::write(&h, crate::ir::c::header(&k.function)).map_err(|e| format!("{}: {e}", h.display()))?;
+    std::fs::write(&c, crate::ir::c::source(&k.function, &format!("{name}.h"))).map_err(|e| format!("{}: {e}", c.display()))?;
+    Ok(vec![h, c])
 }
 
 /// Run the expression form; returns what to print on stdout.
@@ -211,24 +232,74 @@ pub fn run_expression(expr: &str, o: &Options) -> Result<String, String> {
     run_setup("kernel", &s, o)
 }
 
+/// Timings of one tier.
+struct TierTiming {
+    tier: crate::jit::Tier,
+    timing: Timing,
+}
+
 /// Compile, optionally run and time; format the report.
 pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
+    use crate::backend::{self, Choice};
     let mut prepared: Prepared = prepare(name, &s.assignment, &s.formats, &s.data, &s.out_dims, s.initial.as_ref()).map_err(|e| e.to_string())?;
     let mut out = String::new();
+    let mut written = Vec::new();
+    if let Some(dir) = &o.write_source {
+        written = write_source(&prepared.kernel, dir)?;
+    }
     if let Some(what) = o.emit {
         out.push_str(&emit_text(&prepared.kernel, what));
-        if o.time.is_none() && o.output.is_empty() && !o.json {
-            return Ok(out);
+    }
+    if (o.emit.is_some() || o.write_source.is_some()) && o.time.is_none() && o.output.is_empty() && !o.json {
+        for p in written {
+            let _ = writeln!(out, "wrote {}", p.display());
+        }
+        return Ok(out);
+    }
+    let resolved = backend::resolve(o.backend)?;
+    if let Some(n) = &resolved.note {
+        eprintln!("note: {n}");
+    }
+    let function = prepared.kernel.function.clone();
+    let mut timings: Vec<TierTiming> = Vec::new();
+    let before = prepared.output.clone();
+    match (resolved.tier, o.backend, o.time) {
+        (crate::jit::Tier::Cc, Choice::Auto, Some(n)) => {
+            // Cranelift serves while the C compiler works; then the cc tier
+            // is timed on the same inputs from the same starting result.
+            let build = backend::cc::Background::start(&function);
+            timings.push(TierTiming { tier: crate::jit::Tier::Cranelift, timing: prepared.time(n.max(1)).map_err(|e| e.to_string())? });
+            match build.wait() {
+                Ok(k) => {
+                    prepared.compiled = k;
+                    prepared.output = before;
+                    timings.push(TierTiming { tier: crate::jit::Tier::Cc, timing: prepared.time(n.max(1)).map_err(|e| e.to_string())? });
+                }
+                Err(e) => eprintln!("note: {e}: timed the Cranelift tier only"),
+            }
+        }
+        (tier, choice, time) => {
+            if tier == crate::jit::Tier::Cc {
+                // Without timing, `auto` uses a cached build and never waits.
+                let cached = choice == Choice::Cc || backend::cc::is_cached(&function);
+                if cached {
+                    prepared.compiled = backend::cc::compile(&function)?;
+                }
+            }
+            let timing = match time {
+                Some(n) => prepared.time(n.max(1)).map_err(|e| e.to_string())?,
+                None => {
+                    let t0 = std::time::Instant::now();
+                    prepared.run().map_err(|e| e.to_string())?;
+                    Timing { compile: prepared.compiled.compile_time, runs: vec![t0.elapsed()] }
+                }
+            };
+            timings.push(TierTiming { tier: prepared.compiled.tier, timing });
         }
     }
-    let timing: Timing = match o.time {
-        Some(n) => prepared.time(n.max(1)).map_err(|e| e.to_string())?,
-        None => {
-            let t0 = std::time::Instant::now();
-            prepared.run().map_err(|e| e.to_string())?;
-            Timing { compile: prepared.compiled.compile_time, runs: vec![t0.elapsed()] }
-        }
-    };
+    // The figures reported first are those of the tier that served last.
+    let served = timings.last().ok_or("no run")?;
+    let timing = served.timing.clone();
     let result = prepared.result().map_err(|e| e.to_string())?;
     for w in &o.output {
         let (tname, path) = split_pair(w, "o")?;
@@ -246,6 +317,10 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
             "min_ms": ms(timing.min()),
             "runs": timing.runs.len(),
             "compile_ms": ms(timing.compile),
+            "backend": served.tier.name(),
+            "tiers": timings.iter().map(|t| (t.tier.name().to_string(), serde_json::json!({
+                "median_ms": ms(t.timing.median()), "min_ms": ms(t.timing.min()), "runs": t.timing.runs.len(), "compile_ms": ms(t.timing.compile),
+            }))).collect::<serde_json::Map<_, _>>(),
             "result": { "name": s.assignment.lhs.tensor, "dims": s.out_dims, "nnz": result.nnz(), "checksum": result.vals.iter().sum::<f64>() },
         });
         out.push_str(&v.to_string());
@@ -258,7 +333,11 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
         let _ = writeln!(out, "  {n}: {} {:?}", f.display_name(), dims);
     }
     let _ = writeln!(out, "result:  {} {:?}, {} stored entries, sum of values {}", s.assignment.lhs.tensor, s.out_dims, result.nnz(), result.vals.iter().sum::<f64>());
-    let _ = writeln!(out, "compile: {:.3} ms", ms(timing.compile));
-    let _ = writeln!(out, "time:    median {:.3} ms, min {:.3} ms over {} run(s)", ms(timing.median()), ms(timing.min()), timing.runs.len());
+    let _ = writeln!(out, "backend: {}", served.tier.name());
+    for t in timings.iter().rev() {
+        let label = if timings.len() > 1 { format!(" ({})", t.tier.name()) } else { String::new() };
+        let _ = writeln!(out, "compile: {:.3} ms{label}", ms(t.timing.compile));
+        let _ = writeln!(out, "time:    median {:.3} ms, min {:.3} ms over {} run(s){label}", ms(t.timing.median()), ms(t.timing.min()), t.timing.runs.len());
+    }
     Ok(out)
 }

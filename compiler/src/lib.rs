@@ -2,6 +2,7 @@
 //! Abstraction for Sparse Tensor Algebra Compilers" (Chou, Kjolstad,
 //! Amarasinghe, OOPSLA 2018). See ARCHITECTURE.md at the repository root.
 
+pub mod backend;
 pub mod cli;
 pub mod coo;
 pub mod execute;

@@ -10,6 +10,8 @@ pub enum View {
     Ir,
     Lattice,
     Graph,
+    /// Cranelift's machine code.
+    Asm,
 }
 
 impl View {
@@ -19,6 +21,7 @@ impl View {
             "ir" => Some(View::Ir),
             "lattice" | "lattices" => Some(View::Lattice),
             "graph" | "iteration-graph" => Some(View::Graph),
+            "asm" | "assembly" => Some(View::Asm),
             _ => None,
         }
     }
@@ -38,6 +41,7 @@ impl Analysis {
                 View::Ir => crate::cli::Emit::Ir,
                 View::Lattice => crate::cli::Emit::Lattice,
                 View::Graph => crate::cli::Emit::Graph,
+                View::Asm => crate::cli::Emit::Asm,
                 View::C => crate::cli::Emit::C,
             };
             out.push_str(&crate::cli::emit_text(k, what));

@@ -1,78 +1,301 @@
-//! C emission: the kernel as a self-contained C function a user can read and
-//! compile. The loops are printed by the shared printer; this file adds the
-//! signature, the unpacking of tensor structs and the runtime helpers.
+//! C emission: a kernel as C a user can ship. `function` prints one complete
+//! translation unit (includes, the argument types, the runtime helpers, the
+//! kernel); `header` and `source` print the same as a `.h` / `.c` pair.
+//! The loops are printed by the shared printer; this file adds the calling
+//! convention around them.
+//!
+//! The calling convention is the JIT's (`jit/call.rs`): one argument, a
+//! `tensor_args_t` holding a table of arrays (`tensor_array_t`: data, len,
+//! cap), a table of integer parameters, and a callback that grows result
+//! arrays. The struct layouts here match the runtime's `#[repr(C)]` ones, so
+//! the optimizing tier (`backend::cc`) runs this very text.
 
+use super::passes;
 use super::print::{Dialect, Printer};
 use super::*;
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-fn c_elem(t: ElemTy) -> &'static str {
+pub fn c_elem(t: ElemTy) -> &'static str {
     match t {
         ElemTy::I32 => "int32_t",
         ElemTy::F64 => "double",
     }
 }
 
-/// Emit `f` as a C function. Each tensor becomes a struct pointer argument
-/// holding its dimensions, level parameters and arrays (as in taco's
-/// `taco_tensor_t`), unpacked into locals at the top.
-pub fn function(f: &Function) -> String {
-    let arrays = f.arrays();
-    let params = f.params();
-    let tensors: BTreeSet<&str> = arrays
-        .iter()
-        .map(|(a, _)| a.tensor.as_str())
-        .chain(params.iter().map(|p| p.tensor.as_str()))
-        .collect();
-    let mut out = String::new();
-    let args: Vec<String> = tensors.iter().map(|t| format!("tensor_t *{t}")).collect();
-    let _ = writeln!(out, "int {}({}) {{", f.name, args.join(", "));
-    for p in &params {
-        let field = match &p.slot {
-            ParamSlot::Level(k, name) => format!("levels[{k}].{name}"),
-            ParamSlot::Dim(d) => format!("dims[{d}]"),
-        };
-        let _ = writeln!(out, "  int64_t {} = {}->{};", p.c_name(), p.tensor, field);
+const C_KEYWORDS: &[&str] = &[
+    "auto", "bool", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern", "false", "float", "for", "goto", "if",
+    "inline", "int", "long", "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "true", "typedef", "union", "unsigned",
+    "void", "volatile", "while", "main", "args", "fmin", "fmax", "INFINITY", "NAN",
+];
+
+/// The C name of a kernel: `f.name` made a valid identifier that no
+/// keyword or library name takes.
+pub fn symbol(f: &Function) -> String {
+    let mut s: String = f.name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
+        s.insert_str(0, "kernel_");
     }
-    for (a, writes) in &arrays {
-        let field = match &a.slot {
-            Slot::Level(k, name) => format!("levels[{k}].{name}"),
-            Slot::Vals => "vals".to_string(),
-            Slot::Scratch(name, _) => format!("scratch.{name}"),
-        };
-        let constness = if *writes { "" } else { "const " };
-        let _ = writeln!(out, "  {constness}{}* restrict {} = ({constness}{}*){}->{};", c_elem(a.elem()), a.c_name(), c_elem(a.elem()), a.tensor, field);
-        if *writes && body_reserves(f, a) {
-            let _ = writeln!(out, "  int64_t {}_capacity = {}->{}_capacity;", a.c_name(), a.tensor, field.replace('.', "_"));
-        }
+    if C_KEYWORDS.contains(&s.as_str()) || s.starts_with("tensor_") {
+        s.push_str("_kernel");
     }
-    let mut p = Printer::new(&f.vars, Dialect::C);
-    p.block(&f.body, 1);
-    out.push_str(&p.finish());
-    for (a, writes) in &arrays {
-        if *writes && !matches!(a.slot, Slot::Scratch(..)) {
-            let field = match &a.slot {
-                Slot::Level(k, name) => format!("levels[{k}].{name}"),
-                _ => "vals".to_string(),
-            };
-            if body_reserves(f, a) {
-                let _ = writeln!(out, "  {}->{} = ({}*){};", a.tensor, field, c_elem(a.elem()), a.c_name());
+    s
+}
+
+/// Types and macros every kernel shares; guarded so several kernels'
+/// headers can be included in one file.
+const TYPES: &str = r#"#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef TENSOR_KERNEL_TYPES
+#define TENSOR_KERNEL_TYPES
+/* One array of a tensor: int32_t elements for index arrays (pos, crd, ...),
+   double for values. */
+typedef struct tensor_array {
+  void *data;
+  int64_t len; /* elements in use; a kernel updates it for arrays it grows */
+  int64_t cap; /* elements allocated */
+} tensor_array_t;
+
+/* Grows array `slot` of `args->arrays` to at least `len` elements, new
+   elements zeroed; stores the new data and cap in the table and returns the
+   data, or NULL when memory runs out. `runtime` is `args->runtime`. */
+typedef void *(*tensor_reserve_fn)(void *runtime, int64_t slot, int64_t len);
+
+/* A kernel's only argument. */
+typedef struct tensor_args {
+  tensor_array_t *arrays;    /* one entry per array, indexed by the kernel's enum */
+  const int64_t *params;     /* one entry per parameter, likewise */
+  void *runtime;             /* handed back to `reserve` */
+  tensor_reserve_fn reserve; /* called only for arrays the kernel grows */
+} tensor_args_t;
+#endif
+"#;
+
+/// Helpers the kernels call; `static` so each source file has its own.
+const HELPERS: &str = r#"#ifndef TENSOR_KERNEL_HELPERS
+#define TENSOR_KERNEL_HELPERS
+#define TACO_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define TACO_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Make array `slot` hold `want` elements: the logical length becomes at
+   least `want`, and the runtime grows the storage when it is too small. */
+static inline void *tensor_reserve(tensor_args_t *args, int64_t slot, int64_t want, void *data, int64_t *len, int64_t *cap) {
+  if (want > *len) *len = want;
+  if (want <= *cap) return data;
+  data = args->reserve(args->runtime, slot, want);
+  if (data) *cap = args->arrays[slot].cap;
+  return data;
+}
+#endif
+"#;
+
+fn sort_helper(key: ElemTy, val: ElemTy) -> String {
+    let (ks, vs) = (print::elem_suffix(key), print::elem_suffix(val));
+    let (kt, vt) = (c_elem(key), c_elem(val));
+    format!(
+        "static inline void tensor_sort_pairs_{ks}_{vs}({kt} *keys, {vt} *vals, int64_t n) {{\n  \
+         for (int64_t i = 1; i < n; i++) {{\n    {kt} k = keys[i];\n    {vt} v = vals[i];\n    int64_t j = i;\n    \
+         while (j > 0 && keys[j - 1] > k) {{\n      keys[j] = keys[j - 1];\n      vals[j] = vals[j - 1];\n      j--;\n    }}\n    \
+         keys[j] = k;\n    vals[j] = v;\n  }}\n}}\n"
+    )
+}
+
+/// The tensors' arrays and parameters in slot order, as the runtime passes
+/// them (`Function::arrays` / `Function::params` of `passes::for_codegen`).
+struct Layout {
+    arrays: Vec<(ArrayRef, bool)>,
+    params: Vec<ParamRef>,
+    grown: BTreeSet<ArrayRef>,
+}
+
+impl Layout {
+    fn of(f: &Function) -> Layout {
+        let mut grown = BTreeSet::new();
+        walk_block(&f.body, &mut |s| {
+            if let Stmt::Reserve { array, .. } = s {
+                grown.insert(array.clone());
             }
-        }
+        });
+        Layout { arrays: f.arrays(), params: f.params(), grown }
     }
-    out.push_str("  return 0;\n}\n");
+}
+
+fn describe(a: &ArrayRef) -> String {
+    match &a.slot {
+        Slot::Level(k, name) => format!("level {} `{name}` of {}", k + 1, a.tensor),
+        Slot::Vals => format!("values of {}", a.tensor),
+        Slot::Scratch(name, _) => format!("scratch `{name}` of {}", a.tensor),
+    }
+}
+
+/// The part of the header specific to `f`: the calling convention, the
+/// slot constants and the prototypes.
+fn declarations(f: &Function, l: &Layout) -> String {
+    let sym = symbol(f);
+    let mut out = String::new();
+    let _ = writeln!(out, "/* {sym}: called as `{sym}(&args)`; returns 0, or 1 when `args.reserve`");
+    let _ = writeln!(out, "   returned NULL (out of memory).");
+    let _ = writeln!(out, "   args.arrays[{sym}_X] must describe array X (below). Arrays marked `in` are");
+    let _ = writeln!(out, "   only read. Arrays marked `out` are written in place; those also marked");
+    let _ = writeln!(out, "   `grown` may be reallocated through args.reserve, and on return their len");
+    let _ = writeln!(out, "   is the number of elements the kernel produced. For arrays from malloc (or");
+    let _ = writeln!(out, "   NULL with cap 0), set args.reserve = {sym}_realloc_reserve and");
+    let _ = writeln!(out, "   args.runtime = &args. args.params[{sym}_P] holds parameter P.");
+    let _ = writeln!(out, "   Input arrays must be well formed for their level formats (pos");
+    let _ = writeln!(out, "   nondecreasing, coordinates in range): the kernel does not check them. */");
+    let _ = writeln!(out, "enum {sym}_array {{");
+    for (a, writes) in &l.arrays {
+        let how = match (writes, l.grown.contains(a)) {
+            (false, _) => "in",
+            (true, false) => "out",
+            (true, true) => "out, grown",
+        };
+        let _ = writeln!(out, "  {sym}_{}, /* {} {}, {how} */", a.c_name(), c_elem(a.elem()), describe(a));
+    }
+    let _ = writeln!(out, "  {sym}_array_count\n}};");
+    let _ = writeln!(out, "enum {sym}_param {{");
+    for p in &l.params {
+        let what = match &p.slot {
+            ParamSlot::Level(k, name) => format!("parameter {name} of level {} of {}", k + 1, p.tensor),
+            ParamSlot::Dim(d) => format!("dimension {} of {}", d + 1, p.tensor),
+        };
+        let _ = writeln!(out, "  {sym}_{}, /* {what} */", p.c_name());
+    }
+    let _ = writeln!(out, "  {sym}_param_count\n}};");
+    let _ = writeln!(out, "int64_t {sym}(tensor_args_t *args);");
+    let _ = writeln!(out, "void *{sym}_realloc_reserve(void *runtime, int64_t slot, int64_t len);");
     out
 }
 
-fn body_reserves(f: &Function, a: &ArrayRef) -> bool {
-    let mut found = false;
-    walk_block(&f.body, &mut |s| {
-        if let Stmt::Reserve { array, .. } = s {
-            if array == a {
-                found = true;
+/// Names a C compiler would confuse with a variable of the loops.
+fn taken_names(l: &Layout, sym: &str) -> BTreeSet<String> {
+    let mut taken: BTreeSet<String> = C_KEYWORDS.iter().map(|s| s.to_string()).collect();
+    taken.insert(sym.to_string());
+    for (a, _) in &l.arrays {
+        let n = a.c_name();
+        taken.insert(format!("{n}_len"));
+        taken.insert(format!("{n}_cap"));
+        taken.insert(n);
+    }
+    for p in &l.params {
+        taken.insert(p.c_name());
+    }
+    taken
+}
+
+/// The kernel's variables, renamed where a name is taken.
+fn c_vars(f: &Function, taken: &BTreeSet<String>) -> Vec<VarInfo> {
+    let mut used: BTreeSet<String> = taken.clone();
+    f.vars
+        .iter()
+        .map(|v| {
+            let mut name = v.name.clone();
+            while used.contains(&name) || name.starts_with("tensor_") {
+                name.push('_');
             }
+            used.insert(name.clone());
+            VarInfo { name, ty: v.ty }
+        })
+        .collect()
+}
+
+/// The kernel's definition and its realloc-based reserve function.
+fn definitions(f: &Function, l: &Layout) -> String {
+    let sym = symbol(f);
+    let body = f;
+    let mut out = String::new();
+    let mut sorts = BTreeSet::new();
+    walk_block(&body.body, &mut |s| {
+        if let Stmt::SortPairs { keys, vals, .. } = s {
+            sorts.insert((keys.elem(), vals.elem()));
         }
     });
-    found
+    for (k, v) in sorts {
+        out.push_str(&sort_helper(k, v));
+        out.push('\n');
+    }
+    let _ = writeln!(out, "int64_t {sym}(tensor_args_t *args) {{");
+    for p in &l.params {
+        let _ = writeln!(out, "  const int64_t {0} = args->params[{sym}_{0}];", p.c_name());
+    }
+    for (a, writes) in &l.arrays {
+        let (n, t) = (a.c_name(), c_elem(a.elem()));
+        let constness = if *writes { "" } else { "const " };
+        let _ = writeln!(out, "  {constness}{t}* restrict {n} = ({constness}{t}*)args->arrays[{sym}_{n}].data;");
+        if l.grown.contains(a) {
+            let _ = writeln!(out, "  int64_t {n}_len = args->arrays[{sym}_{n}].len;");
+            let _ = writeln!(out, "  int64_t {n}_cap = args->arrays[{sym}_{n}].cap;");
+        }
+    }
+    let vars = c_vars(&body, &taken_names(l, &sym));
+    let mut p = Printer::new(&vars, Dialect::C).for_kernel(&sym);
+    p.block(&body.body, 1);
+    out.push_str(&p.finish());
+    let write_back = |out: &mut String| {
+        for a in &l.grown {
+            let _ = writeln!(out, "  args->arrays[{sym}_{0}].len = {0}_len;", a.c_name());
+        }
+    };
+    write_back(&mut out);
+    out.push_str("  return 0;\n");
+    if !l.grown.is_empty() {
+        out.push_str("out_of_memory:\n");
+        write_back(&mut out);
+        out.push_str("  return 1;\n");
+    }
+    out.push_str("}\n\n");
+    let sizes: Vec<String> = l.arrays.iter().map(|(a, _)| format!("sizeof({})", c_elem(a.elem()))).collect();
+    let _ = write!(
+        out,
+        "/* A `tensor_reserve_fn` for arrays allocated with malloc: `runtime` is the\n   \
+         tensor_args_t. Grows geometrically and zeroes the new elements. */\n\
+         void *{sym}_realloc_reserve(void *runtime, int64_t slot, int64_t len) {{\n  \
+         static const size_t elem_size[] = {{{sizes}}};\n  \
+         tensor_array_t *a = &((tensor_args_t *)runtime)->arrays[slot];\n  \
+         int64_t cap = a->cap * 2 > len ? a->cap * 2 : len;\n  \
+         if (cap < 16) cap = 16;\n  \
+         if (slot < 0 || slot >= {sym}_array_count || (uint64_t)cap > SIZE_MAX / elem_size[slot]) return NULL;\n  \
+         char *data = (char *)realloc(a->data, (size_t)cap * elem_size[slot]);\n  \
+         if (!data) return NULL;\n  \
+         memset(data + (size_t)a->cap * elem_size[slot], 0, (size_t)(cap - a->cap) * elem_size[slot]);\n  \
+         a->data = data;\n  \
+         a->cap = cap;\n  \
+         return data;\n}}\n",
+        sizes = if sizes.is_empty() { "1".to_string() } else { sizes.join(", ") },
+    );
+    out
+}
+
+fn banner(f: &Function) -> String {
+    let comment = f.body.iter().find_map(|s| if let Stmt::Comment(c) = s { Some(c.clone()) } else { None });
+    let what = comment.map(|c| format!(": {}", c.replace("*/", "* /"))).unwrap_or_default();
+    format!("/* Generated by tensorc: kernel `{}`{what}. */\n", symbol(f))
+}
+
+/// The kernel as one complete C translation unit: compiles as printed
+/// (`cc -std=c99 -c`), and is what the optimizing tier builds.
+pub fn function(f: &Function) -> String {
+    let f = &passes::for_codegen(f);
+    let l = Layout::of(f);
+    format!("{}{TYPES}\n{}\n{HELPERS}\n{}", banner(f), declarations(f, &l), definitions(f, &l))
+}
+
+/// The header of a `.h` / `.c` pair (`--write-source`).
+pub fn header(f: &Function) -> String {
+    let f = &passes::for_codegen(f);
+    let l = Layout::of(f);
+    let guard = format!("{}_H", symbol(f).to_ascii_uppercase());
+    format!("{}#ifndef {guard}\n#define {guard}\n\n{TYPES}\n#ifdef __cplusplus\nextern \"C\" {{\n#endif\n\n{}\n#ifdef __cplusplus\n}}\n#endif\n\n#endif\n", banner(f), declarations(f, &l))
+}
+
+/// The source of a `.h` / `.c` pair; `header_name` is the header's file name.
+pub fn source(f: &Function, header_name: &str) -> String {
+    let f = &passes::for_codegen(f);
+    let l = Layout::of(f);
+    format!("{}#include \"{header_name}\"\n\n{HELPERS}\n{}", banner(f), definitions(f, &l))
 }

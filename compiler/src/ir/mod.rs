@@ -10,6 +10,7 @@
 mod build;
 pub mod c;
 pub mod interp;
+pub mod passes;
 pub mod print;
 pub mod unroll;
 mod sort;

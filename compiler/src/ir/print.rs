@@ -15,6 +15,8 @@ pub struct Printer<'a> {
     vars: &'a [VarInfo],
     dialect: Dialect,
     out: String,
+    /// C only: the kernel's name, prefix of its array-slot constants.
+    kernel: String,
 }
 
 fn prec(op: BinOp) -> u8 {
@@ -44,7 +46,13 @@ fn float_text(v: f64) -> String {
 
 impl<'a> Printer<'a> {
     pub fn new(vars: &'a [VarInfo], dialect: Dialect) -> Self {
-        Printer { vars, dialect, out: String::new() }
+        Printer { vars, dialect, out: String::new(), kernel: String::new() }
+    }
+
+    /// C only: name the kernel whose array-slot constants `reserve` uses.
+    pub fn for_kernel(mut self, name: &str) -> Self {
+        self.kernel = name.to_string();
+        self
     }
 
     pub fn var_name(&self, v: VarId) -> &str {
@@ -88,7 +96,10 @@ impl<'a> Printer<'a> {
                     BinOp::Or => "||",
                     _ => unreachable!("min/max handled above"), // ok: matched by the arm above
                 };
-                let s = format!("{} {sym} {}", self.expr_prec(a, p), self.expr_prec(b, p + 1));
+                // `&&` inside `||` is parenthesised although C does not need
+                // it: compilers warn otherwise (-Wparentheses).
+                let inner = if *op == BinOp::Or && c { 3 } else { p };
+                let s = format!("{} {sym} {}", self.expr_prec(a, inner), self.expr_prec(b, inner.max(p + 1)));
                 if p < outer { format!("({s})") } else { s }
             }
             Expr::Cmp(op, a, b) => {
@@ -195,16 +206,32 @@ impl<'a> Printer<'a> {
                 self.line(depth, "}");
             }
             Stmt::Reserve { array, len } => {
-                let text = if c {
-                    format!("{0} = tensor_reserve_{1}(ctx, {0}, &{0}_capacity, {2});", array.c_name(), elem_suffix(array.elem()), self.expr(len))
+                if c {
+                    let n = array.c_name();
+                    let text = format!(
+                        "{n} = ({}*)tensor_reserve(args, {}_{n}, {}, {n}, &{n}_len, &{n}_cap);",
+                        super::c::c_elem(array.elem()),
+                        self.kernel,
+                        self.expr(len)
+                    );
+                    self.line(depth, &text);
+                    self.line(depth, &format!("if (!{n}) goto out_of_memory;"));
                 } else {
-                    format!("reserve {}[{}]", array.c_name(), self.expr(len))
-                };
-                self.line(depth, &text);
+                    let text = format!("reserve {}[{}]", array.c_name(), self.expr(len));
+                    self.line(depth, &text);
+                }
             }
             Stmt::SortPairs { keys, vals, lo, len } => {
                 let text = if c {
-                    format!("tensor_sort_pairs({} + {lo}, {} + {lo}, {});", keys.c_name(), vals.c_name(), self.expr(len), lo = self.expr(lo))
+                    format!(
+                        "tensor_sort_pairs_{}_{}({} + {lo}, {} + {lo}, {});",
+                        elem_suffix(keys.elem()),
+                        elem_suffix(vals.elem()),
+                        keys.c_name(),
+                        vals.c_name(),
+                        self.expr(len),
+                        lo = self.expr(lo)
+                    )
                 } else {
                     format!("sort_pairs({}, {}, {}, {})", keys.c_name(), vals.c_name(), self.expr(lo), self.expr(len))
                 };

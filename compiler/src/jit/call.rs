@@ -24,9 +24,12 @@ pub enum RunError {
     OutOfMemory,
 }
 
-/// Native code and the module that owns its memory.
-pub(super) struct Code {
+/// Native code and what owns its memory: a Cranelift module, or a shared
+/// object built by the system C compiler from `ir::c::function`.
+pub(crate) struct Code {
     module: Option<JITModule>,
+    /// Kept open while `entry` may be called.
+    _library: Option<libloading::Library>,
     entry: extern "C" fn(*mut Args) -> i64,
 }
 
@@ -35,7 +38,28 @@ impl Code {
         // SAFETY: `ptr` is the finalized address of a function compiled with
         // the signature `fn(*mut Args) -> i64` in `jit::compile`.
         let entry = unsafe { std::mem::transmute::<*const u8, extern "C" fn(*mut Args) -> i64>(ptr) };
-        Code { module: Some(module), entry }
+        Code { module: Some(module), _library: None, entry }
+    }
+
+    /// Load `symbol` from the shared object at `path`.
+    ///
+    /// The object must come from `backend::cc`, which compiles the text of
+    /// `ir::c::function` with this very layout (`tensor_args_t` is `Args`,
+    /// `tensor_array_t` is `Slot_`) and the signature
+    /// `int64_t symbol(tensor_args_t *)`; its kernel obeys the same safety
+    /// argument as the JIT's, being the same loop IR.
+    pub(crate) fn load_shared_object(path: &std::path::Path, symbol: &str) -> Result<Self, String> {
+        // SAFETY: loading runs the object's initialisers; a C translation
+        // unit from `ir::c` defines none.
+        let lib = unsafe { libloading::Library::new(path) }.map_err(|e| format!("loading {}: {e}", path.display()))?;
+        // SAFETY: the symbol is the kernel defined with exactly this
+        // signature (see above); the pointer lives as long as `lib`, which
+        // `Code` keeps.
+        let entry = unsafe {
+            let f: libloading::Symbol<extern "C" fn(*mut Args) -> i64> = lib.get(symbol.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
+            *f
+        };
+        Ok(Code { module: None, _library: Some(lib), entry })
     }
 }
 
@@ -49,6 +73,7 @@ impl Drop for Code {
     }
 }
 
+/// One array as the kernel sees it; `tensor_array_t` in the emitted C.
 #[repr(C)]
 pub struct Slot_ {
     ptr: *mut u8,
@@ -56,6 +81,7 @@ pub struct Slot_ {
     cap: i64,
 }
 
+/// The kernel's only argument; `tensor_args_t` in the emitted C.
 #[repr(C)]
 pub struct Args {
     arrays: *mut Slot_,

@@ -5,15 +5,36 @@ mod call;
 mod translate;
 
 pub use call::{run_kernel, RunError};
+pub(crate) use call::Code;
 
-use crate::ir::{ArrayRef, Function, ParamRef};
+use crate::ir::{passes, ArrayRef, Function, ParamRef};
 use cranelift_codegen::ir::{types, AbiParam, UserFuncName};
+use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{Linkage, Module};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+/// Which backend produced a kernel's machine code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Tier {
+    /// Cranelift, in process: compiles in about a millisecond.
+    Cranelift,
+    /// The system C compiler at -O3, loaded from a shared object.
+    Cc,
+}
+
+impl Tier {
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Cranelift => "cranelift",
+            Tier::Cc => "cc",
+        }
+    }
+}
 
 /// A kernel compiled to native code, with the array and parameter order its
 /// argument block expects.
@@ -22,28 +43,55 @@ pub struct CompiledKernel {
     pub arrays: Vec<(ArrayRef, bool)>,
     pub params: Vec<ParamRef>,
     pub compile_time: Duration,
+    pub tier: Tier,
     code: call::Code,
 }
 
 impl std::fmt::Debug for CompiledKernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "CompiledKernel({})", self.name)
+        write!(f, "CompiledKernel({}, {})", self.name, self.tier.name())
     }
 }
 
-/// Compile `f` with Cranelift at `opt_level=speed` for the host CPU.
-pub fn compile(f: &Function) -> Result<CompiledKernel, String> {
-    let start = Instant::now();
-    let mut flags = settings::builder();
-    let set = |flags: &mut settings::Builder, k: &str, v: &str| flags.set(k, v).map_err(|e| format!("cranelift setting {k}: {e}"));
-    set(&mut flags, "opt_level", "speed")?;
-    set(&mut flags, "use_colocated_libcalls", "false")?;
-    set(&mut flags, "is_pic", "false")?;
-    let isa_builder = cranelift_native::builder().map_err(|e| format!("host ISA: {e}"))?;
-    let isa = isa_builder.finish(settings::Flags::new(flags)).map_err(|e| format!("host ISA: {e}"))?;
+impl CompiledKernel {
+    /// A kernel of another tier whose code follows the same calling
+    /// convention for `f` (see `backend::cc`).
+    pub(crate) fn from_code(f: &Function, tier: Tier, compile_time: Duration, code: call::Code) -> Self {
+        let f = passes::for_codegen(f);
+        CompiledKernel { name: f.name.clone(), arrays: f.arrays(), params: f.params(), compile_time, tier, code }
+    }
+}
+
+/// The host ISA at `opt_level=speed`, built once per process (building it
+/// detects CPU features and costs more than compiling a small kernel).
+fn host_isa() -> Result<OwnedTargetIsa, String> {
+    static ISA: OnceLock<Result<OwnedTargetIsa, String>> = OnceLock::new();
+    ISA.get_or_init(|| {
+        let mut flags = settings::builder();
+        let set = |flags: &mut settings::Builder, k: &str, v: &str| flags.set(k, v).map_err(|e| format!("cranelift setting {k}: {e}"));
+        set(&mut flags, "opt_level", "speed")?;
+        set(&mut flags, "use_colocated_libcalls", "false")?;
+        set(&mut flags, "is_pic", "false")?;
+        // The verifier costs a third of the compile time; the translator's
+        // output is checked by it in debug builds (and so in `cargo test`
+        // without --release).
+        set(&mut flags, "enable_verifier", if cfg!(debug_assertions) { "true" } else { "false" })?;
+        // Kernels never unwind.
+        set(&mut flags, "unwind_info", "false")?;
+        let isa_builder = cranelift_native::builder().map_err(|e| format!("host ISA: {e}"))?;
+        isa_builder.finish(settings::Flags::new(flags)).map_err(|e| format!("host ISA: {e}"))
+    })
+    .clone()
+}
+
+/// Translate `f` into a fresh module; returns the module, the context (with
+/// the compiled code when `disasm` asked for it) and the function's id.
+fn build(f: &Function, disasm: bool) -> Result<(JITModule, Context, cranelift_module::FuncId), String> {
+    let isa = host_isa()?;
     let mut module = JITModule::new(JITBuilder::with_isa(isa, cranelift_module::default_libcall_names()));
     let ptr_ty = module.target_config().pointer_type();
     let mut ctx: Context = module.make_context();
+    ctx.set_disasm(disasm);
     ctx.func.signature.params.push(AbiParam::new(ptr_ty));
     ctx.func.signature.returns.push(AbiParam::new(types::I64));
     ctx.func.name = UserFuncName::testcase(f.name.as_bytes());
@@ -57,9 +105,27 @@ pub fn compile(f: &Function) -> Result<CompiledKernel, String> {
     }
     let id = module.declare_function(&f.name, Linkage::Local, &ctx.func.signature).map_err(|e| format!("declare: {e}"))?;
     module.define_function(id, &mut ctx).map_err(|e| format!("cranelift: {e:?}"))?;
+    Ok((module, ctx, id))
+}
+
+/// Compile `f` with Cranelift at `opt_level=speed` for the host CPU.
+pub fn compile(f: &Function) -> Result<CompiledKernel, String> {
+    let start = Instant::now();
+    let f = &passes::for_codegen(f);
+    let (mut module, mut ctx, id) = build(f, false)?;
     module.clear_context(&mut ctx);
     module.finalize_definitions().map_err(|e| format!("finalize: {e}"))?;
     let ptr = module.get_finalized_function(id);
     let code = call::Code::new(module, ptr);
-    Ok(CompiledKernel { name: f.name.clone(), arrays, params, compile_time: start.elapsed(), code })
+    Ok(CompiledKernel { name: f.name.clone(), arrays: f.arrays(), params: f.params(), compile_time: start.elapsed(), tier: Tier::Cranelift, code })
+}
+
+/// The machine code Cranelift makes of `f`, as assembly text (`--emit asm`).
+pub fn disassemble(f: &Function) -> Result<String, String> {
+    let f = &passes::for_codegen(f);
+    let (module, ctx, _) = build(f, true)?;
+    let text = ctx.compiled_code().and_then(|c| c.vcode.clone()).ok_or("Cranelift kept no disassembly")?;
+    // Never finalized: nothing of it can run.
+    drop(module);
+    Ok(text)
 }

@@ -1,6 +1,8 @@
-//! Loop IR to Cranelift IR. One translator, `Variable`s for every IR
-//! variable, array base pointers and parameters loaded once at entry and kept
-//! in registers (reloaded only after an output array grows).
+//! Loop IR to Cranelift IR. One translator, `Variable`s for the IR's
+//! variables; array base pointers and parameters are loaded once at entry
+//! as plain values (only pointers of arrays the kernel grows are variables).
+//! Blocks are sealed as soon as their predecessors are known, so SSA
+//! construction never guesses.
 
 use crate::ir::{ArrayRef, BinOp, CmpOp, ElemTy, Expr, Function, ParamRef, Stmt, Ty};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
@@ -19,22 +21,33 @@ pub const SLOT_PTR: i32 = 0;
 pub const SLOT_LEN: i32 = 8;
 pub const SLOT_CAP: i32 = 16;
 
+/// Where an array's base pointer lives: a value loaded once at entry, or a
+/// variable for arrays the kernel grows (the runtime may move them).
+#[derive(Clone, Copy)]
+enum Base {
+    Fixed(Value),
+    Grown(Variable),
+}
+
 struct ArrayVars {
     slot: i64,
-    ptr: Variable,
-    /// Length and capacity, for arrays the kernel grows.
-    growth: Option<(Variable, Variable)>,
+    base: Base,
+    /// Whether the kernel writes it (loads of inputs are read-only).
+    writes: bool,
 }
 
 pub struct Translator<'a, 'b> {
     b: &'a mut FunctionBuilder<'b>,
     vars: Vec<Variable>,
     arrays: BTreeMap<ArrayRef, ArrayVars>,
-    params: BTreeMap<ParamRef, Variable>,
+    params: BTreeMap<ParamRef, Value>,
     ptr_ty: Type,
     args: Value,
     reserve_sig: SigRef,
     fail: Block,
+    /// Loads of input arrays hoisted out of the loops being translated,
+    /// innermost last (Cranelift does not move loads out of loops itself).
+    hoisted: Vec<(Expr, Value)>,
 }
 
 fn flags() -> MemFlagsData {
@@ -60,6 +73,29 @@ fn reads_memory(e: &Expr) -> bool {
     found
 }
 
+/// Every load in `e` that evaluating `e` always performs (not those on the
+/// right of a short-circuit operator), outermost first.
+fn collect_loads(e: &Expr, f: &mut dyn FnMut(&Expr)) {
+    match e {
+        Expr::Load(_, i) => {
+            f(e);
+            collect_loads(i, f);
+        }
+        Expr::Bin(BinOp::And | BinOp::Or, a, b) if reads_memory(b) => collect_loads(a, f),
+        Expr::Bin(_, a, b) | Expr::Cmp(_, a, b) => {
+            collect_loads(a, f);
+            collect_loads(b, f);
+        }
+        Expr::Not(a) | Expr::Neg(a) => collect_loads(a, f),
+        Expr::Select(c, a, b) => {
+            collect_loads(c, f);
+            collect_loads(a, f);
+            collect_loads(b, f);
+        }
+        _ => {}
+    }
+}
+
 impl<'a, 'b> Translator<'a, 'b> {
     /// Emit the whole function body into `b`, whose entry block takes the
     /// argument-block pointer. Returns an error for IR the JIT cannot run.
@@ -67,63 +103,53 @@ impl<'a, 'b> Translator<'a, 'b> {
         let entry = b.create_block();
         b.append_block_params_for_function_params(entry);
         b.switch_to_block(entry);
+        b.seal_block(entry);
         let args = b.block_params(entry)[0];
         let mut sig = Signature::new(b.func.signature.call_conv);
         sig.params.extend([AbiParam::new(ptr_ty), AbiParam::new(types::I64), AbiParam::new(types::I64)]);
         sig.returns.push(AbiParam::new(ptr_ty));
         let reserve_sig = b.import_signature(sig);
         let fail = b.create_block();
-        let mut t = Translator { vars: Vec::new(), arrays: BTreeMap::new(), params: BTreeMap::new(), ptr_ty, args, reserve_sig, fail, b };
+        let mut t = Translator { vars: Vec::new(), arrays: BTreeMap::new(), params: BTreeMap::new(), ptr_ty, args, reserve_sig, fail, hoisted: Vec::new(), b };
         for v in &f.vars {
             let var = t.b.declare_var(cl_ty(v.ty));
             t.vars.push(var);
         }
+        // Pointers and parameters are loaded once, as plain values: only the
+        // pointers of arrays the kernel grows are variables. Lengths and
+        // capacities of grown arrays stay in the argument block (touched
+        // once per append, they are not worth a register each).
+        let mut grown = std::collections::BTreeSet::new();
+        crate::ir::walk_block(&f.body, &mut |s| {
+            if let Stmt::Reserve { array, .. } = s {
+                grown.insert(array.clone());
+            }
+        });
         let table = t.b.ins().load(ptr_ty, flags(), args, ARGS_ARRAYS);
         for (slot, (a, writes)) in slots.iter().enumerate() {
-            let base = t.b.ins().iadd_imm_s(table, slot as i64 * SLOT_SIZE);
-            let ptr = t.b.declare_var(ptr_ty);
-            let p = t.b.ins().load(ptr_ty, flags(), base, SLOT_PTR);
-            t.b.def_var(ptr, p);
-            let growth = if *writes {
-                let (len, cap) = (t.b.declare_var(types::I64), t.b.declare_var(types::I64));
-                let l = t.b.ins().load(types::I64, flags(), base, SLOT_LEN);
-                let c = t.b.ins().load(types::I64, flags(), base, SLOT_CAP);
-                t.b.def_var(len, l);
-                t.b.def_var(cap, c);
-                Some((len, cap))
+            let p = t.b.ins().load(ptr_ty, flags(), table, slot as i32 * SLOT_SIZE as i32 + SLOT_PTR);
+            let base = if grown.contains(a) {
+                let var = t.b.declare_var(ptr_ty);
+                t.b.def_var(var, p);
+                Base::Grown(var)
             } else {
-                None
+                Base::Fixed(p)
             };
-            t.arrays.insert(a.clone(), ArrayVars { slot: slot as i64, ptr, growth });
+            t.arrays.insert(a.clone(), ArrayVars { slot: slot as i64, base, writes: *writes });
         }
         let ptable = t.b.ins().load(ptr_ty, flags(), args, ARGS_PARAMS);
         for (j, p) in params.iter().enumerate() {
-            let var = t.b.declare_var(types::I64);
-            let v = t.b.ins().load(types::I64, flags(), ptable, (j * 8) as i32);
-            t.b.def_var(var, v);
-            t.params.insert(p.clone(), var);
+            let v = t.b.ins().load(types::I64, flags().with_readonly(), ptable, (j * 8) as i32);
+            t.params.insert(p.clone(), v);
         }
         t.block(&f.body)?;
-        t.store_lengths();
         let zero = t.b.ins().iconst(types::I64, 0);
         t.b.ins().return_(&[zero]);
         t.b.switch_to_block(fail);
-        t.store_lengths();
         let one = t.b.ins().iconst(types::I64, 1);
         t.b.ins().return_(&[one]);
         t.b.seal_all_blocks();
         Ok(())
-    }
-
-    /// Write back the logical lengths of grown arrays.
-    fn store_lengths(&mut self) {
-        let table = self.b.ins().load(self.ptr_ty, flags(), self.args, ARGS_ARRAYS);
-        let grown: Vec<(i64, Variable)> = self.arrays.values().filter_map(|a| a.growth.map(|(len, _)| (a.slot, len))).collect();
-        for (slot, len) in grown {
-            let base = self.b.ins().iadd_imm_s(table, slot * SLOT_SIZE);
-            let l = self.b.use_var(len);
-            self.b.ins().store(flags(), l, base, SLOT_LEN);
-        }
     }
 
     fn array(&self, a: &ArrayRef) -> Result<&ArrayVars, String> {
@@ -136,8 +162,10 @@ impl<'a, 'b> Translator<'a, 'b> {
             ElemTy::F64 => 3,
         };
         let i = self.expr(index)?;
-        let ptr_var = self.array(a)?.ptr;
-        let base = self.b.use_var(ptr_var);
+        let base = match self.array(a)?.base {
+            Base::Fixed(v) => v,
+            Base::Grown(var) => self.b.use_var(var),
+        };
         let off = self.b.ins().ishl_imm_u(i, shift);
         Ok(self.b.ins().iadd(base, off))
     }
@@ -155,15 +183,13 @@ impl<'a, 'b> Translator<'a, 'b> {
                 let var = *self.vars.get(*v as usize).ok_or("unknown variable")?;
                 self.b.use_var(var)
             }
-            Expr::Param(p) => {
-                let var = *self.params.get(p).ok_or_else(|| format!("parameter {} not bound", p.c_name()))?;
-                self.b.use_var(var)
-            }
+            Expr::Param(p) => *self.params.get(p).ok_or_else(|| format!("parameter {} not bound", p.c_name()))?,
+            Expr::Load(..) if self.hoisted.iter().any(|(h, _)| h == e) => self.hoisted.iter().rev().find(|(h, _)| h == e).map(|(_, v)| *v).ok_or("hoisted load")?,
             Expr::Load(a, i) => {
                 let addr = self.address(a, i)?;
                 // Inputs are never written while a kernel runs: readonly
                 // lets Cranelift merge repeated loads of the same element.
-                let f = if self.array(a)?.growth.is_none() { flags().with_readonly() } else { flags() };
+                let f = if self.array(a)?.writes { flags() } else { flags().with_readonly() };
                 match a.elem() {
                     ElemTy::I32 => {
                         let v = self.b.ins().load(types::I32, f, addr, 0);
@@ -254,11 +280,48 @@ impl<'a, 'b> Translator<'a, 'b> {
             let t = self.b.ins().iconst(types::I8, 1);
             self.b.ins().brif(x, merge, &[t.into()], rhs, &[]);
         }
+        self.b.seal_block(rhs);
         self.b.switch_to_block(rhs);
         let y = self.expr(b)?;
         self.b.ins().jump(merge, &[y.into()]);
+        self.b.seal_block(merge);
         self.b.switch_to_block(merge);
         Ok(self.b.block_params(merge)[0])
+    }
+
+    /// Loads of read-only arrays that every iteration of a loop over `index`
+    /// with `body` evaluates, at an index the loop does not change: those
+    /// in expressions of the body's own statements (not nested blocks, not
+    /// the right of a short-circuit `&&`/`||`).
+    fn invariant_loads(&self, index: crate::ir::VarId, body: &[Stmt]) -> Vec<Expr> {
+        let mut assigned = std::collections::BTreeSet::from([index]);
+        crate::ir::walk_block(&body.to_vec(), &mut |s| match s {
+            Stmt::Let(v, _) | Stmt::Set(v, _) | Stmt::For { var: v, .. } => {
+                assigned.insert(*v);
+            }
+            _ => {}
+        });
+        let invariant = |e: &Expr| {
+            let mut ok = true;
+            e.walk(&mut |x| match x {
+                Expr::Var(v) if assigned.contains(v) => ok = false,
+                Expr::Load(a, _) if self.arrays.get(a).is_none_or(|av| av.writes) => ok = false,
+                Expr::Bin(BinOp::And | BinOp::Or, _, r) if reads_memory(r) => ok = false,
+                _ => {}
+            });
+            ok
+        };
+        let mut found: Vec<Expr> = Vec::new();
+        for s in body {
+            for e in crate::ir::stmt_exprs(s) {
+                collect_loads(e, &mut |l| {
+                    if invariant(l) && !found.contains(l) && !self.hoisted.iter().any(|(h, _)| h == l) {
+                        found.push(l.clone());
+                    }
+                });
+            }
+        }
+        found
     }
 
     fn block(&mut self, stmts: &[Stmt]) -> Result<(), String> {
@@ -281,8 +344,8 @@ impl<'a, 'b> Translator<'a, 'b> {
                 let x = if a.elem() == ElemTy::I32 { self.b.ins().ireduce(types::I32, x) } else { x };
                 self.b.ins().store(flags(), x, addr, 0);
             }
-            Stmt::For { var, lo, hi, body } => {
-                let var = *self.vars.get(*var as usize).ok_or("unknown variable")?;
+            Stmt::For { var: var_id, lo, hi, body } => {
+                let var = *self.vars.get(*var_id as usize).ok_or("unknown variable")?;
                 let lo = self.expr(lo)?;
                 let hi = self.expr(hi)?;
                 // Rotated loop: one test before entry, then the test at the
@@ -290,14 +353,28 @@ impl<'a, 'b> Translator<'a, 'b> {
                 self.b.def_var(var, lo);
                 let (body_block, exit) = (self.b.create_block(), self.b.create_block());
                 let enter = self.b.ins().icmp(IntCC::SignedLessThan, lo, hi);
-                self.b.ins().brif(enter, body_block, &[], exit, &[]);
+                // The loop runs at least once past this test: loads every
+                // iteration makes at the same place are made here once.
+                let preheader = self.b.create_block();
+                self.b.ins().brif(enter, preheader, &[], exit, &[]);
+                self.b.seal_block(preheader);
+                self.b.switch_to_block(preheader);
+                let outer = self.hoisted.len();
+                for load in self.invariant_loads(*var_id, body) {
+                    let v = self.expr(&load)?;
+                    self.hoisted.push((load, v));
+                }
+                self.b.ins().jump(body_block, &[]);
                 self.b.switch_to_block(body_block);
                 self.block(body)?;
+                self.hoisted.truncate(outer);
                 let i = self.b.use_var(var);
                 let next = self.b.ins().iadd_imm_s(i, 1);
                 self.b.def_var(var, next);
                 let more = self.b.ins().icmp(IntCC::SignedLessThan, next, hi);
                 self.b.ins().brif(more, body_block, &[], exit, &[]);
+                self.b.seal_block(body_block);
+                self.b.seal_block(exit);
                 self.b.switch_to_block(exit);
             }
             Stmt::While { cond, body } => {
@@ -306,21 +383,27 @@ impl<'a, 'b> Translator<'a, 'b> {
                 self.b.switch_to_block(header);
                 let c = self.expr(cond)?;
                 self.b.ins().brif(c, body_block, &[], exit, &[]);
+                self.b.seal_block(body_block);
+                self.b.seal_block(exit);
                 self.b.switch_to_block(body_block);
                 self.block(body)?;
                 self.b.ins().jump(header, &[]);
+                self.b.seal_block(header);
                 self.b.switch_to_block(exit);
             }
             Stmt::If { cond, then, els } => {
                 let c = self.expr(cond)?;
                 let (t, e, merge) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
                 self.b.ins().brif(c, t, &[], e, &[]);
+                self.b.seal_block(t);
+                self.b.seal_block(e);
                 self.b.switch_to_block(t);
                 self.block(then)?;
                 self.b.ins().jump(merge, &[]);
                 self.b.switch_to_block(e);
                 self.block(els)?;
                 self.b.ins().jump(merge, &[]);
+                self.b.seal_block(merge);
                 self.b.switch_to_block(merge);
             }
             Stmt::Reserve { array, len } => self.reserve(array, len)?,
@@ -331,22 +414,28 @@ impl<'a, 'b> Translator<'a, 'b> {
     }
 
     /// Grow an output array through the runtime when `len` exceeds its
-    /// capacity; a refused allocation ends the kernel with status 1.
+    /// capacity; a refused allocation ends the kernel with status 1. The
+    /// logical length (the largest `len` reserved) is kept in the slot.
     fn reserve(&mut self, a: &ArrayRef, len: &Expr) -> Result<(), String> {
-        let (slot, ptr, growth) = {
+        let (slot, ptr) = {
             let av = self.array(a)?;
-            (av.slot, av.ptr, av.growth.ok_or_else(|| format!("{} is not writable", a.c_name()))?)
+            match av.base {
+                Base::Grown(var) => (av.slot, var),
+                Base::Fixed(_) => return Err(format!("{} is not growable", a.c_name())),
+            }
         };
-        let (lenv, capv) = growth;
         let want = self.expr(len)?;
-        let cur = self.b.use_var(lenv);
+        let table = self.b.ins().load(self.ptr_ty, flags(), self.args, ARGS_ARRAYS);
+        let off = (slot * SLOT_SIZE) as i32;
+        let cur = self.b.ins().load(types::I64, flags(), table, off + SLOT_LEN);
         let newlen = self.b.ins().smax(cur, want);
-        self.b.def_var(lenv, newlen);
-        let cap = self.b.use_var(capv);
+        self.b.ins().store(flags(), newlen, table, off + SLOT_LEN);
+        let cap = self.b.ins().load(types::I64, flags(), table, off + SLOT_CAP);
         let grow = self.b.ins().icmp(IntCC::SignedGreaterThan, want, cap);
         let (grow_block, done) = (self.b.create_block(), self.b.create_block());
         self.b.set_cold_block(grow_block);
         self.b.ins().brif(grow, grow_block, &[], done, &[]);
+        self.b.seal_block(grow_block);
         self.b.switch_to_block(grow_block);
         let rt = self.b.ins().load(self.ptr_ty, flags(), self.args, ARGS_RUNTIME);
         let f = self.b.ins().load(self.ptr_ty, flags(), self.args, ARGS_RESERVE);
@@ -354,12 +443,9 @@ impl<'a, 'b> Translator<'a, 'b> {
         let call = self.b.ins().call_indirect(self.reserve_sig, f, &[rt, s, want]);
         let newptr = self.b.inst_results(call)[0];
         self.b.def_var(ptr, newptr);
-        let table = self.b.ins().load(self.ptr_ty, flags(), self.args, ARGS_ARRAYS);
-        let base = self.b.ins().iadd_imm_s(table, slot * SLOT_SIZE);
-        let newcap = self.b.ins().load(types::I64, flags(), base, SLOT_CAP);
-        self.b.def_var(capv, newcap);
         let fail = self.fail;
         self.b.ins().brif(newptr, done, &[], fail, &[]);
+        self.b.seal_block(done);
         self.b.switch_to_block(done);
         Ok(())
     }

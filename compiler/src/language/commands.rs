@@ -68,6 +68,7 @@ pub fn run_file(path: &Path, kernel: Option<&str>, o: &Options) -> Result<String
             Emit::Ir => View::Ir,
             Emit::Lattice => View::Lattice,
             Emit::Graph => View::Graph,
+            Emit::Asm => View::Asm,
         };
         let text = analysis.view(file, &name, view)?;
         if o.time.is_none() && !o.json {

@@ -1,0 +1,168 @@
+//! The optimizing tier: the kernel's C (`ir::c::function`, exactly what
+//! `--emit c` prints) compiled by the system C compiler (`$CC`, default
+//! `cc`) at -O3 for the host CPU into a shared object, cached on disk by a
+//! hash of the C text, the flags and the compiler's `--version`.
+
+use crate::ir::{c, Function};
+use crate::jit::{Code, CompiledKernel, Tier};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Flags of the optimizing build. `-std=c99` also keeps floating-point
+/// contraction off, so both tiers compute bit-identical results.
+const FLAGS: &[&str] = &["-std=c99", "-O3", "-march=native", "-fPIC", "-shared"];
+
+/// The C compiler found on this machine.
+#[derive(Clone, Debug)]
+pub struct Compiler {
+    /// The command (`$CC` split on spaces, e.g. `ccache gcc`).
+    pub command: Vec<String>,
+    /// First line of its `--version`, for messages.
+    pub version: String,
+    /// Its whole `--version` output, part of the cache key.
+    full_version: String,
+}
+
+/// The compiler named by `$CC` (default `cc`), or why there is none.
+/// Looked up once per process.
+pub fn compiler() -> Result<&'static Compiler, String> {
+    static FOUND: OnceLock<Result<Compiler, String>> = OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let cc = std::env::var("CC").ok().filter(|s| !s.trim().is_empty()).unwrap_or_else(|| "cc".to_string());
+            let command: Vec<String> = cc.split_whitespace().map(str::to_string).collect();
+            let out = Command::new(&command[0]).args(&command[1..]).arg("--version").output().map_err(|e| format!("no C compiler `{cc}` ({e})"))?;
+            if !out.status.success() {
+                return Err(format!("C compiler `{cc}` does not run (`{cc} --version` failed)"));
+            }
+            let full_version = String::from_utf8_lossy(&out.stdout).into_owned();
+            let version = full_version.lines().next().unwrap_or(&cc).trim().to_string();
+            Ok(Compiler { command, version, full_version })
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// Where shared objects are kept: `$TENSOR_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/tensor/cc`, else `~/.cache/tensor/cc`.
+pub fn cache_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("TENSOR_CACHE_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d).join("tensor").join("cc");
+    }
+    match std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        Some(h) => PathBuf::from(h).join(".cache").join("tensor").join("cc"),
+        None => std::env::temp_dir().join("tensor-cc"),
+    }
+}
+
+/// FNV-1a over 128 bits: stable across Rust versions and platforms, which
+/// a cache key on disk needs (std's hasher promises neither).
+fn fnv128(parts: &[&str]) -> u128 {
+    let mut h: u128 = 0x6c62272e07bb014262b821756295c58d;
+    for p in parts {
+        for b in p.bytes().chain([0xff]) {
+            h ^= b as u128;
+            h = h.wrapping_mul(0x0000000001000000000000000000013B);
+        }
+    }
+    h
+}
+
+/// A shared object ready to load.
+#[derive(Clone, Debug)]
+pub struct Built {
+    pub path: PathBuf,
+    pub symbol: String,
+    /// Time to find or build it (a cache hit costs only the hash).
+    pub time: Duration,
+    pub cached: bool,
+}
+
+/// The C text of `f`, its cache key and where its object goes.
+fn plan(f: &Function, cc: &Compiler) -> (String, String, PathBuf) {
+    let text = c::function(f);
+    let flags = FLAGS.join(" ");
+    let key = format!("{:032x}", fnv128(&[&text, &flags, &cc.command.join(" "), &cc.full_version]));
+    let so = cache_dir().join(format!("{key}.so"));
+    (text, key, so)
+}
+
+/// Whether `f`'s shared object is already in the cache.
+pub fn is_cached(f: &Function) -> bool {
+    compiler().is_ok_and(|cc| plan(f, cc).2.is_file())
+}
+
+/// Build (or find in the cache) the shared object of `f`'s C.
+pub fn build(f: &Function) -> Result<Built, String> {
+    let start = Instant::now();
+    let cc = compiler()?;
+    let (text, key, so) = plan(f, cc);
+    let dir = cache_dir();
+    let symbol = c::symbol(f);
+    if so.is_file() {
+        return Ok(Built { path: so, symbol, time: start.elapsed(), cached: true });
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cache directory {}: {e}", dir.display()))?;
+    let src = dir.join(format!("{key}.c"));
+    std::fs::write(&src, &text).map_err(|e| format!("{}: {e}", src.display()))?;
+    // Build under a name of our own, then rename: another process building
+    // the same kernel never sees a half-written object.
+    let tmp = dir.join(format!("{key}.{}.{:?}.tmp", std::process::id(), std::thread::current().id()).replace(['(', ')'], ""));
+    let out = Command::new(&cc.command[0])
+        .args(&cc.command[1..])
+        .args(FLAGS)
+        .arg("-o")
+        .arg(&tmp)
+        .arg(&src)
+        .arg("-lm")
+        .output()
+        .map_err(|e| format!("running {}: {e}", cc.command.join(" ")))?;
+    if !out.status.success() {
+        let _ = std::fs::remove_file(&tmp);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let first = err.lines().find(|l| l.contains("error")).or_else(|| err.lines().next()).unwrap_or("").trim();
+        return Err(format!("{} failed on {}: {first}", cc.command.join(" "), src.display()));
+    }
+    std::fs::rename(&tmp, &so).map_err(|e| format!("{}: {e}", so.display()))?;
+    Ok(Built { path: so, symbol, time: start.elapsed(), cached: false })
+}
+
+/// Load a built object as a runnable kernel of `f`.
+pub fn load(f: &Function, built: &Built) -> Result<CompiledKernel, String> {
+    let code = Code::load_shared_object(&built.path, &built.symbol)?;
+    Ok(CompiledKernel::from_code(f, Tier::Cc, built.time, code))
+}
+
+/// Build and load in one step (blocking).
+pub fn compile(f: &Function) -> Result<CompiledKernel, String> {
+    load(f, &build(f)?)
+}
+
+/// A build running on a background thread while another tier serves.
+pub struct Background {
+    function: Function,
+    handle: std::thread::JoinHandle<Result<Built, String>>,
+}
+
+impl Background {
+    pub fn start(f: &Function) -> Background {
+        let g = f.clone();
+        Background { function: f.clone(), handle: std::thread::spawn(move || build(&g)) }
+    }
+
+    /// Whether `wait` would return at once.
+    pub fn is_ready(&self) -> bool {
+        self.handle.is_finished()
+    }
+
+    /// The kernel, once built; blocks until the build ends.
+    pub fn wait(self) -> Result<CompiledKernel, String> {
+        let built = self.handle.join().map_err(|_| "the C build thread panicked".to_string())??;
+        load(&self.function, &built)
+    }
+}

@@ -1,0 +1,125 @@
+//! `--backend`, `--emit asm` and `--emit c` as a user drives them. Tests
+//! that need a C compiler say they were skipped on a machine without one.
+
+use std::process::Command;
+
+fn cache() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("backend_cli_cache")
+}
+
+fn tensorc(args: &[&str], cc: Option<&str>) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tensorc"));
+    cmd.args(args).current_dir(env!("CARGO_MANIFEST_DIR")).env("TENSOR_CACHE_DIR", cache());
+    if let Some(cc) = cc {
+        cmd.env("CC", cc);
+    }
+    let out = cmd.output().expect("run tensorc");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn have_cc(test: &str) -> bool {
+    match tensor_compiler::backend::cc::compiler() {
+        Ok(_) => true,
+        Err(e) => {
+            println!("skipped {test}: {e}");
+            false
+        }
+    }
+}
+
+const M: &str = "tests/fixtures/io/real/west0479.mtx";
+
+fn json(out: &str) -> serde_json::Value {
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+#[test]
+fn each_backend_says_which_ran() {
+    let a = format!("A:{M}");
+    let (code, out, err) = tensorc(&["y(i) = A(i,j) * x(j)", "-f", "A:CSR", "-i", &a, "--time", "2", "--json", "--backend", "cranelift"], None);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["backend"], "cranelift");
+    for k in ["kernel", "median_ms", "min_ms", "runs", "compile_ms"] {
+        assert!(v.get(k).is_some(), "missing {k} in {out}");
+    }
+    if !have_cc("each_backend_says_which_ran (cc part)") {
+        return;
+    }
+    let (code, out, err) = tensorc(&["y(i) = A(i,j) * x(j)", "-f", "A:CSR", "-i", &a, "--time", "2", "--json", "--backend", "cc"], None);
+    assert_eq!(code, 0, "{err}");
+    let cc = json(&out);
+    assert_eq!(cc["backend"], "cc");
+    assert_eq!(cc["result"], v["result"], "the tiers disagree");
+    // auto times both tiers and reports each.
+    let (code, out, err) = tensorc(&["y(i) = A(i,j) * x(j)", "-f", "A:CSR", "-i", &a, "--time", "2", "--json"], None);
+    assert_eq!(code, 0, "{err}");
+    let auto = json(&out);
+    assert_eq!(auto["backend"], "cc");
+    assert_eq!(auto["tiers"]["cranelift"]["runs"], 2, "{out}");
+    assert_eq!(auto["tiers"]["cc"]["runs"], 2, "{out}");
+    assert_eq!(auto["result"], v["result"]);
+    let (code, out, _) = tensorc(&["y(i) = A(i,j) * x(j)", "-f", "A:CSR", "-i", &a, "--time", "2"], None);
+    assert_eq!(code, 0);
+    assert!(out.contains("backend: cc") && out.contains("(cranelift)") && out.contains("(cc)"), "{out}");
+}
+
+#[test]
+fn without_a_compiler_auto_notes_and_cc_refuses() {
+    let a = format!("A:{M}");
+    let missing = "/nonexistent/bin/cc";
+    let (code, out, err) = tensorc(&["y(i) = A(i,j) * x(j)", "-f", "A:CSR", "-i", &a, "--time", "1", "--json"], Some(missing));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["backend"], "cranelift");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("note: ") && err.contains("Cranelift"), "{err}");
+    let (code, _, err) = tensorc(&["y(i) = A(i,j) * x(j)", "-f", "A:CSR", "-i", &a, "--backend", "cc"], Some(missing));
+    assert_ne!(code, 0);
+    assert!(err.starts_with("error: ") && err.trim_end().lines().count() == 1 && err.contains(missing), "{err}");
+}
+
+#[test]
+fn emit_asm_prints_machine_code() {
+    let (code, out, err) = tensorc(&["y(i) = A(i,j) * x(j)", "-f", "A:DIA", "-d", "A:9,9", "--emit", "asm"], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("block0:") && out.contains("ret"), "{out}");
+}
+
+#[test]
+fn emitted_c_compiles_as_printed() {
+    if !have_cc("emitted_c_compiles_as_printed") {
+        return;
+    }
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("backend_cli_emit");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (n, args) in [
+        vec!["A(i,j) = B(i,j) + C(i,j)", "-f", "A:CSR", "-f", "B:CSR", "-f", "C:CSR", "-d", "B:9,9", "-d", "C:9,9"],
+        vec!["y(i) = A(i,j) * x(j)", "-f", "A:DIA", "-d", "A:9,9"],
+        vec!["A(i,j) = B(i,j) * C(i,j)", "-f", "A:COO", "-f", "B:hashed,hashed", "-f", "C:CSR", "-d", "B:9,9", "-d", "C:9,9"],
+    ]
+    .iter()
+    .enumerate()
+    {
+        let mut full = args.clone();
+        full.extend(["--emit", "c"]);
+        let (code, out, err) = tensorc(&full, None);
+        assert_eq!(code, 0, "{err}");
+        let src = dir.join(format!("k{n}.c"));
+        std::fs::write(&src, &out).unwrap();
+        let cc = &tensor_compiler::backend::cc::compiler().unwrap().command;
+        let built = Command::new(&cc[0]).args(&cc[1..]).args(["-std=c99", "-O2", "-Wall", "-Werror", "-c", "-o"]).arg(dir.join(format!("k{n}.o"))).arg(&src).output().unwrap();
+        assert!(built.status.success(), "{}\n{out}", String::from_utf8_lossy(&built.stderr));
+    }
+}
+
+#[test]
+fn the_library_resolves_choices() {
+    use tensor_compiler::backend::{resolve, Choice};
+    use tensor_compiler::jit::Tier;
+    assert_eq!(resolve(Choice::Cranelift).unwrap().tier, Tier::Cranelift);
+    assert_eq!(Choice::parse("CC"), Some(Choice::Cc));
+    assert_eq!(Choice::parse("fast"), None);
+    let auto = resolve(Choice::Auto).unwrap();
+    assert_eq!(auto.tier == Tier::Cc, tensor_compiler::backend::cc::compiler().is_ok());
+    assert_eq!(auto.note.is_some(), auto.tier == Tier::Cranelift);
+}

@@ -1,0 +1,255 @@
+//! The emitted C and the optimizing tier: every snapshot kernel and a sweep
+//! of random kernels compile as printed with `cc -std=c99 -O2 -Wall -Werror`,
+//! and the cc tier gives the JIT's answer (and the oracle's) on the same
+//! inputs. Two backends, one answer. Without a C compiler the tests say
+//! they were skipped and pass.
+
+mod common;
+use common::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use tensor_compiler::backend::cc;
+use tensor_compiler::coo::CooTensor;
+use tensor_compiler::execute::prepare;
+use tensor_compiler::jit::Tier;
+use tensor_compiler::notation::parse_assignment;
+use tensor_compiler::oracle;
+
+/// A private cache and scratch directory; false (and a printed line) when
+/// this machine has no C compiler.
+fn setup(test: &str) -> Option<PathBuf> {
+    static INIT: std::sync::Once = std::sync::Once::new();
+    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c_backend");
+    INIT.call_once(|| {
+        // Set before any build: the cache directory is read per build.
+        std::env::set_var("TENSOR_CACHE_DIR", root.join("cache"));
+    });
+    match cc::compiler() {
+        Ok(_) => {
+            let dir = root.join(test);
+            std::fs::create_dir_all(&dir).unwrap();
+            Some(dir)
+        }
+        Err(e) => {
+            println!("skipped {test}: {e}");
+            None
+        }
+    }
+}
+
+fn cc_command() -> Vec<String> {
+    cc::compiler().unwrap().command.clone()
+}
+
+/// Compile `text` as a user would: `cc -std=c99 -O2 -Wall -Werror -c`.
+fn compiles_cleanly(dir: &Path, name: &str, text: &str) -> Result<(), String> {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, text).unwrap();
+    let cc = cc_command();
+    let out = Command::new(&cc[0]).args(&cc[1..]).args(["-std=c99", "-O2", "-Wall", "-Werror", "-c", "-o"]).arg(dir.join(format!("{name}.o"))).arg(&src).output().unwrap();
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("{} does not compile:\n{}\n{text}", src.display(), String::from_utf8_lossy(&out.stderr)))
+    }
+}
+
+/// The snapshot kernels of `snapshots.rs`: (expression, formats).
+fn snapshot_kernels() -> Vec<(&'static str, Vec<(&'static str, &'static str)>)> {
+    let mut v = Vec::new();
+    for f in ["CSR", "CSC", "COO", "COO-AoS", "DCSR", "ELL", "DIA", "BCSR(4)", "CSB(4)"] {
+        v.push(("y(i) = A(i,j) * x(j)", vec![("A", f), ("x", "dense"), ("y", "dense")]));
+    }
+    v.push(("y(i) = A(i,j) * x(j)", vec![("A", "CSR"), ("x", "hash"), ("y", "dense")]));
+    v.push(("y(i) = A(i,j) * x(j)", vec![("A", "CSR"), ("x", "sparse"), ("y", "dense")]));
+    for (b, c) in [("COO", "dense"), ("CSR", "dense"), ("CSR", "COO")] {
+        v.push(("A(i,j) = B(i,j) * C(i,j)", vec![("A", "dense"), ("B", b), ("C", c)]));
+    }
+    v.push(("A(i,j) = B(i,j) + C(i,j)", vec![("A", "CSR"), ("B", "CSR"), ("C", "CSR")]));
+    v.push(("A(i,j) = B(i,j) + C(i,j)", vec![("A", "COO"), ("B", "COO"), ("C", "COO")]));
+    v
+}
+
+const EXTENT: [usize; 3] = [9, 7, 6];
+const VARS: [&str; 3] = ["i", "j", "k"];
+
+/// Random data for every tensor of `expr`, dimensions from the index names.
+fn data_for(expr: &str, out_name: &str, seed: u64) -> (BTreeMap<String, CooTensor>, Vec<usize>) {
+    let a = parse_assignment(expr).unwrap();
+    let dims = |acc: &tensor_compiler::notation::Access| -> Vec<usize> { acc.indices.iter().map(|i| EXTENT[VARS.iter().position(|v| *v == i.name).unwrap()]).collect() };
+    let mut rng = Rng(seed);
+    let mut data = BTreeMap::new();
+    for acc in a.rhs.accesses() {
+        data.entry(acc.tensor.clone()).or_insert_with(|| random(&dims(acc), 0.3, &mut rng));
+    }
+    assert_eq!(a.lhs.tensor, out_name);
+    (data, dims(&a.lhs))
+}
+
+/// Run `expr` on the Cranelift tier and on the cc tier; both must match the
+/// oracle. `Ok(false)` when the compiler refuses the kernel.
+fn two_backends_one_answer(dir: &Path, tag: &str, expr: &str, specs: &[(&str, &str)], seed: u64) -> Result<bool, String> {
+    let a = parse_assignment(expr).map_err(|e| e.to_string())?;
+    let (data, out_dims) = data_for(expr, &a.lhs.tensor, seed);
+    let mut orders: BTreeMap<String, usize> = data.iter().map(|(k, v)| (k.clone(), v.order())).collect();
+    orders.insert(a.lhs.tensor.clone(), out_dims.len());
+    let mut all: Vec<(&str, &str)> = specs.to_vec();
+    for name in orders.keys() {
+        if !all.iter().any(|(n, _)| n == name) {
+            all.push((name.as_str(), "dense"));
+        }
+    }
+    let formats = formats_of(&all, &orders);
+    let mut jit = match prepare("kernel", &a, &formats, &data, &out_dims, None) {
+        Ok(p) => p,
+        Err(_) => return Ok(false),
+    };
+    let text = tensor_compiler::ir::c::function(&jit.kernel.function);
+    compiles_cleanly(dir, tag, &text).map_err(|e| format!("{expr} {specs:?}: {e}"))?;
+    let mut native = prepare("kernel", &a, &formats, &data, &out_dims, None).map_err(|e| e.to_string())?;
+    native.compiled = cc::compile(&native.kernel.function).map_err(|e| format!("{expr} {specs:?}: {e}"))?;
+    assert_eq!(native.compiled.tier, Tier::Cc);
+    jit.run().map_err(|e| e.to_string())?;
+    native.run().map_err(|e| e.to_string())?;
+    let want = oracle::evaluate(&a, &data, &out_dims, None)?;
+    let (by_jit, by_cc) = (jit.result().map_err(|e| e.to_string())?, native.result().map_err(|e| e.to_string())?);
+    close(&by_jit, &want).map_err(|e| format!("{expr} {specs:?}: Cranelift tier: {e}"))?;
+    close(&by_cc, &want).map_err(|e| format!("{expr} {specs:?}: cc tier: {e}\n{text}"))?;
+    if by_jit.vals.iter().sum::<f64>().to_bits() != by_cc.vals.iter().sum::<f64>().to_bits() || by_jit.nnz() != by_cc.nnz() {
+        return Err(format!("{expr} {specs:?}: the tiers differ (nnz {} vs {})", by_jit.nnz(), by_cc.nnz()));
+    }
+    Ok(true)
+}
+
+#[test]
+fn snapshot_kernels_compile_and_agree() {
+    let Some(dir) = setup("snapshots") else { return };
+    for (n, (expr, specs)) in snapshot_kernels().iter().enumerate() {
+        for seed in 1..3 {
+            assert!(two_backends_one_answer(&dir, &format!("snap{n}"), expr, specs, seed).unwrap_or_else(|e| panic!("{e}")), "{expr} {specs:?} refused");
+        }
+    }
+}
+
+#[test]
+fn paper_kernels_compile_and_agree() {
+    let Some(dir) = setup("paper") else { return };
+    let cases: Vec<(&str, Vec<(&str, &str)>)> = vec![
+        ("A(i,j) = B(i,j) + C(i,j)", vec![("A", "DCSR"), ("B", "DCSR"), ("C", "CSR")]),
+        ("A(i,j) = B(i,j) + C(i,j)", vec![("A", "dense"), ("B", "DIA"), ("C", "CSR")]),
+        ("A(i,j) = B(i,j) - 2 * C(i,j)", vec![("A", "CSR"), ("B", "CSR"), ("C", "dense")]),
+        ("A(i,j) = B(i,j) * C(i,j)", vec![("A", "COO"), ("B", "hashed,hashed"), ("C", "CSR")]),
+        ("A(i,k) = B(i,j) * C(j,k)", vec![("B", "COO")]),
+        ("A(i,k) = B(i,j) * C(j,k)", vec![("B", "CSC")]),
+        ("A(i,j) = B(i,j,k) * c(k)", vec![("B", "CSF")]),
+        ("A(i,j) = B(i,j,k) * c(k)", vec![("A", "COO"), ("B", "COO")]),
+        ("A(i,j) = B(i,k,j) * M(k,j)", vec![("B", "mode-generic")]),
+        ("a = B(i,j,k) * C(i,j,k)", vec![("B", "COO"), ("C", "COO")]),
+        ("A(i,j,k) = B(i,j,k) + C(i,j,k)", vec![("A", "CSF"), ("B", "CSF"), ("C", "COO-AoS")]),
+        ("a(i) = b(i) + c(i)", vec![("a", "hash"), ("b", "sparse"), ("c", "sparse")]),
+        ("a(i) = A(i,j) * c(j)", vec![("a", "sparse"), ("A", "CSR")]),
+        ("A(i,j) = B(i,j) * C(j,i)", vec![("B", "CSR"), ("C", "dense")]),
+    ];
+    for (n, (expr, specs)) in cases.iter().enumerate() {
+        two_backends_one_answer(&dir, &format!("paper{n}"), expr, specs, 3).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+/// Random expressions over random formats (the lists of `kernel_props.rs`).
+#[test]
+fn random_kernels_compile_and_agree() {
+    let Some(dir) = setup("random") else { return };
+    fn formats_for(order: usize) -> Vec<&'static str> {
+        match order {
+            0 => vec!["dense"],
+            1 => vec!["dense", "sparse", "hash", "COO"],
+            2 => vec!["dense", "CSR", "CSC", "COO", "DCSR", "DIA", "ELL", "BCSR(2)", "CSB(2)", "COO-AoS", "hashed,dense"],
+            _ => vec!["dense", "COO", "CSF", "mode-generic", "compressed,dense,compressed:2,0,1"],
+        }
+    }
+    let shapes: [&[usize]; 6] = [&[0, 1], &[1, 0], &[0], &[1], &[0, 1, 2], &[1, 2]];
+    let mut rng = Rng(0x5eed);
+    let (mut ran, mut tried) = (0, 0);
+    while tried < 70 {
+        tried += 1;
+        let names = ["B", "C", "D"];
+        let n = 1 + rng.below(3);
+        let mut accesses = Vec::new();
+        let mut specs: Vec<(String, String)> = Vec::new();
+        for name in names.iter().take(n) {
+            let vars = shapes[rng.below(shapes.len())];
+            let fs = formats_for(vars.len());
+            specs.push((name.to_string(), fs[rng.below(fs.len())].to_string()));
+            accesses.push(format!("{name}({})", vars.iter().map(|&v| VARS[v]).collect::<Vec<_>>().join(",")));
+        }
+        let mut rhs = accesses[0].clone();
+        for acc in &accesses[1..] {
+            let op = ["+", "-", "*"][rng.below(3)];
+            rhs = if rng.below(2) == 0 { format!("{rhs} {op} {acc}") } else { format!("({rhs}) {op} 2 * {acc}") };
+        }
+        let used: Vec<&str> = VARS.iter().copied().filter(|v| rhs.contains(&format!("{v},")) || rhs.contains(&format!("{v})")) || rhs.contains(&format!(",{v}"))).collect();
+        let keep = rng.below(used.len() + 1);
+        let out: Vec<&str> = used.iter().copied().take(keep).collect();
+        let out_fmt = match out.len() {
+            0 => "dense",
+            1 => ["dense", "sparse", "hash"][rng.below(3)],
+            2 => ["dense", "CSR", "COO", "DCSR"][rng.below(4)],
+            _ => ["dense", "CSF", "COO"][rng.below(3)],
+        };
+        let lhs = if out.is_empty() { "A".to_string() } else { format!("A({})", out.join(",")) };
+        specs.push(("A".into(), out_fmt.into()));
+        let expr = format!("{lhs} = {rhs}");
+        let spec_refs: Vec<(&str, &str)> = specs.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        if two_backends_one_answer(&dir, &format!("rand{tried}"), &expr, &spec_refs, tried as u64).unwrap_or_else(|e| panic!("{e}")) {
+            ran += 1;
+        }
+    }
+    assert!(ran >= 30, "only {ran} of {tried} random kernels compiled");
+}
+
+/// `--write-source` gives a pair a C program builds with: a user's `main`
+/// fills the argument block by the header's names, with malloc'd arrays
+/// grown through the generated realloc reserve.
+#[test]
+fn written_source_pair_works_in_a_user_program() {
+    let Some(dir) = setup("write_source") else { return };
+    let out = Command::new(env!("CARGO_BIN_EXE_tensorc"))
+        .args(["y(i) = A(i,j) * x(j)", "-f", "A:CSR", "-d", "A:3,4", "--write-source"])
+        .arg(dir.join("gen"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let header = std::fs::read_to_string(dir.join("gen/kernel.h")).unwrap();
+    assert!(header.contains("int64_t kernel(tensor_args_t *args);") && header.contains("kernel_A2_pos"), "{header}");
+    let main = r#"#include "kernel.h"
+#include <stdio.h>
+int main(void) {
+  /* A = [[1 0 2 0] [0 0 0 0] [0 3 0 4]], x = [1 2 3 4] */
+  int32_t pos[] = {0, 2, 2, 4}, crd[] = {0, 2, 1, 3};
+  double vals[] = {1, 2, 3, 4}, x[] = {1, 2, 3, 4};
+  tensor_array_t arrays[kernel_array_count] = {{0}};
+  int64_t params[kernel_param_count] = {0};
+  arrays[kernel_A2_pos] = (tensor_array_t){pos, 4, 4};
+  arrays[kernel_A2_crd] = (tensor_array_t){crd, 4, 4};
+  arrays[kernel_A_vals] = (tensor_array_t){vals, 4, 4};
+  arrays[kernel_x_vals] = (tensor_array_t){x, 4, 4};
+  params[kernel_A1_N] = 3;
+  params[kernel_y1_N] = 3;
+  tensor_args_t args = {arrays, params, NULL, kernel_realloc_reserve};
+  args.runtime = &args;
+  if (kernel(&args) != 0) return 2;
+  double *y = arrays[kernel_y_vals].data;
+  printf("%g %g %g %ld\n", y[0], y[1], y[2], (long)arrays[kernel_y_vals].len);
+  free(y);
+  return 0;
+}
+"#;
+    std::fs::write(dir.join("gen/main.c"), main).unwrap();
+    let cc = cc_command();
+    let exe = dir.join("gen/spmv");
+    let build = Command::new(&cc[0]).args(&cc[1..]).args(["-std=c99", "-O2", "-Wall", "-Werror", "-o"]).arg(&exe).arg(dir.join("gen/main.c")).arg(dir.join("gen/kernel.c")).arg("-lm").output().unwrap();
+    assert!(build.status.success(), "{}", String::from_utf8_lossy(&build.stderr));
+    let run = Command::new(&exe).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "7 0 22 3");
+}
