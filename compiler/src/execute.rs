@@ -112,6 +112,11 @@ pub fn prepare(
 ) -> Result<Prepared, ExecError> {
     let mut dims: BTreeMap<String, Vec<usize>> = data.iter().map(|(k, v)| (k.clone(), v.dims.clone())).collect();
     dims.insert(a.lhs.tensor.clone(), out_dims.to_vec());
+    for (tensor, d) in &dims {
+        if let Some(n) = d.iter().find(|&&n| n > i32::MAX as usize) {
+            return Err(StorageError::Pack { tensor: tensor.clone(), reason: format!("dimension {n} does not fit 32-bit coordinates (at most {})", i32::MAX) }.into());
+        }
+    }
     let kernel = lower::compile(name, a, formats, &dims)?;
     let mut inputs = Vec::new();
     let mut hint = 0usize;
@@ -127,7 +132,12 @@ pub fn prepare(
     }
     let out_format = &formats[&a.lhs.tensor];
     let output = match initial {
-        Some(init) if a.accumulate => storage::pack(&a.lhs.tensor, init, out_format)?,
+        Some(init) if a.accumulate => {
+            // `+=` reads the result's storage too.
+            let t = storage::pack(&a.lhs.tensor, init, out_format)?;
+            storage::validate(&t)?;
+            t
+        }
         _ => prepare_output(&a.lhs.tensor, out_format, out_dims, hint)?,
     };
     let compiled = jit::compile(&kernel.function).map_err(ExecError::Jit)?;
@@ -137,21 +147,16 @@ pub fn prepare(
 impl Prepared {
     /// Run once (validating operands first: cheap, linear).
     pub fn run(&mut self) -> Result<(), ExecError> {
-        for t in &self.inputs {
-            storage::validate(t)?;
-        }
-        let refs: Vec<&Tensor> = self.inputs.iter().collect();
-        jit::run_kernel(&self.compiled, &refs, &mut self.output)?;
+        let inputs = self.inputs.iter().map(storage::validate).collect::<Result<Vec<_>, _>>()?;
+        jit::run_kernel(&self.compiled, &inputs, &mut self.output)?;
         Ok(())
     }
 
     /// `runs` timed runs after one warm-up; the result is reused across
     /// runs (as a caller timing a kernel in a loop would).
     pub fn time(&mut self, runs: usize) -> Result<Timing, ExecError> {
-        for t in &self.inputs {
-            storage::validate(t)?;
-        }
-        let refs: Vec<&Tensor> = self.inputs.iter().collect();
+        check_allocation(&self.kernel.function.name, "the timing samples", runs as u128, std::mem::size_of::<Duration>() as u128)?;
+        let refs = self.inputs.iter().map(storage::validate).collect::<Result<Vec<_>, _>>()?;
         let accumulate = self.kernel.assignment.accumulate;
         let initial = self.output.clone();
         jit::run_kernel(&self.compiled, &refs, &mut self.output)?;
