@@ -46,8 +46,15 @@ fn collect_errors(root: Node, text: &str, out: &mut Vec<SyntaxError>) {
     let mut stack = vec![root];
     while let Some(n) = stack.pop() {
         if n.is_error() {
-            let snippet: String = text.get(n.start_byte()..n.end_byte()).unwrap_or("").chars().take(30).collect();
-            let message = if snippet.trim().is_empty() { "syntax error".to_string() } else { format!("syntax error: unexpected `{}`", snippet.trim()) };
+            // The first line of the text at fault, shortened: a message
+            // stays on one line.
+            let bad = text.get(n.start_byte()..n.end_byte()).unwrap_or("").trim();
+            let first = bad.lines().next().unwrap_or("").trim();
+            let mut snippet: String = first.chars().take(30).map(|c| if c.is_control() { ' ' } else { c }).collect();
+            if snippet.len() < bad.len() {
+                snippet.push('…');
+            }
+            let message = if snippet.is_empty() { "syntax error".to_string() } else { format!("syntax error: unexpected `{snippet}`") };
             out.push(SyntaxError { span: Span::new(n.start_byte(), n.end_byte()), message });
             continue;
         }
@@ -226,6 +233,7 @@ mod tests {
     fn broken_text_still_yields_items() {
         let f = parse("kernel a { y(i) = A(i,j) * \n}\nkernel b { z(i) = x(i) }\ntensor q : f64[3] @ sparse\n\u{0}\u{1}garbage @@@");
         assert!(!f.errors.is_empty());
+        assert!(f.errors.iter().all(|e| !e.message.contains('\n')), "one line each: {:?}", f.errors);
         assert!(f.items.iter().any(|i| i.name() == "b"));
         assert!(f.items.iter().any(|i| i.name() == "q"));
     }
