@@ -65,8 +65,8 @@ pub struct Options {
     /// Print the generated code or analysis instead of only running.
     #[arg(long, value_enum)]
     pub emit: Option<Emit>,
-    /// Time N runs after a warm-up.
-    #[arg(long, value_name = "N")]
+    /// Time N runs after a warm-up (1 to 1000000).
+    #[arg(long, value_name = "N", value_parser = parse_runs)]
     pub time: Option<usize>,
     /// Print one JSON object with the timing and result summary.
     #[arg(long)]
@@ -74,8 +74,8 @@ pub struct Options {
     /// Seed for operands generated without a file.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Density of sparse operands generated without a file.
-    #[arg(long, default_value_t = 0.1)]
+    /// Density of sparse operands generated without a file (0 to 1).
+    #[arg(long, default_value_t = 0.1, value_parser = parse_density)]
     pub density: f64,
     /// Which backend runs the kernel: cranelift, cc (the system C compiler
     /// at -O3, cached) or auto (cc when there is one; --time builds it in
@@ -86,6 +86,27 @@ pub struct Options {
     #[arg(long, value_name = "DIR")]
     pub write_source: Option<PathBuf>,
 }
+
+/// The most timed runs `--time` accepts: the samples are kept in memory.
+pub const MAX_RUNS: usize = 1_000_000;
+
+fn parse_runs(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=MAX_RUNS).contains(&n) => Ok(n),
+        _ => Err(format!("expected a number of runs from 1 to {MAX_RUNS}")),
+    }
+}
+
+fn parse_density(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        // NaN fails the range test too.
+        Ok(d) if (0.0..=1.0).contains(&d) => Ok(d),
+        _ => Err("expected a density from 0 to 1".to_string()),
+    }
+}
+
+/// Dimensions are 32-bit coordinates in every level's arrays.
+pub const MAX_DIM: usize = i32::MAX as usize;
 
 fn split_pair<'a>(arg: &'a str, flag: &str) -> Result<(&'a str, &'a str), String> {
     arg.split_once(':').filter(|(n, v)| !n.is_empty() && !v.is_empty()).ok_or_else(|| format!("-{flag} {arg}: expected NAME:VALUE"))
@@ -98,6 +119,37 @@ pub struct Setup {
     pub data: BTreeMap<String, CooTensor>,
     pub out_dims: Vec<usize>,
     pub initial: Option<CooTensor>,
+    /// Operands generated because no `-i` gave them, as the user should
+    /// hear about them: (name, format, dimensions, density).
+    pub generated: Vec<Generated>,
+}
+
+/// An operand made up by `setup` (no `-i` named a file for it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Generated {
+    pub name: String,
+    pub format: String,
+    pub dims: Vec<usize>,
+    pub density: f64,
+    pub seed: u64,
+}
+
+impl std::fmt::Display for Generated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} has no -i: generated {} {:?}", self.name, self.format, self.dims)?;
+        if self.density < 1.0 {
+            write!(f, " at density {}", self.density)?;
+        }
+        write!(f, ", seed {}", self.seed)
+    }
+}
+
+/// The same NAME given twice to one flag is a mistake, not an override.
+fn once<'a>(seen: &mut BTreeMap<&'a str, &'a str>, name: &'a str, arg: &'a str, flag: &str) -> Result<(), String> {
+    match seen.insert(name, arg) {
+        Some(prev) => Err(format!("-{flag} {arg}: `{name}` is already given by -{flag} {prev}")),
+        None => Ok(()),
+    }
 }
 
 /// Resolve formats, data and dimensions for `a` from the options.
@@ -112,8 +164,10 @@ pub fn setup(a: &Assignment, o: &Options, base: &std::path::Path) -> Result<Setu
         }
     }
     let mut formats = BTreeMap::new();
+    let mut seen = BTreeMap::new();
     for f in &o.format {
         let (name, spec) = split_pair(f, "f")?;
+        once(&mut seen, name, f, "f")?;
         let order = *orders.get(name).ok_or_else(|| format!("-f {f}: no tensor `{name}` in the expression"))?;
         let fmt = parse_format(spec, order, &registry).map_err(|e| format!("-f {f}: {e}"))?;
         formats.insert(name.to_string(), fmt);
@@ -125,18 +179,25 @@ pub fn setup(a: &Assignment, o: &Options, base: &std::path::Path) -> Result<Setu
         }
     }
     let mut given_dims: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    let mut seen = BTreeMap::new();
     for d in &o.dims {
         let (name, list) = split_pair(d, "d")?;
+        once(&mut seen, name, d, "d")?;
         let order = *orders.get(name).ok_or_else(|| format!("-d {d}: no tensor `{name}` in the expression"))?;
         let dims: Vec<usize> = list.split(',').map(|x| x.trim().parse::<usize>()).collect::<Result<_, _>>().map_err(|_| format!("-d {d}: dimensions must be non-negative integers"))?;
         if dims.len() != order {
             return Err(format!("-d {d}: {name} has order {order} but {} dimensions were given", dims.len()));
         }
+        if let Some(big) = dims.iter().find(|&&n| n > MAX_DIM) {
+            return Err(format!("-d {d}: dimension {big} is above {MAX_DIM} (32-bit coordinates)"));
+        }
         given_dims.insert(name.to_string(), dims);
     }
     let mut files: BTreeMap<String, PathBuf> = BTreeMap::new();
+    let mut seen = BTreeMap::new();
     for i in &o.input {
         let (name, path) = split_pair(i, "i")?;
+        once(&mut seen, name, i, "i")?;
         if !orders.contains_key(name) {
             return Err(format!("-i {i}: no tensor `{name}` in the expression"));
         }
@@ -173,6 +234,7 @@ pub fn setup(a: &Assignment, o: &Options, base: &std::path::Path) -> Result<Setu
             .collect()
     };
     let mut rng = crate::coo::SplitMix(o.seed);
+    let mut generated = Vec::new();
     let mut done: Vec<&str> = Vec::new();
     for acc in a.rhs.accesses() {
         if done.contains(&acc.tensor.as_str()) {
@@ -194,6 +256,7 @@ pub fn setup(a: &Assignment, o: &Options, base: &std::path::Path) -> Result<Setu
             None => {
                 let dense = formats[&acc.tensor].is_all_dense();
                 let density = if dense { 1.0 } else { o.density };
+                generated.push(Generated { name: acc.tensor.clone(), format: formats[&acc.tensor].display_name(), dims: dims.clone(), density, seed: o.seed });
                 let t = crate::execute::random_operand(&acc.tensor, &dims, density, &mut rng).map_err(|e| e.to_string())?;
                 data.insert(acc.tensor.clone(), t);
             }
@@ -201,7 +264,7 @@ pub fn setup(a: &Assignment, o: &Options, base: &std::path::Path) -> Result<Setu
     }
     let out_dims = dims_of(&a.lhs)?;
     let initial = if a.accumulate { data.get(&a.lhs.tensor).cloned().or_else(|| Some(CooTensor::new(out_dims.clone()))) } else { None };
-    Ok(Setup { assignment: a.clone(), formats, data, out_dims, initial })
+    Ok(Setup { assignment: a.clone(), formats, data, out_dims, initial, generated })
 }
 
 /// What `--emit` prints for a compiled kernel.
@@ -229,6 +292,10 @@ pub fn write_source(k: &lower::Kernel, dir: &std::path::Path) -> Result<Vec<Path
 pub fn run_expression(expr: &str, o: &Options) -> Result<String, String> {
     let a = parse_assignment(expr).map_err(|e| format!("in expression: {e}: {expr}"))?;
     let s = setup(&a, o, std::path::Path::new("."))?;
+    // A mistyped name must not pass silently as random data.
+    for g in &s.generated {
+        eprintln!("note: {g}");
+    }
     run_setup("kernel", &s, o)
 }
 

@@ -115,6 +115,11 @@ pub fn prepare(
 ) -> Result<Prepared, ExecError> {
     let mut dims: BTreeMap<String, Vec<usize>> = data.iter().map(|(k, v)| (k.clone(), v.dims.clone())).collect();
     dims.insert(a.lhs.tensor.clone(), out_dims.to_vec());
+    for (tensor, d) in &dims {
+        if let Some(n) = d.iter().find(|&&n| n > i32::MAX as usize) {
+            return Err(StorageError::Pack { tensor: tensor.clone(), reason: format!("dimension {n} does not fit 32-bit coordinates (at most {})", i32::MAX) }.into());
+        }
+    }
     let kernel = lower::compile(name, a, formats, &dims)?;
     let mut inputs = Vec::new();
     let mut hint = 0usize;
@@ -151,7 +156,12 @@ pub fn prepare(
         return Ok(Prepared { kernel, compiled, inputs, output, buffer });
     }
     let output = match initial {
-        Some(init) if a.accumulate && kernel.prior.is_none() => storage::pack(&a.lhs.tensor, init, out_format)?,
+        Some(init) if a.accumulate && kernel.prior.is_none() => {
+            // `+=` reads the result's storage too.
+            let t = storage::pack(&a.lhs.tensor, init, out_format)?;
+            storage::validate(&t)?;
+            t
+        }
         _ => prepare_output(&a.lhs.tensor, out_format, out_dims, hint)?,
     };
     let compiled = jit::compile(&kernel.function).map_err(ExecError::Jit)?;
@@ -161,43 +171,27 @@ pub fn prepare(
 impl Prepared {
     /// Run once (validating operands first: cheap, linear).
     pub fn run(&mut self) -> Result<(), ExecError> {
-        for t in &self.inputs {
-            storage::validate(t)?;
-        }
-        self.call()
-    }
-
-    /// One call of the kernel, then the packing of its buffer if it has one.
-    fn call(&mut self) -> Result<(), ExecError> {
-        let refs: Vec<&Tensor> = self.inputs.iter().collect();
-        match &mut self.buffer {
-            None => jit::run_kernel(&self.compiled, &refs, &mut self.output)?,
-            Some(buffer) => {
-                jit::run_kernel(&self.compiled, &refs, buffer)?;
-                self.output = pack_buffer(buffer, &self.output)?;
-            }
-        }
-        Ok(())
+        let inputs = self.inputs.iter().map(storage::validate).collect::<Result<Vec<_>, _>>()?;
+        call(&self.compiled, &inputs, &mut self.output, &mut self.buffer)
     }
 
     /// `runs` timed runs after one warm-up; the result is reused across
     /// runs (as a caller timing a kernel in a loop would).
     pub fn time(&mut self, runs: usize) -> Result<Timing, ExecError> {
-        for t in &self.inputs {
-            storage::validate(t)?;
-        }
+        check_allocation(&self.kernel.function.name, "the timing samples", runs as u128, std::mem::size_of::<Duration>() as u128)?;
+        let refs = self.inputs.iter().map(storage::validate).collect::<Result<Vec<_>, _>>()?;
         // A kernel that reads its prior contents as an operand rebuilds the
         // result; one that updates in place starts each run from the same state.
         let accumulate = self.kernel.assignment.accumulate && self.kernel.prior.is_none();
         let initial = self.output.clone();
-        self.call()?;
+        call(&self.compiled, &refs, &mut self.output, &mut self.buffer)?;
         let mut times = Vec::with_capacity(runs);
         for _ in 0..runs {
             if accumulate {
                 self.output = initial.clone();
             }
             let t0 = Instant::now();
-            self.call()?;
+            call(&self.compiled, &refs, &mut self.output, &mut self.buffer)?;
             times.push(t0.elapsed());
         }
         Ok(Timing { compile: self.compiled.compile_time, runs: times })
@@ -206,6 +200,19 @@ impl Prepared {
     pub fn result(&self) -> Result<CooTensor, StorageError> {
         storage::unpack(&self.output)
     }
+}
+
+/// One call of the kernel, then the packing of its buffer if it has one
+/// (the kernel writes the buffer; the result is rebuilt from it).
+fn call(compiled: &CompiledKernel, inputs: &[storage::Validated<'_>], output: &mut Tensor, buffer: &mut Option<Tensor>) -> Result<(), ExecError> {
+    match buffer {
+        None => jit::run_kernel(compiled, inputs, output)?,
+        Some(buffer) => {
+            jit::run_kernel(compiled, inputs, buffer)?;
+            *output = pack_buffer(buffer, output)?;
+        }
+    }
+    Ok(())
 }
 
 /// The result packed from a coordinate buffer: its entries in any order,

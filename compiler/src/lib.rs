@@ -16,4 +16,5 @@ pub mod language;
 pub mod lower;
 pub mod notation;
 pub mod oracle;
+pub mod selfcheck;
 pub mod storage;

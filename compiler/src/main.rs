@@ -23,7 +23,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let result = std::panic::catch_unwind(|| dispatch(&cli));
+    // Expressions are at most MAX_EXPR_DEPTH deep, but the compiler's walks
+    // over them are recursive: a roomy stack (reserved, not committed)
+    // keeps the deepest legal expression well clear of overflow.
+    let worker = std::thread::Builder::new().stack_size(256 << 20).spawn(move || dispatch(&cli));
+    let result = match worker {
+        Ok(handle) => handle.join(),
+        Err(e) => Ok(Err(format!("cannot start the compiler thread: {e}"))),
+    };
     match result {
         Ok(Ok(out)) => {
             print!("{out}");

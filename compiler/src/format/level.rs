@@ -149,9 +149,21 @@ pub struct PackInput<'a> {
     /// How many levels right after this one are branchless: a non-unique
     /// level makes one position per distinct coordinate chain through them.
     pub chain_len: usize,
+    /// Bytes of memory a level may allocate (what the machine has free).
+    pub memory: u128,
 }
 
 impl<'a> PackInput<'a> {
+    /// Refuse an array of `elements` items of `elem_bytes` each that cannot
+    /// fit in memory, before allocating it (a size the user chose, such as
+    /// a hashed level's `W`, must be an error, not an abort).
+    pub fn fits(&self, what: &str, elements: u128, elem_bytes: u128) -> Result<(), String> {
+        let bytes = elements.saturating_mul(elem_bytes);
+        if bytes > self.memory {
+            return Err(format!("{what} needs {bytes} bytes, more than the {} bytes of memory available", self.memory));
+        }
+        Ok(())
+    }
     pub fn coord(&self, entry: usize, level: usize) -> i64 {
         self.coords[entry * self.nlevels + level]
     }

@@ -108,9 +108,12 @@ fn compressed(a: &LevelArgs) -> Result<Arc<dyn LevelFormat>, FormatError> {
 }
 
 fn singleton(a: &LevelArgs) -> Result<Arc<dyn LevelFormat>, FormatError> {
-    a.only(&["full", "nonunique", "unique", "unordered", "ordered", "aos"])?;
+    a.only(&["full", "nonunique", "unique", "unordered", "ordered", "aos", "padded"])?;
     let (ordered, unique) = a.order_unique();
-    Ok(Arc::new(Singleton { full: a.has("full"), ordered, unique, layout: layout(a)? }))
+    if a.has("padded") && (a.has("aos") || a.has("full")) {
+        return Err(a.bad("a padded singleton stores its own coordinates and is not full: `padded` excludes `aos` and `full`"));
+    }
+    Ok(Arc::new(Singleton { full: a.has("full"), ordered, unique, layout: layout(a)?, padded: a.has("padded") }))
 }
 
 fn range(a: &LevelArgs) -> Result<Arc<dyn LevelFormat>, FormatError> {
@@ -134,6 +137,7 @@ fn hashed(a: &LevelArgs) -> Result<Arc<dyn LevelFormat>, FormatError> {
         None => None,
         Some(w) => match w.parse::<usize>() {
             Ok(0) | Err(_) => return Err(a.bad(format!("W={w} must be a positive integer"))),
+            Ok(w) if w > i32::MAX as usize => return Err(a.bad(format!("W={w} is above {} (32-bit positions)", i32::MAX))),
             Ok(w) => Some(w),
         },
     };

@@ -257,6 +257,9 @@ pub fn preset(name: &str, order: usize, registry: &Registry) -> Result<Option<Te
         if b == 0 {
             return Err(FormatError::ZeroBlock { format: name.to_string() });
         }
+        if b > i32::MAX as usize {
+            return Err(FormatError::Syntax { text: name.to_string(), col: fmt.len() + 2, reason: format!("block size {b} is above {} (32-bit coordinates)", i32::MAX) });
+        }
         Ok(b)
     };
     let vector_only = |fmt: &str| -> Result<(), FormatError> {
@@ -287,7 +290,7 @@ pub fn preset(name: &str, order: usize, registry: &Registry) -> Result<Option<Te
         "csr" => ("dense,compressed".into(), CoordMap::Modes(vec![0, 1]), "CSR".into()),
         "csc" => ("dense,compressed".into(), CoordMap::Modes(vec![1, 0]), "CSC".into()),
         "dcsr" => ("compressed,compressed".into(), CoordMap::Modes(vec![0, 1]), "DCSR".into()),
-        "ell" => ("dense,dense,singleton".into(), CoordMap::Slots, "ELL".into()),
+        "ell" => ("dense,dense,singleton(padded)".into(), CoordMap::Slots, "ELL".into()),
         "dia" => ("dense,range,offset".into(), CoordMap::Diagonals, "DIA".into()),
         "bcsr" => {
             let b = block("BCSR")?;

@@ -7,7 +7,12 @@
 //! 1-based line, so nothing here can panic on bad input.
 
 use super::IoError;
-use std::io::BufRead;
+use std::io::{BufRead, Read};
+
+/// The longest line a reader accepts, in bytes. Real data lines are a few
+/// dozen bytes; without a cap a file with no newline (or a device) would
+/// grow one buffer until memory runs out.
+pub const MAX_LINE: usize = 1 << 20;
 
 /// Iterates the lines of a file, tracking the current line number.
 pub(super) struct Lines<'f, R> {
@@ -26,10 +31,13 @@ impl<'f, R: BufRead> Lines<'f, R> {
     /// Move to the next line; `Ok(false)` at the end of the input.
     pub fn advance(&mut self) -> Result<bool, IoError> {
         self.buf.clear();
-        match self.reader.read_until(b'\n', &mut self.buf) {
+        match (&mut self.reader).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut self.buf) {
             Ok(0) => Ok(false),
             Ok(_) => {
                 self.number += 1;
+                if self.buf.len() > MAX_LINE && self.buf.last() != Some(&b'\n') {
+                    return Err(IoError::at(self.file, self.number, format!("line longer than {MAX_LINE} bytes")));
+                }
                 Ok(true)
             }
             Err(e) => Err(IoError::at(self.file, self.number + 1, format!("read error: {e}"))),
@@ -183,6 +191,19 @@ mod tests {
         assert_eq!((l.current(), l.number()), (&b"b"[..], 4));
         assert!(!l.advance_to_content(b'%').unwrap());
         assert_eq!(l.error_at_end("x").to_string(), "f:4: x");
+    }
+
+    #[test]
+    fn long_lines_are_refused() {
+        let mut ok = vec![b'1'; MAX_LINE];
+        ok.push(b'\n');
+        ok.extend_from_slice(b"2\n");
+        let mut l = Lines::new(&ok[..], "f");
+        assert!(l.advance().unwrap() && l.advance().unwrap());
+        assert_eq!(l.current(), b"2");
+        let long = vec![b'0'; MAX_LINE + 10];
+        let mut l = Lines::new(&long[..], "f");
+        assert_eq!(l.advance().unwrap_err().to_string(), format!("f:1: line longer than {MAX_LINE} bytes"));
     }
 
     #[test]

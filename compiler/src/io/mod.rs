@@ -11,6 +11,7 @@
 //! and the compiled kernels sum them, like scipy and taco do.
 
 mod lines;
+pub use lines::MAX_LINE;
 pub mod mtx;
 mod mtx_header;
 pub mod tns;
@@ -86,8 +87,28 @@ fn name(path: &Path) -> String {
 }
 
 fn open(path: &Path) -> Result<std::io::BufReader<std::fs::File>, IoError> {
-    let f = std::fs::File::open(path).map_err(|e| IoError::file(&name(path), format!("cannot open: {e}")))?;
+    let f = open_regular(path).map_err(|message| IoError::file(&name(path), message))?;
     Ok(std::io::BufReader::with_capacity(1 << 20, f))
+}
+
+/// Open a file for reading only if it is a regular file (after following
+/// symlinks): a FIFO would block forever, a device such as /dev/zero never
+/// ends, a directory is no data. Opened without blocking, then checked on
+/// the open handle, so nothing can be swapped in between.
+pub fn open_regular(path: &Path) -> Result<std::fs::File, String> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let f = options.open(path).map_err(|e| format!("cannot open: {e}"))?;
+    let meta = f.metadata().map_err(|e| format!("cannot open: {e}"))?;
+    if !meta.is_file() {
+        return Err("not a regular file".to_string());
+    }
+    Ok(f)
 }
 
 /// Read a tensor, choosing the format by extension: `.mtx`/`.ttx` (Matrix

@@ -9,7 +9,8 @@
 //! buffers they point to are owned here or borrowed immutably.
 
 use crate::ir::{ArrayRef, ElemTy, ParamSlot, Slot};
-use crate::storage::{check_allocation, Tensor};
+use crate::storage::{check_allocation, Tensor, Validated};
+use std::mem::{offset_of, size_of};
 use cranelift_jit::JITModule;
 use std::collections::BTreeMap;
 use thiserror::Error;
@@ -89,6 +90,20 @@ pub struct Args {
     runtime: *mut Growable,
     reserve: extern "C" fn(*mut Growable, i64, i64) -> *mut u8,
 }
+
+/// Offsets the translated code loads from, computed from the structures
+/// above so the two can never disagree.
+pub(super) const ARGS_ARRAYS: i32 = offset_of!(Args, arrays) as i32;
+pub(super) const ARGS_PARAMS: i32 = offset_of!(Args, params) as i32;
+pub(super) const ARGS_RUNTIME: i32 = offset_of!(Args, runtime) as i32;
+pub(super) const ARGS_RESERVE: i32 = offset_of!(Args, reserve) as i32;
+pub(super) const SLOT_SIZE: i64 = size_of::<Slot_>() as i64;
+pub(super) const SLOT_PTR: i32 = offset_of!(Slot_, ptr) as i32;
+pub(super) const SLOT_LEN: i32 = offset_of!(Slot_, len) as i32;
+pub(super) const SLOT_CAP: i32 = offset_of!(Slot_, cap) as i32;
+/// The kernel loads parameters as consecutive i64 and slot fields as the
+/// target's pointer type and i64: the layout must match that reading.
+const _: () = assert!(size_of::<*mut u8>() == size_of::<i64>() && SLOT_LEN == SLOT_PTR + 8 && SLOT_CAP == SLOT_LEN + 8 && SLOT_SIZE == 24);
 
 enum Buf {
     I32(Vec<i32>),
@@ -195,10 +210,11 @@ fn put_array(t: &mut Tensor, a: &ArrayRef, buf: Buf, len: usize) {
     }
 }
 
-/// Run a compiled kernel. Inputs must have been validated; `output` is
+/// Run a compiled kernel. Inputs carry proof that `storage::validate`
+/// accepted them (the kernel reads them without bounds checks); `output` is
 /// updated in place (its arrays may be reallocated).
-pub fn run_kernel(k: &super::CompiledKernel, inputs: &[&Tensor], output: &mut Tensor) -> Result<(), RunError> {
-    let find = |name: &str| inputs.iter().find(|t| t.name == name).copied();
+pub fn run_kernel(k: &super::CompiledKernel, inputs: &[Validated<'_>], output: &mut Tensor) -> Result<(), RunError> {
+    let find = |name: &str| inputs.iter().map(|v| v.tensor()).find(|t| t.name == name);
     let mut params = Vec::with_capacity(k.params.len());
     for p in &k.params {
         let t: &Tensor = if p.tensor == output.name { &*output } else { find(&p.tensor).ok_or_else(|| RunError::Missing(p.c_name()))? };

@@ -10,16 +10,9 @@ use cranelift_codegen::ir::{types, AbiParam, Block, InstBuilder, MemFlagsData, S
 use cranelift_frontend::{FunctionBuilder, Variable};
 use std::collections::BTreeMap;
 
-/// Layout of the kernel's argument block (see `call.rs`).
-pub const ARGS_ARRAYS: i32 = 0;
-pub const ARGS_PARAMS: i32 = 8;
-pub const ARGS_RUNTIME: i32 = 16;
-pub const ARGS_RESERVE: i32 = 24;
-/// Layout of one array slot: pointer, logical length, capacity.
-pub const SLOT_SIZE: i64 = 24;
-pub const SLOT_PTR: i32 = 0;
-pub const SLOT_LEN: i32 = 8;
-pub const SLOT_CAP: i32 = 16;
+// Layout of the argument block and of one array slot, taken from the
+// `#[repr(C)]` structures in `call.rs` with `offset_of!` at compile time.
+use super::call::{ARGS_ARRAYS, ARGS_PARAMS, ARGS_RESERVE, ARGS_RUNTIME, SLOT_CAP, SLOT_LEN, SLOT_PTR, SLOT_SIZE};
 
 /// Where an array's base pointer lives: a value loaded once at entry, or a
 /// variable for arrays the kernel grows (the runtime may move them).

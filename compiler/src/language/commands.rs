@@ -16,7 +16,10 @@ pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
 }
 
 fn load(analysis: &mut Analysis, path: &Path) -> Result<crate::language::db::SourceFile, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let mut bytes = Vec::new();
+    crate::io::open_regular(path)
+        .and_then(|mut f| std::io::Read::read_to_end(&mut f, &mut bytes).map_err(|e| format!("cannot read: {e}")))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     Ok(analysis.set_file(&abs, text))
@@ -31,7 +34,7 @@ pub fn check_files(files: &[PathBuf]) -> (String, usize) {
         let file = match load(&mut analysis, path) {
             Ok(f) => f,
             Err(e) => {
-                let _ = writeln!(out, "{e}");
+                let _ = writeln!(out, "error: {e}");
                 errors += 1;
                 continue;
             }

@@ -3,7 +3,8 @@
 //! broken item is dropped while its neighbours survive.
 
 use super::ast::*;
-use crate::notation::{Access, Assignment, BinOp, Expr, Index, Span};
+use crate::notation::{Access, Assignment, BinOp, Expr, Index, Span, MAX_EXPR_DEPTH};
+use std::cell::RefCell;
 use tree_sitter::{Node, Parser};
 
 pub fn parse(text: &str) -> ParsedFile {
@@ -24,13 +25,14 @@ pub fn parse(text: &str) -> ParsedFile {
         if child.has_error() && child.kind() != "kernel_declaration" {
             continue;
         }
-        let l = Lower { text, base: child.start_byte() };
+        let l = Lower { text, base: child.start_byte(), errors: RefCell::default() };
         let kind = match child.kind() {
             "format_declaration" => l.format_decl(child).map(ItemKind::Format),
             "tensor_declaration" => l.tensor_decl(child).map(ItemKind::Tensor),
             "kernel_declaration" => l.kernel_decl(child).map(ItemKind::Kernel),
             _ => None,
         };
+        out.errors.extend(l.errors.into_inner());
         if let Some(kind) = kind {
             out.items.push(Item { span: Span::new(child.start_byte(), child.end_byte()), kind });
         }
@@ -38,23 +40,34 @@ pub fn parse(text: &str) -> ParsedFile {
     out
 }
 
-fn collect_errors(n: Node, text: &str, out: &mut Vec<SyntaxError>) {
-    if n.is_error() {
-        let snippet: String = text.get(n.start_byte()..n.end_byte()).unwrap_or("").chars().take(30).collect();
-        let message = if snippet.trim().is_empty() { "syntax error".to_string() } else { format!("syntax error: unexpected `{}`", snippet.trim()) };
-        out.push(SyntaxError { span: Span::new(n.start_byte(), n.end_byte()), message });
-        return;
-    }
-    if n.is_missing() {
-        out.push(SyntaxError { span: Span::new(n.start_byte(), n.end_byte()), message: format!("syntax error: missing `{}`", n.kind()) });
-        return;
-    }
-    if !n.has_error() {
-        return;
-    }
-    let mut c = n.walk();
-    for child in n.children(&mut c) {
-        collect_errors(child, text, out);
+/// Every ERROR and MISSING node, in source order. An explicit stack rather
+/// than recursion: a pathological text nests nodes thousands deep.
+fn collect_errors(root: Node, text: &str, out: &mut Vec<SyntaxError>) {
+    let mut stack = vec![root];
+    while let Some(n) = stack.pop() {
+        if n.is_error() {
+            // The first line of the text at fault, shortened: a message
+            // stays on one line.
+            let bad = text.get(n.start_byte()..n.end_byte()).unwrap_or("").trim();
+            let first = bad.lines().next().unwrap_or("").trim();
+            let mut snippet: String = first.chars().take(30).map(|c| if c.is_control() { ' ' } else { c }).collect();
+            if snippet.len() < bad.len() {
+                snippet.push('…');
+            }
+            let message = if snippet.is_empty() { "syntax error".to_string() } else { format!("syntax error: unexpected `{snippet}`") };
+            out.push(SyntaxError { span: Span::new(n.start_byte(), n.end_byte()), message });
+            continue;
+        }
+        if n.is_missing() {
+            out.push(SyntaxError { span: Span::new(n.start_byte(), n.end_byte()), message: format!("syntax error: missing `{}`", n.kind()) });
+            continue;
+        }
+        if !n.has_error() {
+            continue;
+        }
+        let mut c = n.walk();
+        let children: Vec<Node> = n.children(&mut c).collect();
+        stack.extend(children.into_iter().rev());
     }
 }
 
@@ -62,6 +75,8 @@ fn collect_errors(n: Node, text: &str, out: &mut Vec<SyntaxError>) {
 struct Lower<'t> {
     text: &'t str,
     base: usize,
+    /// Problems found while lowering (absolute spans).
+    errors: RefCell<Vec<SyntaxError>>,
 }
 
 impl<'t> Lower<'t> {
@@ -160,7 +175,7 @@ impl<'t> Lower<'t> {
     fn assignment(&self, n: Node) -> Option<Assignment> {
         let lhs = self.access(self.field(n, "lhs")?)?;
         let accumulate = self.field(n, "operator").is_some_and(|o| self.text(o) == "+=");
-        let rhs = self.expr(self.field(n, "rhs")?)?;
+        let rhs = self.expr(self.field(n, "rhs")?, 0)?;
         Some(Assignment { lhs, accumulate, rhs, span: self.span(n) })
     }
 
@@ -170,19 +185,28 @@ impl<'t> Lower<'t> {
         Some(Access { tensor, indices, span: self.span(n) })
     }
 
-    fn expr(&self, n: Node) -> Option<Expr> {
+    /// The expression of node `n`, `depth` nodes below the statement's
+    /// right-hand side; too deep a tree is a syntax error (and the
+    /// statement is dropped) rather than a stack overflow.
+    fn expr(&self, n: Node, depth: usize) -> Option<Expr> {
+        if depth >= MAX_EXPR_DEPTH {
+            let message = format!("expression nested too deeply: more than {MAX_EXPR_DEPTH} levels of operators, signs and parentheses");
+            self.errors.borrow_mut().push(SyntaxError { span: Span::new(n.start_byte(), n.end_byte()), message });
+            return None;
+        }
+        let sub = |field: &str| self.expr(self.field(n, field)?, depth + 1);
         Some(match n.kind() {
             "access" => Expr::Access(self.access(n)?),
             "number" => Expr::Const(self.text(n).parse().ok()?, self.span(n)),
-            "parenthesized_expression" => self.expr(self.field(n, "expression")?)?,
-            "unary_expression" => Expr::Neg(Box::new(self.expr(self.field(n, "operand")?)?), self.span(n)),
+            "parenthesized_expression" => sub("expression")?,
+            "unary_expression" => Expr::Neg(Box::new(sub("operand")?), self.span(n)),
             "binary_expression" => {
                 let op = match self.text(self.field(n, "operator")?) {
                     "+" => BinOp::Add,
                     "-" => BinOp::Sub,
                     _ => BinOp::Mul,
                 };
-                Expr::Bin(op, Box::new(self.expr(self.field(n, "left")?)?), Box::new(self.expr(self.field(n, "right")?)?), self.span(n))
+                Expr::Bin(op, Box::new(sub("left")?), Box::new(sub("right")?), self.span(n))
             }
             _ => return None,
         })
@@ -209,7 +233,17 @@ mod tests {
     fn broken_text_still_yields_items() {
         let f = parse("kernel a { y(i) = A(i,j) * \n}\nkernel b { z(i) = x(i) }\ntensor q : f64[3] @ sparse\n\u{0}\u{1}garbage @@@");
         assert!(!f.errors.is_empty());
+        assert!(f.errors.iter().all(|e| !e.message.contains('\n')), "one line each: {:?}", f.errors);
         assert!(f.items.iter().any(|i| i.name() == "b"));
         assert!(f.items.iter().any(|i| i.name() == "q"));
+    }
+
+    #[test]
+    fn deep_expressions_are_errors_not_overflows() {
+        for body in [format!("{}x(i){}", "(".repeat(20_000), ")".repeat(20_000)), format!("{}x(i)", "-".repeat(20_000)), format!("x(i){}", " + x(i)".repeat(20_000))] {
+            let f = parse(&format!("kernel k {{ y(i) = {body} }}\nkernel ok {{ z(i) = x(i) }}"));
+            assert!(f.errors.iter().any(|e| e.message.contains("more than 200 levels")), "{:?}", f.errors);
+            assert!(f.items.iter().any(|i| i.name() == "ok"));
+        }
     }
 }

@@ -44,6 +44,13 @@ pub enum BinOp {
     Mul,
 }
 
+/// The deepest expression tree either parser builds (operators, unary
+/// minus and parentheses each add a level). Every walk over an [`Expr`] is
+/// recursive, and so is dropping one: bounding the depth where trees are
+/// built keeps hostile input (`((((...` or `- - - ...` or a sum of
+/// thousands of terms) from overflowing the stack anywhere downstream.
+pub const MAX_EXPR_DEPTH: usize = 200;
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum Expr {
     Access(Access),

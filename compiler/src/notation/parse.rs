@@ -133,26 +133,22 @@ impl<'a> Parser<'a> {
     }
 
     fn access(&mut self) -> Result<Access, ParseError> {
-        let (name, span) = match self.bump() {
-            (Tok::Ident(n), s) => (n, s),
-            _ => {
-                self.at -= 1;
-                return self.fail("a tensor name");
-            }
+        let (name, span) = match self.peek() {
+            Tok::Ident(n) => (n.clone(), self.span()),
+            _ => return self.fail("a tensor name"),
         };
+        self.bump();
         let mut indices = Vec::new();
         let mut end = span.end;
         if *self.peek() == Tok::Sym("(") {
             self.bump();
             if *self.peek() != Tok::Sym(")") {
                 loop {
-                    match self.bump() {
-                        (Tok::Ident(n), s) => indices.push(Index { name: n, span: s }),
-                        _ => {
-                            self.at -= 1;
-                            return self.fail("an index variable");
-                        }
+                    match self.peek() {
+                        Tok::Ident(n) => indices.push(Index { name: n.clone(), span: self.span() }),
+                        _ => return self.fail("an index variable"),
                     }
+                    self.bump();
                     if *self.peek() == Tok::Sym(",") {
                         self.bump();
                     } else {
@@ -165,54 +161,81 @@ impl<'a> Parser<'a> {
         Ok(Access { tensor: name, indices, span: Span::new(span.start, end) })
     }
 
-    fn expr(&mut self) -> Result<Expr, ParseError> {
-        let mut lhs = self.term()?;
+    /// Refuse a tree deeper than [`MAX_EXPR_DEPTH`], at the token that
+    /// would make it so.
+    fn check_depth(&self, depth: usize) -> Result<(), ParseError> {
+        if depth > MAX_EXPR_DEPTH {
+            return Err(err(
+                self.span().start,
+                self.src,
+                self.base,
+                format!("expression nested too deeply: more than {MAX_EXPR_DEPTH} levels of operators, signs and parentheses"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// An expression and the depth of its tree; `nest` counts the
+    /// parentheses and signs around it (the parser's own recursion).
+    fn expr(&mut self, nest: usize) -> Result<(Expr, usize), ParseError> {
+        let (mut lhs, mut depth) = self.term(nest)?;
         loop {
             let op = match self.peek() {
                 Tok::Sym("+") => BinOp::Add,
                 Tok::Sym("-") => BinOp::Sub,
-                _ => return Ok(lhs),
+                _ => return Ok((lhs, depth)),
             };
+            self.check_depth(depth + 1)?;
             self.bump();
-            let rhs = self.term()?;
+            let (rhs, d) = self.term(nest)?;
+            depth = depth.max(d) + 1;
+            self.check_depth(depth)?;
             let span = lhs.span().join(rhs.span());
             lhs = Expr::Bin(op, Box::new(lhs), Box::new(rhs), span);
         }
     }
 
-    fn term(&mut self) -> Result<Expr, ParseError> {
-        let mut lhs = self.unary()?;
+    fn term(&mut self, nest: usize) -> Result<(Expr, usize), ParseError> {
+        let (mut lhs, mut depth) = self.unary(nest)?;
         while *self.peek() == Tok::Sym("*") {
+            self.check_depth(depth + 1)?;
             self.bump();
-            let rhs = self.unary()?;
+            let (rhs, d) = self.unary(nest)?;
+            depth = depth.max(d) + 1;
+            self.check_depth(depth)?;
             let span = lhs.span().join(rhs.span());
             lhs = Expr::Bin(BinOp::Mul, Box::new(lhs), Box::new(rhs), span);
         }
-        Ok(lhs)
+        Ok((lhs, depth))
     }
 
-    fn unary(&mut self) -> Result<Expr, ParseError> {
+    fn unary(&mut self, nest: usize) -> Result<(Expr, usize), ParseError> {
         match self.peek().clone() {
             Tok::Sym("-") => {
+                self.check_depth(nest + 1)?;
                 let s = self.bump().1;
-                let inner = self.unary()?;
+                let (inner, d) = self.unary(nest + 1)?;
                 let span = s.join(inner.span());
-                Ok(Expr::Neg(Box::new(inner), span))
+                Ok((Expr::Neg(Box::new(inner), span), d + 1))
             }
             Tok::Sym("(") => {
+                self.check_depth(nest + 1)?;
                 let s = self.bump().1;
-                let inner = self.expr()?;
+                let (inner, d) = self.expr(nest + 1)?;
                 let e = self.expect(")")?;
-                Ok(match inner {
-                    Expr::Bin(op, a, b, _) => Expr::Bin(op, a, b, s.join(e)),
-                    other => other,
-                })
+                Ok((
+                    match inner {
+                        Expr::Bin(op, a, b, _) => Expr::Bin(op, a, b, s.join(e)),
+                        other => other,
+                    },
+                    d,
+                ))
             }
             Tok::Num(v) => {
                 let s = self.bump().1;
-                Ok(Expr::Const(v, s))
+                Ok((Expr::Const(v, s), 1))
             }
-            Tok::Ident(_) => Ok(Expr::Access(self.access()?)),
+            Tok::Ident(_) => Ok((Expr::Access(self.access()?), 1)),
             _ => self.fail("an operand"),
         }
     }
@@ -230,7 +253,7 @@ pub fn parse_assignment_at(src: &str, base: usize) -> Result<Assignment, ParseEr
         _ => return p.fail("`=` or `+=`"),
     };
     p.bump();
-    let rhs = p.expr()?;
+    let (rhs, _) = p.expr(0)?;
     if *p.peek() != Tok::End {
         return p.fail("an operator or the end of the expression");
     }
@@ -284,5 +307,18 @@ mod tests {
         assert!(e.message.contains("twice"));
         let e = parse_assignment("y(i) = x(i) $").unwrap_err();
         assert_eq!(e.col, 13);
+        let e = parse_assignment("").unwrap_err();
+        assert!(e.message.contains("a tensor name"), "{e}");
+    }
+
+    #[test]
+    fn depth_is_bounded() {
+        let deep = |open: &str, close: &str, n: usize| format!("y(i) = {}x(i){}", open.repeat(n), close.repeat(n));
+        for src in [deep("(", ")", 100_000), deep("-", "", 100_000), format!("y(i) = x(i){}", " + x(i)".repeat(100_000))] {
+            let e = parse_assignment(&src).unwrap_err();
+            assert!(e.message.contains("more than 200 levels"), "{e}");
+        }
+        assert!(parse_assignment(&deep("(", ")", 150)).is_ok());
+        assert!(parse_assignment(&format!("y(i) = x(i){}", " * x(i)".repeat(150))).is_ok());
     }
 }

@@ -11,4 +11,4 @@ pub use alloc::{check_allocation, MemoryLimit};
 pub use pack::pack;
 pub use tensor::{StorageError, Tensor};
 pub use unpack::{unpack, unpack_buffer, TensorMemory as TensorMemoryView};
-pub use validate::validate;
+pub use validate::{validate, Validated};

@@ -2,7 +2,7 @@
 //! builds its own arrays from its parent's positions; the values land at the
 //! positions of the last level.
 
-use super::alloc::check_allocation;
+use super::alloc::{check_allocation, MemoryLimit};
 use super::{StorageError, Tensor};
 use crate::coo::CooTensor;
 use crate::format::level::{LevelStorage, PackInput, Segment};
@@ -32,7 +32,8 @@ pub fn pack(name: &str, coo: &CooTensor, format: &TensorFormat) -> Result<Tensor
     let mut levels = Vec::with_capacity(nlevels);
     for (k, level) in format.levels.iter().enumerate() {
         let chain_len = format.levels[k + 1..].iter().take_while(|l| l.properties().branchless).count();
-        let input = PackInput { level: k, coords: &coords, nlevels, extents: &extents, parents: &parents, parent_size, chain_len };
+        let memory = u128::from(MemoryLimit::available().0);
+        let input = PackInput { level: k, coords: &coords, nlevels, extents: &extents, parents: &parents, parent_size, chain_len, memory };
         check_allocation(name, &format!("level {k} ({})", level.spec()), estimate(level.name(), parent_size, extents[k], n), 4)?;
         let out = level.pack(&input).map_err(|r| StorageError::Invalid {
             tensor: name.to_string(),

@@ -5,7 +5,26 @@
 use super::{StorageError, Tensor};
 use crate::format::level::ValidateInput;
 
-pub fn validate(t: &Tensor) -> Result<(), StorageError> {
+/// A tensor that `validate` accepted: the only way to make one, and the only
+/// kind of input `jit::run_kernel` takes, so no kernel reads storage nobody
+/// checked. It borrows the tensor, so the tensor cannot change meanwhile.
+#[derive(Clone, Copy, Debug)]
+pub struct Validated<'a>(&'a Tensor);
+
+impl<'a> Validated<'a> {
+    pub fn tensor(&self) -> &'a Tensor {
+        self.0
+    }
+}
+
+impl std::ops::Deref for Validated<'_> {
+    type Target = Tensor;
+    fn deref(&self) -> &Tensor {
+        self.0
+    }
+}
+
+pub fn validate(t: &Tensor) -> Result<Validated<'_>, StorageError> {
     let nlevels = t.format.levels.len();
     let invalid = |level: usize, reason: String| StorageError::Invalid {
         tensor: t.name.clone(),
@@ -37,5 +56,5 @@ pub fn validate(t: &Tensor) -> Result<(), StorageError> {
     if t.vals.len() < parent_size {
         return Err(invalid(nlevels.saturating_sub(1), format!("{} values for {parent_size} positions", t.vals.len())));
     }
-    Ok(())
+    Ok(Validated(t))
 }

@@ -73,6 +73,7 @@ impl LevelFormat for Hashed {
             None => (2 * most).max(1).next_power_of_two(),
         };
         let size = input.parent_size.checked_mul(w).ok_or("hashed level size overflows")?;
+        input.fits(&format!("crd ({} parents x W={w})", input.parent_size), size as u128, 4)?;
         let mut crd = vec![-1i32; size];
         let mut children = Vec::new();
         for (seg, groups) in input.parents.iter().zip(per_parent) {

@@ -2,6 +2,9 @@
 //! parent's position. Capabilities: coordinate position iteration, append.
 //! Branchless. Full, ordered and unique are configurable; `aos` reads the
 //! coordinate from an interleaved array owned by the compressed level above.
+//! `padded` (ELL's column level) lets a parent have no coordinate: its slot
+//! holds -1 and iteration skips it, so padding never meets the other
+//! operands (an explicit zero times an infinite `x(j)` would be NaN).
 
 use super::crd_layout::CrdLayout;
 use crate::format::level::*;
@@ -13,11 +16,13 @@ pub struct Singleton {
     pub ordered: bool,
     pub unique: bool,
     pub layout: CrdLayout,
+    /// Parents without an entry store -1 and are skipped.
+    pub padded: bool,
 }
 
 impl Default for Singleton {
     fn default() -> Self {
-        Singleton { full: false, ordered: true, unique: true, layout: CrdLayout::Own }
+        Singleton { full: false, ordered: true, unique: true, layout: CrdLayout::Own, padded: false }
     }
 }
 
@@ -31,6 +36,7 @@ impl LevelFormat for Singleton {
             (!self.unique, "nonunique"),
             (!self.ordered, "unordered"),
             (self.layout.is_aos(), "aos"),
+            (self.padded, "padded"),
         ]
         .iter()
         .filter(|(on, _)| *on)
@@ -64,8 +70,10 @@ impl LevelFormat for Singleton {
     }
     fn pack(&self, input: &PackInput) -> Result<PackOutput, String> {
         // One child per parent position; parents without entries (padding,
-        // as in ELL) get coordinate 0 and will hold an explicit zero.
-        let mut crd = vec![0i32; input.parent_size];
+        // as in ELL) get -1 when padded (skipped), else coordinate 0 and an
+        // explicit zero.
+        let empty = if self.padded { -1 } else { 0 };
+        let mut crd = vec![empty; input.parent_size];
         let mut children = Vec::with_capacity(input.parents.len());
         for seg in input.parents {
             let groups = input.groups(seg, true);
@@ -90,7 +98,10 @@ impl LevelFormat for Singleton {
         if have < n {
             return Err(format!("crd holds {have} coordinates for {n} parent positions"));
         }
-        let mine: Vec<i32> = (0..n).map(|p| self.layout.read(input.storage, input.level, p)).collect::<Result<_, _>>()?;
+        let mut mine: Vec<i32> = (0..n).map(|p| self.layout.read(input.storage, input.level, p)).collect::<Result<_, _>>()?;
+        if self.padded {
+            mine.retain(|&c| c != -1);
+        }
         checks::coords_in_range(&mine, input.extent())?;
         Ok(n)
     }
@@ -100,7 +111,11 @@ impl CoordPositionIteration for Singleton {
     fn pos_bounds(&self, _c: &LevelCtx, _e: &mut Emitter, parent_pos: Expr) -> (Expr, Expr) {
         (parent_pos.clone(), Expr::add(parent_pos, Expr::Int(1)))
     }
-    fn pos_access(&self, c: &LevelCtx, _e: &mut Emitter, pos: Expr, _ancestors: &[Expr]) -> (Expr, Expr) {
+    fn pos_access(&self, c: &LevelCtx, e: &mut Emitter, pos: Expr, _ancestors: &[Expr]) -> (Expr, Expr) {
+        if self.padded {
+            let coord = e.bind("scrd", self.layout.load(c, pos));
+            return (coord.clone(), Expr::ne(coord, Expr::Int(-1)));
+        }
         (self.layout.load(c, pos), Expr::Bool(true))
     }
 }

@@ -1,0 +1,7 @@
+#![no_main]
+//! See tensor_compiler::selfcheck::kernel.
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    tensor_compiler::selfcheck::kernel(data);
+});
