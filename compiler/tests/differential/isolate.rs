@@ -92,7 +92,7 @@ pub fn run_isolated_with(seeds: Range<u64>, workers: usize, timeout: Duration, e
     let queue = std::sync::Mutex::new(chunks);
     let mut records: Vec<Record> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers.max(1))
-            .map(|n| {
+            .map(|_| {
                 let queue = &queue;
                 scope.spawn(move || {
                     let mut out = Vec::new();
@@ -100,7 +100,7 @@ pub fn run_isolated_with(seeds: Range<u64>, workers: usize, timeout: Duration, e
                         // Take the lock for the pop only.
                         let next = queue.lock().unwrap().pop();
                         let Some(c) = next else { break };
-                        out.extend(supervise(n, c, timeout, env));
+                        out.extend(supervise(c, timeout, env));
                     }
                     out
                 })
@@ -113,9 +113,12 @@ pub fn run_isolated_with(seeds: Range<u64>, workers: usize, timeout: Duration, e
 }
 
 /// Run one chunk, restarting the child after the seed that killed it.
-fn supervise(n: usize, seeds: Range<u64>, timeout: Duration, env: &[(&str, &str)]) -> Vec<Record> {
+fn supervise(seeds: Range<u64>, timeout: Duration, env: &[(&str, &str)]) -> Vec<Record> {
     let exe = std::env::current_exe().expect("the test binary");
-    let path = std::env::temp_dir().join(format!("differential-{}-{n}.jsonl", std::process::id()));
+    // One file per supervisor: the tests of this binary run side by side.
+    static FILES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let k = FILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("differential-{}-{k}.jsonl", std::process::id()));
     let mut records = Vec::new();
     let mut next = seeds.start;
     while next < seeds.end {
