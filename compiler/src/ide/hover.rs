@@ -2,6 +2,8 @@
 //! accessed; a tensor its format, levels, shape and data; a format its
 //! per-level table and the arrays it builds for a small example.
 
+use super::kernel_facts::{var_facts, VarFacts};
+use super::markdown::escape;
 use super::Analysis;
 use crate::coo::CooTensor;
 use crate::format::level::{Assembly, Iteration};
@@ -73,37 +75,24 @@ impl Analysis {
         let mut md = format!("**index `{var}`** of `{st}`\n\n");
         match db::compile_kernel(&self.db, file, name) {
             Err(ps) => {
-                let _ = writeln!(md, "not compiled: {}", ps.iter().map(|p| p.message.clone()).collect::<Vec<_>>().join("; "));
+                let _ = writeln!(md, "not compiled: {}", escape(&ps.iter().map(|p| p.message.clone()).collect::<Vec<_>>().join("; ")));
             }
-            Ok(c) => {
-                let k = c.statements.get(statement)?;
-                for nest in &k.nests {
-                    let _ = writeln!(md, "loop order: `{}`\n", nest.graph.order.join(" → "));
-                    for p in nest.plans.iter().filter(|p| p.var == var) {
-                        let _ = writeln!(md, "```text\n{p}```");
-                    }
-                }
-                let c_text = crate::ir::c::function(&k.function);
-                let loops: Vec<&str> = c_text.lines().filter(|l| (l.contains("for (") || l.contains("while (")) && l.contains(var)).collect();
-                if !loops.is_empty() {
-                    let _ = writeln!(md, "\nloops over `{var}`:\n```c\n{}\n```", loops.iter().map(|l| l.trim()).collect::<Vec<_>>().join("\n"));
-                }
-            }
+            Ok(c) => md.push_str(&var_markdown(var, &var_facts(c.statements.get(statement)?, var))),
         }
         Some(md)
     }
 
     fn tensor_hover(&self, file: SourceFile, t: &TensorDecl, base: usize, scope: &Scope) -> String {
-        let mut md = format!("**tensor `{}`** : {}[", t.name.name, t.elem.name);
         let dims: Vec<String> = t.shape.iter().map(|d| match d {
             Dim::Num(n, _) => n.to_string(),
             Dim::Sym(s) => s.name.clone(),
         }).collect();
-        let _ = writeln!(md, "{}]\n", dims.join(", "));
+        // Code spans: `f64[N, N]` outside one reads as a markdown link.
+        let mut md = format!("**tensor `{}`** : `{}[{}]`\n\n", t.name.name, t.elem.name, dims.join(", "));
         match tensor_format(t, scope, base, &Registry::builtin()) {
             Ok(f) => md.push_str(&level_table(&f)),
             Err(p) => {
-                let _ = writeln!(md, "format error: {}", p.message);
+                let _ = writeln!(md, "format error: {}", escape(&p.message));
             }
         }
         if let Some(src) = &t.source {
@@ -112,10 +101,16 @@ impl Analysis {
                 let dir = file.path(&self.db).parent().map(std::path::Path::to_path_buf).unwrap_or_default();
                 match crate::language::sources::load_file(&self.db, self.db.data_file(&dir.join(path))) {
                     Ok(data) => {
-                        let _ = write!(md, ": {:?}, {} stored entries", data.dims, data.nnz());
+                        let dims: Vec<String> = data.dims.iter().map(|d| d.to_string()).collect();
+                        let _ = writeln!(md, ": {}, {} stored entries", dims.join(" × "), data.nnz());
+                        if let Some(img) = super::picture::sparsity_markdown(&t.name.name, &data) {
+                            // Last, on its own line: clients that cannot draw
+                            // images can drop the line.
+                            let _ = write!(md, "\n{img}\n");
+                        }
                     }
                     Err(e) => {
-                        let _ = write!(md, ": {e}");
+                        let _ = write!(md, ": {}", escape(&e));
                     }
                 }
             } else {
@@ -126,9 +121,37 @@ impl Analysis {
     }
 }
 
+/// An index variable's loop order, the hidden variables doing its work,
+/// their lattices and strategies, and the loops that visit them.
+fn var_markdown(var: &str, f: &VarFacts) -> String {
+    let mut md = String::new();
+    for order in &f.orders {
+        let _ = writeln!(md, "loop order: `{}`\n", order.join(" → "));
+    }
+    if !f.related.is_empty() {
+        let _ = writeln!(md, "the loops of `{var}` run over hidden variables:\n");
+        for r in &f.related {
+            let _ = writeln!(md, "- `{}`: {}", r.name, r.why);
+        }
+        md.push('\n');
+    }
+    for p in &f.plans {
+        let _ = writeln!(md, "```text\n{p}```");
+    }
+    if !f.loops.is_empty() {
+        let names: Vec<String> = std::iter::once(var.to_string()).chain(f.related.iter().map(|r| r.name.clone())).map(|n| format!("`{n}`")).collect();
+        let _ = writeln!(md, "\nloops over {}:\n```c", names.join(", "));
+        for l in &f.loops {
+            let _ = writeln!(md, "{}{}", "  ".repeat(l.depth), l.header);
+        }
+        md.push_str("```\n");
+    }
+    md
+}
+
 /// Capabilities and properties of each level, as a markdown table.
 pub fn level_table(f: &TensorFormat) -> String {
-    let mut md = format!("format **{}** (`{}`)\n\n| level | format | iteration | locate | assembly | properties |\n|---|---|---|---|---|---|\n", f.display_name(), f.spec());
+    let mut md = format!("format **{}** (`{}`)\n\n| level | format | iteration | locate | assembly | properties |\n|---|---|---|---|---|---|\n", escape(&f.display_name()), f.spec());
     for (k, l) in f.levels.iter().enumerate() {
         let it = match l.iteration() {
             Iteration::CoordValue(_) => "coordinate value",
@@ -143,7 +166,7 @@ pub fn level_table(f: &TensorFormat) -> String {
             crate::format::LevelVar::Dim(d) => format!("dim {d}"),
             crate::format::LevelVar::Hidden(h) => format!("hidden `{h}`"),
         };
-        let _ = writeln!(md, "| {} ({var}) | `{}` | {it} | {} | {asm} | {} |", k + 1, l.spec(), if l.locate().is_some() { "yes" } else { "no" }, l.properties());
+        let _ = writeln!(md, "| {} ({var}) | `{}` | {it} | {} | {asm} | {} |", k + 1, l.spec(), if l.locate().is_some() { "yes" } else { "no" }, escape(&l.properties().to_string()));
     }
     md
 }
@@ -152,11 +175,11 @@ pub fn level_table(f: &TensorFormat) -> String {
 fn format_hover(f: &FormatRef, order: usize, scope: &Scope, base: usize) -> String {
     let text = match crate::language::resolve::format_text(f, scope, base, 0) {
         Ok(t) => t,
-        Err(p) => return p.message,
+        Err(p) => return escape(&p.message),
     };
     let fmt = match crate::format::parse_format(&text, order, &Registry::builtin()) {
         Ok(f) => f,
-        Err(e) => return format!("format error: {e}"),
+        Err(e) => return format!("format error: {}", escape(&e.to_string())),
     };
     let mut md = level_table(&fmt);
     md.push_str(&example(&fmt));
