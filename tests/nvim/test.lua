@@ -136,6 +136,19 @@ end
 check(float ~= nil, 'no hover float')
 log('hover: ' .. hover:gsub('\n', ' '):sub(1, 120))
 vim.api.nvim_win_close(float, true)
+-- K on a tensor: its format and data, without the sparsity picture's
+-- data: URI (a terminal cannot draw it).
+vim.api.nvim_win_set_cursor(0, { 2, 7 })
+tensor.last_hover = nil
+vim.cmd('normal K')
+ok = vim.wait(5000, function() return tensor.last_hover ~= nil end, 50)
+check(ok, 'K on a tensor showed no hover')
+hover = table.concat(tensor.last_hover, '\n')
+check(hover:match('f64%[M, N%]') and hover:match('1910 stored entries') and not hover:match('data:image'), 'tensor hover: ' .. hover)
+log('tensor hover: ' .. #tensor.last_hover .. ' lines, picture dropped')
+for _, w in ipairs(vim.api.nvim_list_wins()) do
+  if vim.api.nvim_win_get_config(w).relative ~= '' then vim.api.nvim_win_close(w, true) end
+end
 
 -- Lenses run through vim.lsp.codelens.run (which asks vim.ui.select when a
 -- line has two lenses).
