@@ -3,13 +3,13 @@
 //! images in markdown show inline.
 //!
 //! The PNG is written uncompressed (deflate "stored" blocks): a 4-bit image
-//! of at most 128 x 128 pixels is about 8 KB, small enough for a hover, and
+//! of at most 96 x 96 pixels is under 5 KB, small enough for a hover, and
 //! the writer stays a page long instead of pulling in an image crate.
 
 use crate::coo::CooTensor;
 
 /// Largest side of the picture in pixels.
-pub const SIDE: usize = 128;
+pub const SIDE: usize = 96;
 
 /// Cell counts of a matrix scaled down to at most `SIDE` pixels a side,
 /// keeping its aspect ratio. None for tensors that are not matrices.
@@ -151,16 +151,16 @@ mod tests {
             t.push(&[i, i], 1.0);
         }
         let (w, h, cells) = density(&t).unwrap();
-        assert_eq!((w, h), (128, 128));
-        assert!((0..128).all(|i| cells[i * w + i] > 0));
-        assert_eq!(cells.iter().filter(|&&n| n > 0).count(), 128);
+        assert_eq!((w, h), (SIDE, SIDE));
+        assert!((0..SIDE).all(|i| cells[i * w + i] > 0));
+        assert_eq!(cells.iter().filter(|&&n| n > 0).count(), SIDE);
         let png = png_gray4(w, h, &shades(&cells));
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
         // IHDR, then IDAT holding the rows uncompressed, then IEND.
         assert_eq!(&png[12..16], b"IHDR");
         assert_eq!(&png[png.len() - 8..png.len() - 4], b"IEND");
         let idat_len = u32::from_be_bytes(png[33..37].try_into().unwrap()) as usize;
-        assert_eq!(idat_len, 2 + 5 + 128 * 65 + 4);
+        assert_eq!(idat_len, 2 + 5 + SIDE * (SIDE / 2 + 1) + 4);
     }
 
     #[test]
