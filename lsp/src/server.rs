@@ -314,7 +314,7 @@ impl LanguageServer for Backend {
                         label: InlayHintLabel::String(h.label),
                         kind: None,
                         text_edits: None,
-                        tooltip: None,
+                        tooltip: h.tooltip.map(InlayHintTooltip::String),
                         padding_left: Some(true),
                         padding_right: None,
                         data: None,

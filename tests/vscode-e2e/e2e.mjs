@@ -1,7 +1,8 @@
 // The VS Code extension in real VS Code: code-server with the packaged
 // .vsix installed, driven headless by Playwright and Debian's Chromium.
-// Opens an example, checks the code lenses and inlay hints, hovers an index
-// variable, runs the time lens and saves a screenshot.
+// Opens an example, checks the code lenses and inlay hints (uncut), hovers
+// an index variable and a tensor (its sparsity picture drawn), runs the time
+// lens and saves screenshots.
 //   tests/vscode-e2e/run.sh
 import { chromium } from 'playwright-core';
 import { spawn, execFileSync } from 'node:child_process';
@@ -53,6 +54,8 @@ try {
   await page.waitForFunction(() => document.querySelector('.view-lines').textContent.includes('∀'), null, { timeout: 30000 });
   const hintLine = await page.$$eval('.view-line', (ls) => ls.map((l) => l.textContent).find((t) => t.includes('sparse_x')));
   step(`inlay hint line: ${hintLine}`);
+  // The hint is short enough that VS Code shows the strategy uncut.
+  if (!hintLine.includes('A2∧xs1') || hintLine.includes('…')) throw new Error(`inlay hint cut: ${hintLine}`);
   // Hover the index variable j of `xs(j)`.
   const lines = page.locator('.view-line', { hasText: 'sparse_x' });
   const j = lines.locator('span', { hasText: /^j$/ }).last();
@@ -64,6 +67,21 @@ try {
   if (!hover.includes('index') || !hover.includes('co-iterate')) throw new Error(`hover: ${hover}`);
   await page.screenshot({ path: resolve(root, 'target', 'vscode-e2e.png') });
   step(`screenshot: target/vscode-e2e.png`);
+  // Hover the tensor A of its declaration: format table, the shape with its
+  // brackets, and the sparsity picture drawn as an image.
+  await page.mouse.move(5, 5);
+  await page.keyboard.press('Escape');
+  await page.waitForTimeout(300);
+  const decl = page.locator('.view-line', { hasText: 'tensor A :' });
+  await decl.locator('span', { hasText: /^A$/ }).first().hover();
+  await page.waitForFunction(() => { const i = document.querySelector('.monaco-hover img'); return i && i.complete && i.naturalWidth > 0; }, null, { timeout: 30000 });
+  const picture = await page.$eval('.monaco-hover img', (i) => ({ w: i.naturalWidth, h: i.naturalHeight, alt: i.alt }));
+  const tensorHover = await page.$eval('.monaco-hover', (e) => e.textContent);
+  step(`tensor hover: ${tensorHover.slice(0, 160)}; picture ${JSON.stringify(picture)}`);
+  if (!tensorHover.includes('f64[M, N]')) throw new Error(`tensor hover lost its brackets: ${tensorHover}`);
+  if (picture.w < 32 || !picture.alt.includes('sparsity')) throw new Error(`picture: ${JSON.stringify(picture)}`);
+  await page.screenshot({ path: resolve(root, 'target', 'vscode-e2e-picture.png') });
+  step(`screenshot: target/vscode-e2e-picture.png`);
   // Run the time lens of the first kernel.
   await page.mouse.move(5, 5);
   await page.locator('.codelens-decoration a', { hasText: 'time' }).first().click();
@@ -71,6 +89,10 @@ try {
   const timed = await page.$$eval('.codelens-decoration', (es) => es.map((e) => e.textContent).filter((t) => t.includes('ms median')));
   step(`after timing: ${JSON.stringify(timed)}`);
   await page.screenshot({ path: resolve(root, 'target', 'vscode-e2e-timed.png') });
+  // The show C lens opens the emitted C beside the file.
+  await page.locator('.codelens-decoration a', { hasText: 'show C' }).first().click();
+  await page.waitForFunction(() => [...document.querySelectorAll('.view-line')].some((l) => l.textContent.includes('tensor_t')), null, { timeout: 30000 });
+  step('show C lens opened the C');
   console.log('PASS');
 } catch (e) {
   console.log(log.join('').slice(-1500));

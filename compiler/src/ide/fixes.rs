@@ -1,10 +1,18 @@
-//! Quick fixes for diagnostics that carry a suggestion: a loop-order
-//! conflict suggests storing an operand with another mode order.
+//! Fixes for kernels the compiler refuses (a missing capability, no loop
+//! order, a result format that cannot be assembled): another format or
+//! mode order for one of the kernel's tensors, found by compiling the
+//! kernel with each candidate, so only a change that works is offered.
+//!
+//! A tensor other kernels share is changed in place only if those kernels
+//! still compile; otherwise the fix declares a copy in the new format for
+//! this kernel (the runtime converts when it packs the data).
 
 use super::Analysis;
-use crate::language::ast::ItemKind;
-use crate::language::db::{self, SourceFile};
+use crate::format::{parse_format, Registry, TensorFormat, CoordMap};
+use crate::language::ast::{ItemKind, KernelDecl};
+use crate::language::db::{self, Db, Name, SourceFile};
 use crate::notation::Span;
+use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct QuickFix {
@@ -13,34 +21,109 @@ pub struct QuickFix {
     pub replacement: String,
 }
 
-impl Analysis {
-    /// Fixes for the diagnostic `message` (reported at `offset`).
-    pub fn quick_fixes(&self, file: SourceFile, _offset: usize, message: &str) -> Vec<QuickFix> {
-        // "... store C with mode order 1,0 (-f C:dense,compressed:1,0)"
-        let Some(rest) = message.split("(-f ").nth(1) else { return Vec::new() };
-        let spec = rest.trim_end_matches(')');
-        let mut parts = spec.splitn(2, ':');
-        let (Some(tensor), Some(format)) = (parts.next(), parts.next()) else { return Vec::new() };
-        let Some((levels, order)) = format.rsplit_once(':') else { return Vec::new() };
-        let levels: Vec<&str> = split_levels(levels);
-        let replacement = format!("({}) order ({})", levels.join(", "), order.split(',').collect::<Vec<_>>().join(", "));
-        let parsed = db::parse_file(&self.db, file);
-        parsed
-            .items
-            .iter()
-            .filter_map(|it| match &it.kind {
-                ItemKind::Tensor(t) if t.name.name == tensor => {
-                    let s = t.format.span();
-                    Some(QuickFix {
-                        title: format!("Store {tensor} as {replacement}"),
-                        span: Span::new(s.start + it.span.start, s.end + it.span.start),
-                        replacement: replacement.clone(),
-                    })
-                }
-                _ => None,
-            })
-            .collect()
+/// A format that makes a refused kernel compile, as data.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Suggestion {
+    pub kernel: String,
+    pub tensor: String,
+    /// The format in `.tensor` syntax: `CSC`, `(dense, compressed) order (1, 0)`.
+    pub format: String,
+    /// Set when other kernels share the tensor and would break: the name
+    /// of a new tensor, a copy in `format`, for this kernel only.
+    pub copy: Option<String>,
+}
+
+impl Suggestion {
+    /// What the diagnostic adds after the compiler's reason.
+    pub fn sentence(&self) -> String {
+        match &self.copy {
+            None => format!("it compiles with `{}` stored as `{}` (quick fix)", self.tensor, self.format),
+            Some(c) => format!(
+                "it compiles with a copy `{c}` of `{}` stored as `{}` (quick fix; other kernels keep `{}` as it is)",
+                self.tensor, self.format, self.tensor
+            ),
+        }
     }
+}
+
+/// Dense candidates above this many elements are not offered: storing a
+/// big sparse tensor densely is no fix.
+const DENSE_LIMIT: usize = 1 << 24;
+
+/// Other formats for a tensor of `order`, nearest first: the same levels
+/// in another mode order, then the presets.
+fn candidates(current: &TensorFormat, order: usize, elements: usize) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    if let CoordMap::Modes(modes) = &current.map {
+        for perm in permutations(order) {
+            if perm != *modes {
+                out.push(format!("{}:{}", current.level_list(), perm.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",")));
+            }
+        }
+    }
+    let presets: &[&str] = match order {
+        1 => &["dense", "hash", "sparse"],
+        2 => &["CSR", "CSC", "DCSR", "COO", "dense"],
+        _ => &["CSF", "COO", "dense"],
+    };
+    for p in presets {
+        if *p == "dense" && elements > DENSE_LIMIT {
+            continue;
+        }
+        out.push(p.to_string());
+    }
+    // Name a mode order by its preset where one exists (`CSC`, not
+    // `(dense, compressed) order (1, 0)`), and offer each format once.
+    let registry = Registry::builtin();
+    let specs: Vec<Option<String>> = out.iter().map(|c| parse_format(c, order, &registry).ok().map(|f| f.spec())).collect();
+    let mut named: Vec<(String, String)> = Vec::new();
+    for (c, spec) in out.iter().zip(&specs) {
+        let Some(spec) = spec else { continue };
+        if *spec == current.spec() || named.iter().any(|(_, s)| s == spec) {
+            continue;
+        }
+        let preset = out.iter().zip(&specs).find(|(p, s)| !p.contains(',') && s.as_ref() == Some(spec)).map(|(p, _)| p.clone());
+        named.push((preset.unwrap_or_else(|| c.clone()), spec.clone()));
+    }
+    named.into_iter().map(|(c, _)| c).collect()
+}
+
+fn permutations(n: usize) -> Vec<Vec<usize>> {
+    if n == 0 || n > 4 {
+        return vec![(0..n).collect()];
+    }
+    let mut out = Vec::new();
+    let mut p: Vec<usize> = (0..n).collect();
+    fn go(k: usize, p: &mut Vec<usize>, out: &mut Vec<Vec<usize>>) {
+        if k == p.len() {
+            out.push(p.clone());
+            return;
+        }
+        for i in k..p.len() {
+            p.swap(k, i);
+            go(k + 1, p, out);
+            p.swap(k, i);
+        }
+    }
+    go(0, &mut p, &mut out);
+    out
+}
+
+/// `dense,compressed:1,0` → `(dense, compressed) order (1, 0)`; presets as
+/// they are.
+fn source_syntax(candidate: &str) -> String {
+    let (levels, order) = match candidate.rsplit_once(':') {
+        Some((l, o)) => (l, Some(o)),
+        None => (candidate, None),
+    };
+    if !levels.contains(',') && order.is_none() {
+        return candidate.to_string();
+    }
+    let mut out = format!("({})", split_levels(levels).join(", "));
+    if let Some(o) = order {
+        out.push_str(&format!(" order ({})", o.split(',').collect::<Vec<_>>().join(", ")));
+    }
+    out
 }
 
 /// Split a level list at top-level commas (not those inside parentheses).
@@ -60,4 +143,179 @@ fn split_levels(s: &str) -> Vec<&str> {
     }
     out.push(s[start..].trim());
     out
+}
+
+fn compiles(k: &KernelDecl, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> bool {
+    k.statements.iter().enumerate().all(|(n, st)| crate::lower::compile(&format!("{}_{n}", k.name.name), st, formats, dims).is_ok())
+}
+
+/// The tensors of a kernel in the order their formats are tried: those
+/// whose accesses a problem points at first; then, since a problem about a
+/// whole statement usually blames a later operand against an earlier one,
+/// the inputs from last to first, and the result last.
+fn tensors_by_blame(k: &KernelDecl, problems: &[Span]) -> Vec<String> {
+    let mut order: Vec<(bool, &crate::notation::Access)> = Vec::new();
+    for st in &k.statements {
+        let mut inputs: Vec<_> = st.rhs.accesses().into_iter().map(|a| (false, a)).collect();
+        inputs.reverse();
+        order.extend(inputs);
+        order.push((true, &st.lhs));
+    }
+    let mut out: Vec<String> = Vec::new();
+    let pointed = |a: &crate::notation::Access| problems.iter().any(|p| a.span.start <= p.start && p.end <= a.span.end);
+    for (_, a) in order.iter().filter(|(_, a)| pointed(a)).chain(order.iter().filter(|(_, a)| !pointed(a))) {
+        if !out.contains(&a.tensor) {
+            out.push(a.tensor.clone());
+        }
+    }
+    out
+}
+
+/// A format change that makes the kernel `name` compile, checked by
+/// compiling it (and every other kernel sharing the tensor).
+#[salsa::tracked(returns(clone))]
+pub fn suggestion<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -> Option<Suggestion> {
+    let Ok(resolved) = db::resolve_kernel(db, file, name) else { return None };
+    let Err(problems) = db::compile_kernel(db, file, name) else { return None };
+    let kernel = db::kernel_decl(db, file, name).as_ref()?;
+    let spans: Vec<Span> = problems.iter().filter(|p| p.in_kernel).map(|p| p.span).collect();
+    let others: Vec<String> = db::kernel_names(db, file).iter().filter(|k| **k != kernel.name.name).cloned().collect();
+    for tensor in tensors_by_blame(kernel, &spans) {
+        let Some(current) = resolved.formats.get(&tensor) else { continue };
+        let elements = resolved.dims.get(&tensor).map_or(0, |d| d.iter().product());
+        for cand in candidates(current, current.order(), elements) {
+            let Ok(fmt) = parse_format(&cand, current.order(), &Registry::builtin()) else { continue };
+            let mut formats = resolved.formats.clone();
+            formats.insert(tensor.clone(), fmt.clone());
+            if !compiles(kernel, &formats, &resolved.dims) {
+                continue;
+            }
+            let breaks_another = others.iter().any(|o| {
+                let other = Name::new(db, o.clone());
+                let (Ok(r), Ok(_), Some(k)) = (db::resolve_kernel(db, file, other), db::compile_kernel(db, file, other), db::kernel_decl(db, file, other)) else {
+                    return false;
+                };
+                if !r.formats.contains_key(&tensor) {
+                    return false;
+                }
+                let mut f = r.formats.clone();
+                f.insert(tensor.clone(), fmt.clone());
+                !compiles(k, &f, &r.dims)
+            });
+            let copy = breaks_another.then(|| fresh_name(db, file, &tensor, &cand));
+            return Some(Suggestion { kernel: kernel.name.name.clone(), tensor, format: source_syntax(&cand), copy });
+        }
+    }
+    None
+}
+
+/// `A` in CSC → `A_csc`, made unique among the file's declarations.
+fn fresh_name(db: &dyn Db, file: SourceFile, tensor: &str, candidate: &str) -> String {
+    let tag: String = candidate
+        .split(['(', ':'])
+        .next()
+        .unwrap_or("copy")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+        .collect();
+    let tag = if candidate.contains(':') { "t".to_string() } else { tag };
+    let taken: Vec<String> = db::parse_file(db, file)
+        .items
+        .iter()
+        .map(|it| match &it.kind {
+            ItemKind::Format(f) => f.name.name.clone(),
+            ItemKind::Tensor(t) => t.name.name.clone(),
+            ItemKind::Kernel(k) => k.name.name.clone(),
+        })
+        .collect();
+    let base = format!("{tensor}_{tag}");
+    let mut name = base.clone();
+    let mut n = 1;
+    while taken.contains(&name) {
+        n += 1;
+        name = format!("{base}{n}");
+    }
+    name
+}
+
+impl Analysis {
+    /// The suggestion for a kernel the compiler refuses, if one compiles.
+    pub fn suggestion(&self, file: SourceFile, kernel: &str) -> Option<Suggestion> {
+        suggestion(&self.db, file, Name::new(&self.db, kernel.to_string()))
+    }
+
+    /// The edit that applies a suggestion.
+    pub fn fix(&self, file: SourceFile, s: &Suggestion) -> Option<QuickFix> {
+        let text = self.text(file);
+        let parsed = db::parse_file(&self.db, file);
+        let (decl, at) = parsed.items.iter().find_map(|it| match &it.kind {
+            ItemKind::Tensor(t) if t.name.name == s.tensor => Some((t, it.span.start)),
+            _ => None,
+        })?;
+        let fspan = decl.format.span();
+        match &s.copy {
+            None => Some(QuickFix {
+                title: format!("Store `{}` as {}", s.tensor, s.format),
+                span: Span::new(at + fspan.start, at + fspan.end),
+                replacement: s.format.clone(),
+            }),
+            Some(copy) => {
+                // One edit over the kernel: the copy's declaration, then the
+                // kernel with its uses of the tensor renamed.
+                let (kernel, kat, kspan) = parsed.items.iter().find_map(|it| match &it.kind {
+                    ItemKind::Kernel(k) if k.name.name == s.kernel => Some((k, it.span.start, it.span)),
+                    _ => None,
+                })?;
+                let decl_item = parsed.items.iter().find(|it| it.span.start == at)?;
+                let mut copy_decl = text.get(decl_item.span.start..decl_item.span.end)?.to_string();
+                copy_decl.replace_range(fspan.start..fspan.end, &s.format);
+                let nspan = decl.name.span;
+                copy_decl.replace_range(nspan.start..nspan.end, copy);
+                let mut body = text.get(kspan.start..kspan.end)?.to_string();
+                let mut uses: Vec<usize> = kernel
+                    .statements
+                    .iter()
+                    .flat_map(|st| std::iter::once(&st.lhs).chain(st.rhs.accesses()))
+                    .filter(|a| a.tensor == s.tensor)
+                    .map(|a| a.span.start)
+                    .collect();
+                uses.sort_unstable_by(|a, b| b.cmp(a));
+                for u in uses {
+                    body.replace_range(u..u + s.tensor.len(), copy);
+                }
+                let _ = kat;
+                Some(QuickFix {
+                    title: format!("Declare `{copy}`, a copy of `{}` stored as {}, for kernel `{}`", s.tensor, s.format, s.kernel),
+                    span: kspan,
+                    replacement: format!("{copy_decl}\n{body}"),
+                })
+            }
+        }
+    }
+
+    /// Fixes for the diagnostic `message` reported at `offset`.
+    pub fn quick_fixes(&self, file: SourceFile, offset: usize, message: &str) -> Vec<QuickFix> {
+        self.diagnostics(file).into_iter().filter(|d| d.span.start == offset && d.message == message).filter_map(|d| d.fix).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn candidate_syntax() {
+        assert_eq!(source_syntax("dense,compressed:1,0"), "(dense, compressed) order (1, 0)");
+        assert_eq!(source_syntax("compressed(nonunique),singleton"), "(compressed(nonunique), singleton)");
+        assert_eq!(source_syntax("CSC"), "CSC");
+        assert_eq!(permutations(3).len(), 6);
+    }
+
+    #[test]
+    fn candidates_skip_the_current_format_and_big_dense() {
+        let csr = parse_format("CSR", 2, &Registry::builtin()).unwrap();
+        let c = candidates(&csr, 2, 1 << 30);
+        assert_eq!(c[0], "CSC");
+        assert!(!c.contains(&"CSR".to_string()) && !c.contains(&"dense".to_string()), "{c:?}");
+    }
 }

@@ -6,10 +6,13 @@
 
 mod fixes;
 mod hover;
+mod kernel_facts;
+mod markdown;
 mod navigate;
+mod picture;
 mod views;
 
-pub use fixes::QuickFix;
+pub use fixes::{QuickFix, Suggestion};
 pub use hover::HoverResult;
 pub use navigate::{Completion, CompletionKind, Symbol, SymbolKind, TokenKind};
 pub use views::View;
@@ -26,12 +29,17 @@ pub struct Diagnostic {
     pub span: Span,
     pub message: String,
     pub is_error: bool,
+    /// A change that makes the kernel compile (checked by compiling it).
+    pub fix: Option<QuickFix>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct InlayHint {
     pub offset: usize,
+    /// Short enough for VS Code, which cuts labels at about 43 characters.
     pub label: String,
+    /// The full loop order and strategy of every variable.
+    pub tooltip: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -94,10 +102,33 @@ impl Analysis {
         file.text(&self.db)
     }
 
+    /// One diagnostic per root cause; a kernel the compiler refuses says
+    /// which format change makes it compile, and carries that fix.
     pub fn diagnostics(&self, file: SourceFile) -> Vec<Diagnostic> {
+        let kernels: Vec<(Span, String)> = db::parse_file(&self.db, file)
+            .items
+            .iter()
+            .filter_map(|it| if let ItemKind::Kernel(k) = &it.kind { Some((it.span, k.name.name.clone())) } else { None })
+            .collect();
         db::diagnostics(&self.db, file)
             .into_iter()
-            .map(|d| Diagnostic { span: d.span, message: d.message, is_error: d.severity == db::Severity::Error })
+            .map(|d| {
+                let mut out = Diagnostic { span: d.span, message: d.message, is_error: d.severity == db::Severity::Error, fix: None };
+                // Only the compiler's refusals get a suggestion (not parse
+                // or name errors inside the kernel).
+                let refused = |k: &String| {
+                    let name = db::Name::new(&self.db, k.clone());
+                    db::compile_kernel(&self.db, file, name).as_ref().err().is_some_and(|ps| ps.iter().any(|p| p.message == out.message))
+                };
+                let owner = kernels.iter().find(|(s, k)| s.start <= d.span.start && d.span.end <= s.end && refused(k));
+                if let Some(s) = owner.and_then(|(_, k)| self.suggestion(file, k)) {
+                    if let Some(fix) = self.fix(file, &s) {
+                        out.message = format!("{}; {}", out.message, s.sentence());
+                        out.fix = Some(fix);
+                    }
+                }
+                out
+            })
             .collect()
     }
 
@@ -117,10 +148,8 @@ impl Analysis {
             let name = db::Name::new(&self.db, k.name.name.clone());
             let Ok(c) = db::compile_kernel(&self.db, file, name) else { continue };
             for (st, kernel) in k.statements.iter().zip(&c.statements) {
-                let order: Vec<String> = kernel.nests.iter().map(|n| n.graph.order.join("→")).collect();
-                let plans: Vec<String> = kernel.plans().map(|p| p.summary()).collect();
-                let label = format!(" ∀ {} | {}", order.join(" ; "), plans.join(" | "));
-                out.push(InlayHint { offset: it.span.start + st.span.end, label });
+                let (label, full) = kernel_facts::statement_hint(kernel);
+                out.push(InlayHint { offset: it.span.start + st.span.end, label, tooltip: Some(full) });
             }
         }
         out

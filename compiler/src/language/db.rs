@@ -4,7 +4,7 @@
 //! tracked function keyed by the item it works on.
 
 use super::ast::*;
-use super::resolve::{tensor_format, Problem, Scope};
+use super::resolve::{tensor_format, Cause, Problem, Scope};
 use crate::coo::CooTensor;
 use crate::format::{Registry, TensorFormat};
 use crate::lower::{compile, Kernel};
@@ -198,6 +198,9 @@ pub fn resolve_kernel<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -
     let mut out = Resolved { formats: BTreeMap::new(), dims: BTreeMap::new(), sources: BTreeMap::new(), data_paths: BTreeMap::new() };
     let mut problems = Vec::new();
     let mut symbols: BTreeMap<String, usize> = BTreeMap::new();
+    // Sizes a data file would give but that file could not be read: not
+    // reported again as unknown (the file is the cause).
+    let mut blocked: Vec<String> = Vec::new();
     // Tensors this kernel uses.
     let mut used: Vec<(String, Span)> = Vec::new();
     for st in &kernel.statements {
@@ -236,7 +239,10 @@ pub fn resolve_kernel<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -
                             bind(&mut symbols, d, *n, at, &mut problems);
                         }
                     }
-                    Err(e) => problems.push(Problem::at_decl(shift(src.span, at), e.clone())),
+                    Err(e) => {
+                        problems.push(Problem::at_decl(shift(src.span, at), e.clone()).because(Cause::DataFile(full.clone())));
+                        blocked.extend(decl.shape.iter().filter_map(|d| if let Dim::Sym(s) = d { Some(s.name.clone()) } else { None }));
+                    }
                 }
                 out.data_paths.insert(tname.clone(), full);
             }
@@ -262,6 +268,8 @@ pub fn resolve_kernel<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -
             }
         }
     }
+    // One problem per unknown size, at its first use in the file.
+    let mut unknown: BTreeMap<String, (Span, String)> = BTreeMap::new();
     for (tname, _) in &used {
         if let Some((decl, at)) = scope.tensors.get(tname) {
             let mut dims = Vec::new();
@@ -271,7 +279,11 @@ pub fn resolve_kernel<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -
                     Dim::Sym(s) => match symbols.get(&s.name) {
                         Some(n) => dims.push(*n),
                         None => {
-                            problems.push(Problem::at_decl(shift(s.span, *at), format!("the size `{}` is not known: give a number or read `{tname}` (or another tensor using `{}`) from a file", s.name, s.name)));
+                            let span = shift(s.span, *at);
+                            let first = unknown.get(&s.name).is_none_or(|(other, _)| span.start < other.start);
+                            if first && !blocked.contains(&s.name) {
+                                unknown.insert(s.name.clone(), (span, tname.clone()));
+                            }
                             dims.push(0);
                         }
                     },
@@ -279,6 +291,12 @@ pub fn resolve_kernel<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -
             }
             out.dims.insert(tname.clone(), dims);
         }
+    }
+    for (sym, (span, tname)) in unknown {
+        problems.push(
+            Problem::at_decl(span, format!("the size `{sym}` is not known: give a number or read `{tname}` (or another tensor using `{sym}`) from a file"))
+                .because(Cause::UnknownSize(sym)),
+        );
     }
     if problems.is_empty() {
         Ok(out)
@@ -350,26 +368,36 @@ pub fn emitted_c<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -> Res
     }
 }
 
-/// Every problem in a file, with absolute spans, in source order.
+/// Every problem in a file, with absolute spans, in source order: one per
+/// root cause (an unknown size or a bad data file is reported once, not by
+/// every kernel and tensor it reaches).
 pub fn diagnostics(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
     let parsed = parse_file(db, file);
-    let mut out: Vec<Diagnostic> = parsed.errors.iter().map(|e| Diagnostic { span: e.span, message: e.message.clone(), severity: Severity::Error }).collect();
+    let mut found: Vec<(Diagnostic, Option<Cause>)> =
+        parsed.errors.iter().map(|e| (Diagnostic { span: e.span, message: e.message.clone(), severity: Severity::Error }, None)).collect();
     for it in &parsed.items {
         let ItemKind::Kernel(k) = &it.kind else { continue };
         let name = Name::new(db, k.name.name.clone());
         let base = it.span.start;
-        let abs = |p: &Problem| Diagnostic { span: if p.in_kernel { shift(p.span, base) } else { p.span }, message: p.message.clone(), severity: Severity::Error };
+        let abs = |p: &Problem| (Diagnostic { span: if p.in_kernel { shift(p.span, base) } else { p.span }, message: p.message.clone(), severity: Severity::Error }, p.cause.clone());
         match resolve_kernel(db, file, name) {
-            Err(ps) => out.extend(ps.iter().map(abs)),
+            Err(ps) => found.extend(ps.iter().map(abs)),
             Ok(_) => {
                 if let Err(ps) = compile_kernel(db, file, name) {
-                    out.extend(ps.iter().map(abs));
+                    found.extend(ps.iter().map(abs));
                 }
             }
         }
     }
-    out.sort_by_key(|d| (d.span.start, d.span.end));
-    out.dedup();
+    found.sort_by_key(|(d, _)| (d.span.start, d.span.end));
+    let mut causes = std::collections::BTreeSet::new();
+    let mut out: Vec<Diagnostic> = Vec::new();
+    for (d, cause) in found {
+        if cause.is_some_and(|c| !causes.insert(c)) || out.contains(&d) {
+            continue;
+        }
+        out.push(d);
+    }
     out
 }
 

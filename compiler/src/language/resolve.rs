@@ -15,14 +15,28 @@ pub struct Problem {
     pub span: Span,
     pub message: String,
     pub in_kernel: bool,
+    /// The root cause this problem reports, when several kernels or
+    /// tensors can report the same one (an unknown size, a bad data file):
+    /// a file's diagnostics keep one problem per cause.
+    pub cause: Option<Cause>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Cause {
+    UnknownSize(String),
+    DataFile(std::path::PathBuf),
 }
 
 impl Problem {
     pub fn at_decl(span: Span, message: String) -> Self {
-        Problem { span, message, in_kernel: false }
+        Problem { span, message, in_kernel: false, cause: None }
     }
     pub fn in_kernel(span: Span, message: String) -> Self {
-        Problem { span, message, in_kernel: true }
+        Problem { span, message, in_kernel: true, cause: None }
+    }
+    pub fn because(mut self, cause: Cause) -> Self {
+        self.cause = Some(cause);
+        self
     }
 }
 

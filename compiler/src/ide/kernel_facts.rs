@@ -1,0 +1,224 @@
+//! What the editor shows about a compiled kernel, read from the code
+//! generator's public outputs: the loop order and the per-variable plans of
+//! each nest (`lower::Nest`), the hidden and derived variables of blocked
+//! and diagonal formats (`lower::operands::Problem`), and the loops of the
+//! loop IR (`ir::Function`). This is the one place in `ide` that knows those
+//! types; hovers and inlay hints read the plain structs below.
+
+use crate::ir::print::{Dialect, Printer};
+use crate::ir::{Block, Function, Stmt};
+use crate::lower::plan::VarPlan;
+use crate::lower::Kernel;
+
+/// A variable whose loops do the work of a variable the user wrote.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Related {
+    pub name: String,
+    /// Why it belongs to the user's variable, e.g. `i = iblkA * 4 + iinA`.
+    pub why: String,
+}
+
+/// A loop of the loop IR that iterates one of the variables.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoopFact {
+    /// The variable (user's or hidden) whose coordinates the loop visits.
+    pub var: String,
+    /// The loop's header in C, e.g. `for (int64_t jA = A2_pos[i]; ...)`.
+    pub header: String,
+    /// Nesting depth in the kernel, 0 for the outermost loops.
+    pub depth: usize,
+}
+
+/// Everything shown for one index variable the user wrote.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VarFacts {
+    /// Loop order of each nest, outermost first.
+    pub orders: Vec<Vec<String>>,
+    pub related: Vec<Related>,
+    /// Plans of the variable and of its related variables, in loop order.
+    pub plans: Vec<VarPlan>,
+    pub loops: Vec<LoopFact>,
+}
+
+/// The variables whose loops do the work of `var`: itself, the block
+/// variables it is computed from (BCSR, CSB), and the hidden variables of
+/// the operands it indexes that no user variable is computed from (DIA's
+/// diagonals, ELL's slots).
+fn related(k: &Kernel, var: &str) -> Vec<Related> {
+    let mut out: Vec<Related> = Vec::new();
+    let mut add = |name: &str, why: String| {
+        if !out.iter().any(|r| r.name == name) {
+            out.push(Related { name: name.to_string(), why });
+        }
+    };
+    for nest in &k.nests {
+        let p = &nest.problem;
+        if let Some(d) = p.derivation(var) {
+            add(&d.outer, format!("`{var} = {} * {} + {}`: block of `{var}`", d.outer, d.b, d.inner));
+            add(&d.inner, format!("`{var} = {} * {} + {}`: position of `{var}` inside its block", d.outer, d.b, d.inner));
+        }
+        for o in &p.operands {
+            if !o.access.indices.iter().any(|i| i.name == var) {
+                continue;
+            }
+            for lv in &o.level_vars {
+                let derived_from = p.derived.iter().any(|d| d.outer == *lv || d.inner == *lv);
+                if p.hidden.contains(lv) && !derived_from {
+                    add(lv, format!("hidden level variable of `{}` ({})", o.access, o.format.display_name()));
+                }
+            }
+        }
+    }
+    out
+}
+
+pub fn var_facts(k: &Kernel, var: &str) -> VarFacts {
+    let related = related(k, var);
+    let names: Vec<&str> = std::iter::once(var).chain(related.iter().map(|r| r.name.as_str())).collect();
+    let mut plans = Vec::new();
+    for nest in &k.nests {
+        for v in &nest.graph.order {
+            if names.contains(&v.as_str()) {
+                plans.extend(nest.plans.iter().filter(|p| p.var == *v).cloned());
+            }
+        }
+    }
+    let tensors: Vec<&str> = k.nests.iter().flat_map(|n| n.problem.operands.iter().map(|o| o.tensor.as_str())).collect();
+    let mut loops = Vec::new();
+    Walk { f: &k.function, names: &names, tensors: &tensors }.block(&k.function.body, 0, &mut loops);
+    VarFacts { orders: k.nests.iter().map(|n| n.graph.order.clone()).collect(), related, plans, loops }
+}
+
+/// Whether an IR variable holds coordinates of `v`: `v`, or `v` followed by
+/// an operand's name (`jA`: `j` as read from `A`), with a numeric suffix
+/// when made unique (`jA2`).
+fn names_var(ir_name: &str, v: &str, tensors: &[&str]) -> bool {
+    let Some(rest) = ir_name.strip_prefix(v) else { return false };
+    let rest = rest.trim_end_matches(|c: char| c.is_ascii_digit());
+    rest.is_empty() || tensors.contains(&rest)
+}
+
+/// Walks the loop IR for the loops that visit some variables.
+struct Walk<'a> {
+    f: &'a Function,
+    names: &'a [&'a str],
+    tensors: &'a [&'a str],
+}
+
+impl Walk<'_> {
+    fn var(&self, id: u32) -> Option<&str> {
+        let n = &self.f.vars[id as usize].name;
+        self.names.iter().find(|v| names_var(n, v, self.tensors)).copied()
+    }
+
+    /// The variable a loop visits: its own counter, or a coordinate it
+    /// binds before its first other statement.
+    fn visited(&self, counter: Option<u32>, body: &Block) -> Option<&str> {
+        counter.and_then(|c| self.var(c)).or_else(|| {
+            body.iter().take_while(|s| matches!(s, Stmt::Let(..) | Stmt::Comment(_))).find_map(|s| match s {
+                Stmt::Let(id, _) => self.var(*id),
+                _ => None,
+            })
+        })
+    }
+
+    fn block(&self, b: &Block, depth: usize, out: &mut Vec<LoopFact>) {
+        let p = Printer::new(&self.f.vars, Dialect::C);
+        for s in b {
+            match s {
+                Stmt::For { var, lo, hi, body } => {
+                    if let Some(v) = self.visited(Some(*var), body) {
+                        let n = p.var_name(*var);
+                        out.push(LoopFact { var: v.to_string(), header: format!("for (int64_t {n} = {}; {n} < {}; {n}++)", p.expr(lo), p.expr(hi)), depth });
+                    }
+                    self.block(body, depth + 1, out);
+                }
+                Stmt::While { cond, body } => {
+                    if let Some(v) = self.visited(None, body) {
+                        out.push(LoopFact { var: v.to_string(), header: format!("while ({})", p.expr(cond)), depth });
+                    }
+                    self.block(body, depth + 1, out);
+                }
+                Stmt::If { then, els, .. } => {
+                    self.block(then, depth, out);
+                    self.block(els, depth, out);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Inlay hint of one statement: a short label (VS Code cuts labels at
+/// about 43 characters) and the full text for the tooltip.
+pub fn statement_hint(k: &Kernel) -> (String, String) {
+    let order: Vec<String> = k.nests.iter().map(|n| n.graph.order.join("→")).collect();
+    let full_plans: Vec<String> = k.plans().map(|p| p.summary()).collect();
+    let full = format!("∀ {} | {}", order.join(" ; "), full_plans.join(" | "));
+    // Short form: only the variables whose loops do more than walk one
+    // level, named by level (`A2`, not `A2:compressed`).
+    let mut parts: Vec<String> = Vec::new();
+    for p in k.plans() {
+        if let Some(s) = short_strategy(p) {
+            if !parts.contains(&s) {
+                parts.push(s);
+            }
+        }
+    }
+    if parts.is_empty() {
+        if let Some(p) = k.plans().last() {
+            parts.push(format!("{}: {}", p.var, level_list(&p.loops[0].coiterated, "∧")));
+        }
+    }
+    let short_order: Vec<String> = k.nests.iter().map(|n| n.graph.order.iter().map(|v| short_var(v)).collect::<Vec<_>>().join("→")).collect();
+    let mut short = format!("∀{}", short_order.join(";"));
+    for part in parts {
+        let candidate = format!("{short} · {part}");
+        if candidate.chars().count() > HINT_LIMIT {
+            if !short.ends_with('…') {
+                short.push_str(" …");
+            }
+            break;
+        }
+        short = candidate;
+    }
+    (short, full)
+}
+
+/// VS Code shows at most this many characters of an inlay hint.
+pub const HINT_LIMIT: usize = 43;
+
+/// Hidden variables carry the tensor's name (`iblkA`); drop nothing else.
+fn short_var(v: &str) -> String {
+    v.to_string()
+}
+
+/// `A2:compressed` → `A2`, `dedup<B1:compressed(nonunique)>` → `dedup<B1>`.
+fn level_list(levels: &[String], sep: &str) -> String {
+    let short = |l: &String| {
+        let name = l.split(':').next().unwrap_or(l).trim();
+        format!("{name}{}", ">".repeat(name.matches('<').count()))
+    };
+    levels.iter().map(short).collect::<Vec<_>>().join(sep)
+}
+
+/// The strategy of a variable in a few characters, or None when its loop
+/// only walks one level with nothing located (the common dense row loop).
+fn short_strategy(p: &VarPlan) -> Option<String> {
+    let first = &p.loops[0];
+    let mut s = String::new();
+    if first.fused {
+        s.push_str(&format!("fused {}", level_list(&first.coiterated, ",")));
+    } else if first.coiterated.len() > 1 {
+        s.push_str(&level_list(&first.coiterated, "∧"));
+    } else if !first.located.is_empty() {
+        s.push_str(&level_list(&first.coiterated, ""));
+    }
+    if !first.located.is_empty() {
+        s.push_str(&format!("→loc {}", level_list(&first.located, ",")));
+    }
+    if p.loops.len() > 1 {
+        s.push_str(&format!(" ({} pts)", p.loops.len()));
+    }
+    (!s.is_empty()).then(|| format!("{}: {s}", p.var))
+}

@@ -1,0 +1,168 @@
+//! The editor answers of `ide`: hovers on every variable the user wrote
+//! (with the hidden variables of blocked and diagonal formats and the loops
+//! read from the loop IR), escaped markdown, the sparsity picture, inlay
+//! hints that fit VS Code, one diagnostic per root cause, and quick fixes
+//! that were compiled before they are offered.
+
+use std::path::{Path, PathBuf};
+use tensor_compiler::ide::{Analysis, Diagnostic};
+use tensor_compiler::language::db::SourceFile;
+
+fn example(name: &str) -> (Analysis, SourceFile, String) {
+    let p: PathBuf = std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples").join(name)).unwrap();
+    let text = std::fs::read_to_string(&p).unwrap();
+    let mut a = Analysis::new();
+    let f = a.set_file(&p, text.clone());
+    (a, f, text)
+}
+
+fn hover_at(a: &Analysis, f: SourceFile, text: &str, needle: &str, skip: usize) -> String {
+    let at = text.find(needle).unwrap_or_else(|| panic!("{needle} not in the file")) + skip;
+    a.hover(f, at).map(|h| h.markdown).unwrap_or_default()
+}
+
+/// The lines of the hover's C block (the loops of the variable).
+fn loops(md: &str) -> Vec<String> {
+    md.split("```c\n").nth(1).map(|c| c.split("```").next().unwrap().lines().map(|l| l.trim().to_string()).collect()).unwrap_or_default()
+}
+
+#[test]
+fn csr_spmv_loops_of_each_variable_come_from_the_loop_ir() {
+    let (a, f, text) = example("spmv_vectors.tensor");
+    // `j` of the dense-x kernel: the loop over A's row, not the row loop.
+    let j = hover_at(&a, f, &text, "xd(j)", 3);
+    let lj = loops(&j);
+    assert!(!lj.is_empty() && lj.iter().all(|l| l.contains("pA2")), "{j}");
+    // `i`: only the row loop.
+    let i = hover_at(&a, f, &text, "y(i) = A(i,j) * xd", 2);
+    assert_eq!(loops(&i), vec!["for (int64_t iA = 0; iA < A1_N; iA++)"], "{i}");
+    // `j` of the sparse-x kernel: the merge loop over both.
+    let j = hover_at(&a, f, &text, "xs(j)", 3);
+    assert!(loops(&j).iter().any(|l| l.starts_with("while (") && l.contains("pxs1")), "{j}");
+    assert!(j.contains("co-iterate: A2:compressed, xs1:compressed"), "{j}");
+}
+
+#[test]
+fn blocked_and_diagonal_formats_show_the_hidden_variables() {
+    for (file, needle, hidden) in [
+        ("spmv_bcsr4.tensor", "y(i)", &["iblkA", "iinA"][..]),
+        ("spmv_bcsr4.tensor", "x(j)", &["jblkA", "jinA"][..]),
+        ("spmv_csb8.tensor", "y(i)", &["iblkA", "iinA"][..]),
+        ("spmv_dia.tensor", "y(i)", &["diagA"][..]),
+        ("spmv_ell.tensor", "x(j)", &["slotA"][..]),
+    ] {
+        let (a, f, text) = example(file);
+        let md = hover_at(&a, f, &text, needle, 2);
+        for h in hidden {
+            assert!(md.contains(&format!("index {h}:")), "{file} {needle}: no lattice of {h}\n{md}");
+            assert!(md.contains(&format!("- `{h}`")), "{file} {needle}: {h} not explained\n{md}");
+        }
+        assert!(md.contains("co-iterate:"), "{md}");
+        assert!(!loops(&md).is_empty(), "{file} {needle}: no loops\n{md}");
+    }
+}
+
+#[test]
+fn tensor_hover_keeps_brackets_and_draws_the_matrix() {
+    let (a, f, text) = example("spmv_vectors.tensor");
+    let md = hover_at(&a, f, &text, "tensor A", 7);
+    assert!(md.contains("`f64[M, N]`"), "{md}");
+    assert!(md.contains("479 × 479, 1910 stored entries"), "{md}");
+    let img = md.lines().find(|l| l.starts_with("![sparsity of A")).expect("a sparsity picture");
+    assert!(img.contains("](data:image/png;base64,iVBORw0KGgo"), "{img}");
+    // The picture is a paragraph of its own, before the level table.
+    assert!(md.contains(&format!("\n\n{img}\n\n")) && md.find(img) < md.find("| level"), "{md}");
+    // A vector has no picture.
+    let md = hover_at(&a, f, &text, "tensor xs", 7);
+    assert!(!md.contains("data:image"), "{md}");
+}
+
+#[test]
+fn markdown_from_messages_is_escaped() {
+    let mut a = Analysis::new();
+    let text = "tensor A : f64[4, 4] @ CSR = mtx(\"missing[1].mtx\")\ntensor x : f64[4] @ dense\ntensor y : f64[4] @ dense\nkernel k { y(i) = A(i,j) * x(j) }\n";
+    let f = a.set_file(Path::new("/virtual/esc.tensor"), text.into());
+    let md = a.hover(f, text.find("tensor A").unwrap() + 7).unwrap().markdown;
+    assert!(md.contains("missing\\[1\\].mtx"), "{md}");
+}
+
+#[test]
+fn inlay_hints_fit_vs_code_and_keep_the_strategy() {
+    for name in ["spmv_vectors.tensor", "spmv_bcsr4.tensor", "spmv_dia.tensor", "add.tensor", "tensor3.tensor", "spmv_coo.tensor"] {
+        let (a, f, _) = example(name);
+        let hints = a.inlay_hints(f);
+        assert!(!hints.is_empty(), "{name}");
+        for h in hints {
+            assert!(h.label.chars().count() <= 43, "{name}: {} ({} chars)", h.label, h.label.chars().count());
+            let full = h.tooltip.expect("a tooltip");
+            assert!(full.starts_with('∀') && full.chars().count() >= h.label.chars().count(), "{full}");
+        }
+    }
+    let (a, f, _) = example("spmv_vectors.tensor");
+    let labels: Vec<String> = a.inlay_hints(f).into_iter().map(|h| h.label).collect();
+    assert_eq!(labels, ["∀i→j · j: A2→loc xd1", "∀i→j · j: A2∧xs1", "∀i→j · j: A2→loc xh1"]);
+}
+
+fn diagnostics(text: &str) -> (Analysis, SourceFile, Vec<Diagnostic>) {
+    let mut a = Analysis::new();
+    let f = a.set_file(&std::env::temp_dir().join("tensor-ide-answers.tensor"), text.into());
+    let d = a.diagnostics(f);
+    (a, f, d)
+}
+
+#[test]
+fn an_unknown_size_is_reported_once() {
+    let (_, _, d) = diagnostics("tensor A : f64[N, N] @ CSR\ntensor x : f64[N] @ dense\ntensor y : f64[N] @ dense\nkernel k { y(i) = A(i,j) * x(j) }\nkernel k2 { y(i) = x(i) }\n");
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert!(d[0].message.contains("the size `N` is not known"));
+}
+
+#[test]
+fn a_bad_data_file_is_one_diagnostic() {
+    let (_, _, d) = diagnostics(
+        "tensor A : f64[M, N] @ CSR = mtx(\"nope.mtx\")\ntensor B : f64[M, N] @ CSC = mtx(\"nope.mtx\")\ntensor x : f64[N] @ dense = random(seed: 1)\ntensor y : f64[M] @ dense\nkernel k { y(i) = A(i,j) * x(j) }\nkernel k2 { y(i) = B(i,j) * x(j) }\n",
+    );
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert!(d[0].message.contains("nope.mtx"), "{d:#?}");
+}
+
+const SHARED: &str = "tensor A : f64[8, 8] @ CSR = random(seed: 1, density: 0.3)\ntensor B : f64[8, 8] @ CSR = random(seed: 2, density: 0.3)\ntensor C : f64[8, 8] @ CSR = random(seed: 3, density: 0.3)\ntensor D : f64[8, 8] @ dense\ntensor Y : f64[8, 8] @ DIA\ntensor ys : f64[8] @ sparse\ntensor xd : f64[8] @ dense = random(seed: 4)\n";
+
+fn apply(text: &str, d: &Diagnostic) -> String {
+    let fix = d.fix.as_ref().unwrap_or_else(|| panic!("no fix for {}", d.message));
+    let mut t = text.to_string();
+    t.replace_range(fix.span.start..fix.span.end, &fix.replacement);
+    t
+}
+
+#[test]
+fn refusals_suggest_a_format_that_compiles() {
+    for (kernel, expect) in [
+        ("kernel t { D(i,j) = B(i,j) + C(j,i) }", "`C` stored as `CSC`"),
+        ("kernel t { Y(i,j) = A(i,j) }", "`Y` stored as `CSR`"),
+        ("kernel t { ys(i) += A(i,j) * xd(j) }", "`ys` stored as `dense`"),
+    ] {
+        let text = format!("{SHARED}{kernel}\n");
+        let (a, f, d) = diagnostics(&text);
+        assert_eq!(d.len(), 1, "{d:#?}");
+        assert!(d[0].message.contains(expect), "{}", d[0].message);
+        // The fix is what the code action offers, and the file compiles after it.
+        assert_eq!(a.quick_fixes(f, d[0].span.start, &d[0].message), vec![d[0].fix.clone().unwrap()]);
+        let (_, _, after) = diagnostics(&apply(&text, &d[0]));
+        assert!(after.is_empty(), "{kernel}: {after:#?}");
+    }
+}
+
+#[test]
+fn a_shared_tensor_gets_a_copy_instead_of_breaking_the_other_kernel() {
+    // Storing C as CSC fixes `t` but breaks `u` (C * A needs both in one order).
+    let text = format!("{SHARED}kernel t {{ D(i,j) = B(i,j) + C(j,i) }}\nkernel u {{ D(i,j) = C(i,j) * A(i,j) }}\n");
+    let (_, _, d) = diagnostics(&text);
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert!(d[0].message.contains("copy `C_csc`"), "{}", d[0].message);
+    let fixed = apply(&text, &d[0]);
+    assert!(fixed.contains("tensor C_csc : f64[8, 8] @ CSC = random(seed: 3, density: 0.3)"), "{fixed}");
+    assert!(fixed.contains("kernel u { D(i,j) = C(i,j) * A(i,j) }"), "{fixed}");
+    let (_, _, after) = diagnostics(&fixed);
+    assert!(after.is_empty(), "{fixed}\n{after:#?}");
+}
