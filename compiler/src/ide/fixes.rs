@@ -252,7 +252,16 @@ impl Analysis {
             ItemKind::Tensor(t) if t.name.name == s.tensor => Some((t, it.span.start)),
             _ => None,
         })?;
-        let fspan = decl.format.span();
+        let mut fspan = decl.format.span();
+        // A preset's arguments (`BCSR(2)`) are part of what is replaced.
+        if let crate::language::ast::FormatRef::Named { args, .. } = &decl.format {
+            let rest = text.get(at + fspan.end..).unwrap_or("");
+            if !args.is_empty() && rest.trim_start().starts_with('(') {
+                if let Some(close) = rest.find(')') {
+                    fspan = Span::new(fspan.start, fspan.end + close + 1);
+                }
+            }
+        }
         match &s.copy {
             None => Some(QuickFix {
                 title: format!("Store `{}` as {}", s.tensor, s.format),
