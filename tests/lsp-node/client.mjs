@@ -110,4 +110,12 @@ export function uriOf(path) {
   return pathToFileURL(path).href;
 }
 
+/// Text that keeps the parser and the analysis busy for seconds: many
+/// broken kernels.
+export function garbageText(bytes) {
+  let text = '';
+  for (let n = 0; text.length < bytes; n++) text += `kernel k${n} { y(i) = $ }\n`;
+  return text;
+}
+
 export { lsp };

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { writeFileSync, rmSync, existsSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { resolve } from 'node:path';
-import { start, stop, within, timed, open, change, hover, diagnosticsOf, positionOf, children, until, uriOf, tmp, root, lsp } from './client.mjs';
+import { start, stop, within, timed, open, change, hover, diagnosticsOf, positionOf, children, until, uriOf, tmp, root, lsp, garbageText } from './client.mjs';
 
 const small = 'tensor x : f64[4] @ dense = random(seed: 1)\ntensor y : f64[4] @ dense\nkernel copy { y(i) = x(i) }\n';
 
@@ -85,8 +85,7 @@ test('U+2028, U+2029, U+0085, FF and VT do not break lines: positions, hover and
 test('400 KB of garbage text leaves other requests answered', async () => {
   const s = await start();
   const hoverOther = await otherDocument(s, 'garbage-other');
-  let garbage = '';
-  for (let n = 0; garbage.length < 400_000; n++) garbage += `a${n} $ `;
+  const garbage = garbageText(400_000);
   const uri = uriOf(resolve(tmp, 'garbage.tensor'));
   open(s, uri, garbage);
   await new Promise((r) => setTimeout(r, 50));

@@ -126,4 +126,33 @@ mod tests {
         let e = bg.run(&db, "boom".into(), || panic!("exploded")).unwrap_err();
         assert!(e.contains("exploded"), "{e}");
     }
+
+    /// Setting an input does not wait for slow work a snapshot is waiting
+    /// on: the snapshot unwinds with `Cancelled`, the work goes on.
+    #[test]
+    fn an_edit_cancels_a_wait_at_once() {
+        use salsa::Setter;
+        use std::time::Instant;
+        let mut db = Database::default();
+        let file = crate::language::db::SourceFile::new(&db, "a.tensor".into(), String::new());
+        let bg: Arc<Background<u32>> = Arc::default();
+        let (snapshot, waiting) = (db.clone(), bg.clone());
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            salsa::Cancelled::catch(AssertUnwindSafe(|| {
+                waiting.run(&snapshot, "slow".into(), move || {
+                    let _ = started_tx.send(());
+                    std::thread::sleep(Duration::from_secs(3));
+                    7
+                })
+            }))
+        });
+        started_rx.recv().unwrap();
+        let t0 = Instant::now();
+        file.set_text(&mut db).to("kernel k { y(i) = x(i) }".into());
+        assert!(t0.elapsed() < Duration::from_secs(1), "the edit waited {:?}", t0.elapsed());
+        assert!(reader.join().unwrap().is_err(), "the snapshot was cancelled");
+        // The work finished meanwhile is picked up, not started again.
+        assert_eq!(bg.run(&db, "slow".into(), || 0), Ok(7));
+    }
 }

@@ -37,7 +37,8 @@ pub fn parse_incremental(text: &str, old: Option<(&str, &Tree)>, stop: &mut dyn 
         edited.as_ref(),
         Some(ParseOptions::new().progress_callback(&mut progress)),
     )?;
-    Some((lower(text, &tree), tree))
+    let parsed = lower(text, &tree, stop)?;
+    Some((parsed, tree))
 }
 
 /// The single edit that turns `old` into `new`: everything between their
@@ -71,13 +72,17 @@ fn point_at(text: &[u8], at: usize) -> Point {
     Point { row, column }
 }
 
-/// The AST and syntax errors of a parsed tree.
-fn lower(text: &str, tree: &Tree) -> ParsedFile {
+/// The AST and syntax errors of a parsed tree (`None` when `stop` says so:
+/// a big file takes a while).
+fn lower(text: &str, tree: &Tree, stop: &mut dyn FnMut() -> bool) -> Option<ParsedFile> {
     let mut out = ParsedFile::default();
     let root = tree.root_node();
     collect_errors(root, text, &mut out.errors);
     let mut cursor = root.walk();
-    for child in root.named_children(&mut cursor) {
+    for (n, child) in root.named_children(&mut cursor).enumerate() {
+        if n % 256 == 255 && stop() {
+            return None;
+        }
         if child.has_error() && child.kind() != "kernel_declaration" {
             continue;
         }
@@ -92,7 +97,7 @@ fn lower(text: &str, tree: &Tree) -> ParsedFile {
             out.items.push(Item { span: Span::new(child.start_byte(), child.end_byte()), kind });
         }
     }
-    out
+    Some(out)
 }
 
 fn collect_errors(n: Node, text: &str, out: &mut Vec<SyntaxError>) {

@@ -183,10 +183,25 @@ pub fn parse_file(db: &dyn Db, file: SourceFile) -> ParsedFile {
 /// A kernel's declaration (relative spans) and where it starts.
 #[salsa::tracked(returns(ref))]
 pub fn kernel_decl<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -> Option<KernelDecl> {
-    parse_file(db, file).items.iter().find_map(|it| match &it.kind {
-        ItemKind::Kernel(k) if k.name.name == *name.text(db) => Some(k.clone()),
+    let items = &parse_file(db, file).items;
+    let at = *kernel_index(db, file).get(name.text(db))?;
+    match &items.get(at)?.kind {
+        ItemKind::Kernel(k) => Some(k.clone()),
         _ => None,
-    })
+    }
+}
+
+/// Where each kernel is among the items (the first of a name), so that
+/// finding every kernel of a big file stays linear.
+#[salsa::tracked(returns(ref))]
+pub fn kernel_index(db: &dyn Db, file: SourceFile) -> HashMap<String, usize> {
+    let mut index = HashMap::new();
+    for (n, it) in parse_file(db, file).items.iter().enumerate() {
+        if let ItemKind::Kernel(k) = &it.kind {
+            index.entry(k.name.name.clone()).or_insert(n);
+        }
+    }
+    index
 }
 
 /// Every declaration except kernels' bodies: what resolution reads. An
@@ -449,3 +464,39 @@ impl PartialEq for LoadedData {
     }
 }
 impl Eq for LoadedData {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(db: &Database, path: &Path) -> Result<LoadedData, String> {
+        load_data(db, db.data_file(path)).clone()
+    }
+
+    /// `a.mtx/` is another path than `a.mtx`, whatever was loaded before.
+    #[test]
+    fn a_trailing_slash_is_another_data_file() {
+        let db = Database::default();
+        let good = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/data/west0479.mtx");
+        assert!(load(&db, &good).is_ok());
+        let mut slash = good.clone().into_os_string();
+        slash.push("/");
+        let e = load(&db, Path::new(&slash)).unwrap_err();
+        assert!(e.contains("Not a directory"), "{e}");
+    }
+
+    /// A FIFO would block the reader until someone writes to it.
+    #[test]
+    fn only_regular_files_are_read() {
+        let dir = std::env::temp_dir().join(format!("tensor-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("pipe.mtx");
+        let _ = std::fs::remove_file(&fifo);
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let db = Database::default();
+        let e = load(&db, &fifo).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        assert!(load(&db, Path::new("/dev/zero")).unwrap_err().contains("not a regular file"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
