@@ -79,17 +79,12 @@ impl<T: Clone + Send + 'static> Background<T> {
 
     fn start(self: &Arc<Self>, key: String, job: Arc<Job<T>>, work: impl FnOnce() -> T + Send + 'static) -> Result<(), String> {
         let this = self.clone();
-        std::thread::Builder::new()
-            .name("tensor-background".into())
-            .stack_size(STACK)
-            .spawn(move || {
-                let r = catch_unwind(AssertUnwindSafe(work)).map_err(|p| format!("internal error: {}", panic_message(p.as_ref())));
-                *lock(&job.result) = Some(r);
-                job.done.notify_all();
-                this.finished(key);
-            })
-            .map(|_| ())
-            .map_err(|e| format!("cannot start a thread: {e}"))
+        POOL.submit(Box::new(move || {
+            let r = catch_unwind(AssertUnwindSafe(work)).map_err(|p| format!("internal error: {}", panic_message(p.as_ref())));
+            *lock(&job.result) = Some(r);
+            job.done.notify_all();
+            this.finished(key);
+        }))
     }
 
     /// Keep the last finished jobs; forget older ones.
@@ -103,6 +98,56 @@ impl<T: Clone + Send + 'static> Background<T> {
                     lock(&self.jobs).remove(&old);
                 }
             }
+        }
+    }
+}
+
+type Task = Box<dyn FnOnce() + Send>;
+
+/// Threads for background work: an idle one takes the next task, and a new
+/// one starts whenever none is idle, so a task that runs for minutes never
+/// holds up the others. Idle threads end after a while.
+struct Pool {
+    queue: Mutex<(VecDeque<Task>, usize)>,
+    wake: Condvar,
+}
+
+static POOL: Pool = Pool { queue: Mutex::new((VecDeque::new(), 0)), wake: Condvar::new() };
+
+/// How long an idle thread waits for work before it ends.
+const IDLE: Duration = Duration::from_secs(10);
+
+impl Pool {
+    fn submit(&'static self, task: Task) -> Result<(), String> {
+        let mut q = lock(&self.queue);
+        q.0.push_back(task);
+        // Every queued task needs an idle thread of its own.
+        if q.0.len() > q.1 {
+            std::thread::Builder::new().name("tensor-background".into()).stack_size(STACK).spawn(move || self.work()).map_err(|e| format!("cannot start a thread: {e}"))?;
+        } else {
+            self.wake.notify_one();
+        }
+        Ok(())
+    }
+
+    fn work(&'static self) {
+        loop {
+            let task = {
+                let mut q = lock(&self.queue);
+                loop {
+                    if let Some(t) = q.0.pop_front() {
+                        break t;
+                    }
+                    q.1 += 1;
+                    let (guard, waited) = self.wake.wait_timeout(q, IDLE).unwrap_or_else(|p| p.into_inner());
+                    q = guard;
+                    q.1 -= 1;
+                    if waited.timed_out() && q.0.is_empty() {
+                        return;
+                    }
+                }
+            };
+            task();
         }
     }
 }
@@ -125,6 +170,24 @@ mod tests {
         assert_eq!(runs.load(Ordering::SeqCst), 1);
         let e = bg.run(&db, "boom".into(), || panic!("exploded")).unwrap_err();
         assert!(e.contains("exploded"), "{e}");
+    }
+
+    /// Work that runs long does not hold up other work.
+    #[test]
+    fn a_long_job_does_not_hold_up_others() {
+        let db = Database::default();
+        let bg: Arc<Background<u32>> = Arc::default();
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        bg.start("long".into(), Arc::new(Job { result: Mutex::new(None), done: Condvar::new() }), move || {
+            let _ = started_tx.send(());
+            std::thread::sleep(Duration::from_secs(2));
+            1
+        })
+        .unwrap();
+        started_rx.recv().unwrap();
+        let t0 = std::time::Instant::now();
+        assert_eq!(bg.run(&db, "short".into(), || 2), Ok(2));
+        assert!(t0.elapsed() < Duration::from_secs(1));
     }
 
     /// Setting an input does not wait for slow work a snapshot is waiting
