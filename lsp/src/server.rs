@@ -178,6 +178,8 @@ impl LanguageServer for Backend {
     async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
         let on_save = params.initialization_options.as_ref().and_then(|o| o.get("timeOnSave")).and_then(Value::as_bool).unwrap_or(false);
         self.time_on_save.store(on_save, Ordering::Relaxed);
+        let progress = params.capabilities.window.as_ref().and_then(|w| w.work_done_progress).unwrap_or(false);
+        self.runs.progress.store(progress, Ordering::Relaxed);
         Ok(InitializeResult {
             server_info: Some(ServerInfo { name: "tensor-lsp".into(), version: Some(env!("CARGO_PKG_VERSION").into()) }),
             capabilities: ServerCapabilities {

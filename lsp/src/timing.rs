@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -28,6 +28,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// The runs going on, by progress token, each with the way to stop it.
 #[derive(Default)]
 pub struct Runs {
+    /// The client said it shows server-initiated progress.
+    pub progress: AtomicBool,
     next: AtomicU64,
     stops: Mutex<HashMap<String, oneshot::Sender<()>>>,
 }
@@ -61,7 +63,7 @@ impl Runs {
         let _stop = StopOnDrop { runs: self.clone(), token: token.clone() };
         // The client must know the token before progress is reported on it;
         // one that cannot show progress still gets its answer.
-        let created = client.send_request::<WorkDoneProgressCreate>(WorkDoneProgressCreateParams { token: NumberOrString::String(token.clone()) }).await.is_ok();
+        let created = self.progress.load(Ordering::Relaxed) && client.send_request::<WorkDoneProgressCreate>(WorkDoneProgressCreateParams { token: NumberOrString::String(token.clone()) }).await.is_ok();
         let title = format!("Timing kernel {}", req.kernel);
         let client = client.clone();
         // A task of its own, so that the progress ends even when this
