@@ -109,16 +109,44 @@ impl Backend {
     }
 }
 
+/// How long full diagnostics may take before those known without
+/// compiling are shown first.
+const BEFORE_COMPILING_AFTER: std::time::Duration = std::time::Duration::from_millis(1000);
+
+/// Publish the diagnostics of `uri` for the client's current text. When
+/// compiling takes long, publish the syntax and resolution problems first.
 async fn publish(host: &Arc<Host>, client: &Client, uri: Uri) {
+    let full = diagnostics(host, &uri, ide::Analysis::diagnostics);
+    tokio::pin!(full);
+    let answer = tokio::select! {
+        answer = &mut full => answer,
+        _ = tokio::time::sleep(BEFORE_COMPILING_AFTER) => {
+            if let Some((diags, v)) = diagnostics(host, &uri, ide::Analysis::diagnostics_before_compiling).await {
+                if host.version(&uri) == Some(v) {
+                    client.publish_diagnostics(uri.clone(), diags, Some(v)).await;
+                }
+            }
+            full.await
+        }
+    };
+    if let Some((diags, v)) = answer {
+        // Publish only what the client's current text gives.
+        if host.version(&uri) == Some(v) {
+            client.publish_diagnostics(uri.clone(), diags, Some(v)).await;
+        }
+    }
+}
+
+/// The diagnostics `which` gives for `uri`, with the document version they
+/// belong to. Cancelled by an edit of another document, computed again.
+async fn diagnostics(host: &Arc<Host>, uri: &Uri, which: fn(&ide::Analysis, SourceFile) -> Vec<ide::Diagnostic>) -> Option<(Vec<Diagnostic>, i32)> {
     loop {
-        let version = host.version(&uri);
+        let version = host.version(uri);
         let u = uri.clone();
         let answer = host
             .read(move |snap| {
                 let (doc, file) = snap.doc(&u)?;
-                let diags: Vec<Diagnostic> = snap
-                    .analysis
-                    .diagnostics(file)
+                let diags: Vec<Diagnostic> = which(&snap.analysis, file)
                     .into_iter()
                     .map(|d| Diagnostic {
                         range: doc.range(d.span.start, d.span.end),
@@ -131,12 +159,10 @@ async fn publish(host: &Arc<Host>, client: &Client, uri: Uri) {
                 Some((diags, doc.version))
             })
             .await;
-        // Publish only what the client's current text gives; cancelled by
-        // an edit of another document, compute again.
         match answer {
-            Ok(Some((diags, v))) if host.version(&uri) == Some(v) => return client.publish_diagnostics(uri, diags, Some(v)).await,
-            Err(e) if e.code == ErrorCode::ContentModified && version.is_some() && host.version(&uri) == version => continue,
-            _ => return,
+            Ok(answer) => return answer,
+            Err(e) if e.code == ErrorCode::ContentModified && version.is_some() && host.version(uri) == version => continue,
+            Err(_) => return None,
         }
     }
 }

@@ -28,6 +28,12 @@ pub struct Diagnostic {
     pub is_error: bool,
 }
 
+impl From<db::Diagnostic> for Diagnostic {
+    fn from(d: db::Diagnostic) -> Self {
+        Diagnostic { span: d.span, message: d.message, is_error: d.severity == db::Severity::Error }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct InlayHint {
     pub offset: usize,
@@ -95,10 +101,13 @@ impl Analysis {
     }
 
     pub fn diagnostics(&self, file: SourceFile) -> Vec<Diagnostic> {
-        db::diagnostics(&self.db, file)
-            .into_iter()
-            .map(|d| Diagnostic { span: d.span, message: d.message, is_error: d.severity == db::Severity::Error })
-            .collect()
+        db::diagnostics(&self.db, file).into_iter().map(Diagnostic::from).collect()
+    }
+
+    /// Syntax and resolution problems, before any kernel compiles: what an
+    /// editor can show while a slow kernel compiles.
+    pub fn diagnostics_before_compiling(&self, file: SourceFile) -> Vec<Diagnostic> {
+        db::diagnostics_before_compiling(&self.db, file).into_iter().map(Diagnostic::from).collect()
     }
 
     /// The kernel whose item contains `offset`.

@@ -412,6 +412,16 @@ pub fn emitted_c<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -> Res
 
 /// Every problem in a file, with absolute spans, in source order.
 pub fn diagnostics(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
+    diagnostics_with(db, file, true)
+}
+
+/// Syntax and resolution problems only: what is known before any kernel
+/// compiles (a kernel can take long to compile).
+pub fn diagnostics_before_compiling(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
+    diagnostics_with(db, file, false)
+}
+
+fn diagnostics_with(db: &dyn Db, file: SourceFile, compiling: bool) -> Vec<Diagnostic> {
     let parsed = parse_file(db, file);
     let mut out: Vec<Diagnostic> = parsed.errors.iter().map(|e| Diagnostic { span: e.span, message: e.message.clone(), severity: Severity::Error }).collect();
     for it in &parsed.items {
@@ -421,11 +431,12 @@ pub fn diagnostics(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
         let abs = |p: &Problem| Diagnostic { span: if p.in_kernel { shift(p.span, base) } else { p.span }, message: p.message.clone(), severity: Severity::Error };
         match resolve_kernel(db, file, name) {
             Err(ps) => out.extend(ps.iter().map(abs)),
-            Ok(_) => {
+            Ok(_) if compiling => {
                 if let Err(ps) = compile_kernel(db, file, name) {
                     out.extend(ps.iter().map(abs));
                 }
             }
+            Ok(_) => {}
         }
     }
     out.sort_by_key(|d| (d.span.start, d.span.end));
