@@ -4,6 +4,7 @@
 use ropey::Rope;
 use tower_lsp_server::ls_types::{Position, Range, TextDocumentContentChangeEvent};
 
+#[derive(Clone)]
 pub struct Document {
     pub rope: Rope,
     pub version: i32,
@@ -18,14 +19,27 @@ impl Document {
         self.rope.to_string()
     }
 
-    /// Char index of an LSP position, clamped into the document.
+    /// Char index of an LSP position, clamped into its line (a column past
+    /// the end is the end of the line, before its break) and the document.
     fn char_of(&self, p: Position) -> usize {
-        let line = (p.line as usize).min(self.rope.len_lines().saturating_sub(1));
+        let line = p.line as usize;
+        if line >= self.rope.len_lines() {
+            return self.rope.len_chars();
+        }
         let start = self.rope.line_to_char(line);
+        let text = self.rope.line(line);
+        let mut len = text.len_chars();
+        // Lines end at \n, \r\n or \r only (ropey built with `cr_lines`).
+        if len > 0 && text.char(len - 1) == '\n' {
+            len -= 1;
+        }
+        if len > 0 && text.char(len - 1) == '\r' {
+            len -= 1;
+        }
         let line_utf16 = self.rope.char_to_utf16_cu(start);
-        let line_len = self.rope.line(line).len_utf16_cu();
-        let cu = line_utf16 + (p.character as usize).min(line_len);
-        self.rope.utf16_cu_to_char(cu.min(self.rope.len_utf16_cu()))
+        let end_utf16 = self.rope.char_to_utf16_cu(start + len);
+        let cu = (line_utf16 + p.character as usize).min(end_utf16);
+        self.rope.utf16_cu_to_char(cu)
     }
 
     pub fn apply(&mut self, change: &TextDocumentContentChangeEvent) {
@@ -72,5 +86,21 @@ mod tests {
         assert_eq!(end_of_comment.character, 6); // é is 1 unit, 𝄞 is 2
         d.apply(&TextDocumentContentChangeEvent { range: Some(Range { start: Position::new(1, 7), end: Position::new(1, 8) }), range_length: None, text: "spmv".into() });
         assert!(d.text().contains("kernel spmv {"));
+    }
+
+    /// Only \n, \r\n and \r end lines: U+2028, U+2029, U+0085, FF and VT
+    /// are ordinary characters, as LSP counts.
+    #[test]
+    fn only_lsp_line_breaks_count() {
+        let text = "// a\u{2028}b\u{2029}c\u{85}d\u{c}e\u{b}f\nx\r\ny\rz";
+        let d = Document::new(text, 1);
+        assert_eq!(d.rope.len_lines(), 4);
+        let x = d.position(text.find('x').unwrap());
+        assert_eq!((x.line, x.character), (1, 0));
+        let f = d.position(text.find('f').unwrap());
+        assert_eq!((f.line, f.character), (0, 13));
+        assert_eq!(d.position(text.find('z').unwrap()), Position::new(3, 0));
+        // A column past the end of a line stops before its break.
+        assert_eq!(d.offset(Position::new(1, 99)), text.find('x').unwrap() + 1);
     }
 }

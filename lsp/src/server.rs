@@ -1,19 +1,21 @@
 //! The protocol side: converts the compiler's `ide` answers to LSP types.
-//! No compiler logic lives here (ARCHITECTURE.md). Every request runs its
-//! analysis under `catch_unwind`: a failing request answers with an error
-//! and the server goes on.
+//! No compiler logic lives here (ARCHITECTURE.md). Edits and reads go
+//! through the analysis host (`host`): every request runs on a snapshot on
+//! a blocking thread, and a panic in one answers with an error while the
+//! server goes on. Timing runs in a child process (`timing`).
 
 use crate::document::Document;
+use crate::host::{internal, path_of, Host, Snapshot};
+use crate::timing::Runs;
+use crate::worker;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use tensor_compiler::ide::{self, Analysis, View};
+use tensor_compiler::ide::{self, View};
 use tensor_compiler::language::db::SourceFile;
-use tower_lsp_server::jsonrpc::{Error, Result};
+use tower_lsp_server::jsonrpc::{ErrorCode, Result};
 use tower_lsp_server::ls_types::*;
 use tower_lsp_server::{Client, LanguageServer};
 
@@ -27,117 +29,72 @@ const SEMANTIC_TYPES: [SemanticTokenType; 7] = [
     SemanticTokenType::NUMBER,
 ];
 
-#[derive(Default)]
-struct State {
-    analysis: Analysis,
-    docs: HashMap<Uri, Document>,
-    /// Last timing per (document, kernel), shown in the code lens.
-    timings: HashMap<(Uri, String), String>,
-    time_on_save: bool,
-    cancel: Option<Arc<AtomicBool>>,
-}
-
 pub struct Backend {
     client: Client,
-    state: Arc<Mutex<State>>,
-}
-
-fn path_of(uri: &Uri) -> PathBuf {
-    uri.to_file_path().map(|p| p.into_owned()).unwrap_or_else(|| PathBuf::from(uri.as_str()))
-}
-
-fn internal(e: impl std::fmt::Display) -> Error {
-    let mut err = Error::internal_error();
-    err.message = e.to_string().into();
-    err
+    host: Arc<Host>,
+    runs: Arc<Runs>,
+    /// Last timing per (document, kernel), shown in the code lens.
+    timings: Arc<Mutex<HashMap<(Uri, String), String>>>,
+    time_on_save: AtomicBool,
 }
 
 impl Backend {
     pub fn new(client: Client) -> Self {
-        Backend { client, state: Arc::default() }
+        Backend { client, host: Arc::default(), runs: Arc::default(), timings: Arc::default(), time_on_save: AtomicBool::new(false) }
     }
 
-    /// Run `f` on the state, turning a panic into an error answer.
-    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> Result<T> {
-        let mut guard = match self.state.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        catch_unwind(AssertUnwindSafe(|| f(&mut guard))).map_err(|p| {
-            let what = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
-            internal(format!("internal error: {what}"))
-        })
-    }
-
-    /// Run `f` on an open document and its analysis file (None when the
-    /// document is not open).
-    fn with_doc<T>(&self, uri: &Uri, f: impl FnOnce(&State, &Document, SourceFile) -> Option<T>) -> Result<Option<T>> {
-        self.with(|s| {
-            let doc = s.docs.get(uri)?;
-            let file = s.analysis.file(&path_of(uri))?;
-            f(s, doc, file)
-        })
-    }
-
-    async fn publish(&self, uri: Uri) {
-        let answer = self.with(|s| {
-            let doc = s.docs.get(&uri)?;
-            let version = doc.version;
-            let file = s.analysis.file(&path_of(&uri))?;
-            let diags: Vec<Diagnostic> = s
-                .analysis
-                .diagnostics(file)
-                .into_iter()
-                .map(|d| Diagnostic {
-                    range: doc.range(d.span.start, d.span.end),
-                    severity: Some(if d.is_error { DiagnosticSeverity::ERROR } else { DiagnosticSeverity::WARNING }),
-                    source: Some("tensor".into()),
-                    message: d.message,
-                    ..Default::default()
-                })
-                .collect();
-            Some((diags, version))
-        });
-        if let Ok(Some((diags, version))) = answer {
-            // Drop stale results: the text moved on while we computed.
-            let current = self.with(|s| s.docs.get(&uri).map(|d| d.version)).ok().flatten();
-            if current == Some(version) {
-                self.client.publish_diagnostics(uri, diags, Some(version)).await;
+    /// Run `f` on a snapshot holding the open document `uri` (None when it
+    /// is not open). Cancelled by an edit of another document, it runs
+    /// again; by an edit of this one, it answers `ContentModified`.
+    async fn with_doc<T: Send + 'static>(&self, uri: &Uri, f: impl Fn(&Snapshot, &Document, SourceFile) -> Option<T> + Send + Sync + 'static) -> Result<Option<T>> {
+        let f = Arc::new(f);
+        loop {
+            let version = self.host.version(uri);
+            let (g, u) = (f.clone(), uri.clone());
+            match self.host.read(move |snap| snap.doc(&u).and_then(|(doc, file)| g(snap, doc, file))).await {
+                Err(e) if e.code == ErrorCode::ContentModified && version.is_some() && self.host.version(uri) == version => continue,
+                answer => return answer,
             }
         }
     }
 
-    fn sync(s: &mut State, uri: &Uri) {
-        if let Some(doc) = s.docs.get(uri) {
-            let text = doc.text();
-            s.analysis.set_file(&path_of(uri), text);
-        }
+    /// Write the client's documents to the database, then publish the
+    /// diagnostics of `uri` unless a newer edit came meanwhile. Runs as a
+    /// task of its own: notifications return at once.
+    fn sync_and_publish(&self, uri: Uri, also: impl FnOnce(&mut ide::Analysis) + Send + 'static) {
+        let (host, client) = (self.host.clone(), self.client.clone());
+        tokio::spawn(async move {
+            host.write(also).await;
+            publish(&host, &client, uri).await;
+        });
     }
 
     /// `tensor/view`: the emitted C, loop IR, lattices or iteration graph
     /// of the kernel at a position (or named).
     pub async fn view(&self, params: ViewParams) -> Result<String> {
-        self.with(|s| {
-            let uri = params.text_document.uri;
-            let doc = s.docs.get(&uri).ok_or_else(|| internal("document not open"))?;
-            let file = s.analysis.file(&path_of(&uri)).ok_or_else(|| internal("document not open"))?;
-            let kernel = match (&params.kernel, params.position) {
-                (Some(k), _) => k.clone(),
-                (None, Some(p)) => s.analysis.kernel_at(file, doc.offset(p)).ok_or_else(|| internal("no kernel at this position"))?,
-                (None, None) => return Err(internal("give a kernel name or a position")),
-            };
-            let view = View::parse(params.view.as_deref().unwrap_or("c")).ok_or_else(|| internal("view is one of c, ir, lattice, graph"))?;
-            s.analysis.view(file, &kernel, view).map_err(internal)
-        })?
+        let view = View::parse(params.view.as_deref().unwrap_or("c")).ok_or_else(|| internal("view is one of c, ir, lattice, graph"))?;
+        let uri = params.text_document.uri.clone();
+        let answer = self
+            .with_doc(&uri, move |snap, doc, file| {
+                let kernel = match (&params.kernel, params.position) {
+                    (Some(k), _) => k.clone(),
+                    (None, Some(p)) => match snap.analysis.kernel_at(file, doc.offset(p)) {
+                        Some(k) => k,
+                        None => return Some(Err(internal("no kernel at this position"))),
+                    },
+                    (None, None) => return Some(Err(internal("give a kernel name or a position"))),
+                };
+                Some(snap.analysis.view(file, &kernel, view).map_err(internal))
+            })
+            .await?;
+        answer.unwrap_or_else(|| Err(internal("document not open")))
     }
 
-    /// `window/workDoneProgress/cancel`: stop the running timing.
-    pub async fn progress_cancel(&self, _: WorkDoneProgressCancelParams) {
-        let _ = self.with(|s| {
-            if let Some(c) = &s.cancel {
-                c.store(true, Ordering::Relaxed);
-            }
-        });
+    /// `window/workDoneProgress/cancel`: stop that timing run.
+    pub async fn progress_cancel(&self, params: WorkDoneProgressCancelParams) {
+        if let NumberOrString::String(token) = params.token {
+            self.runs.stop(&token);
+        }
     }
 
     /// `tensor/timeKernel`: time a kernel and answer with the figures.
@@ -145,43 +102,85 @@ impl Backend {
         self.time_kernel(params.text_document.uri, params.kernel, params.runs.unwrap_or(10)).await
     }
 
+    /// Time a kernel of the document as the client has it now, in a child
+    /// process; edits meanwhile are answered as if no run were going.
     async fn time_kernel(&self, uri: Uri, kernel: String, runs: usize) -> Result<Value> {
-        let runs = runs.clamp(1, 1000);
-        let cancel = Arc::new(AtomicBool::new(false));
-        let snapshot = self.with(|s| {
-            if let Some(old) = s.cancel.replace(cancel.clone()) {
-                old.store(true, Ordering::Relaxed);
+        time_kernel(&self.client, &self.host, &self.runs, &self.timings, uri, kernel, runs).await
+    }
+}
+
+/// How long full diagnostics may take before those known without
+/// compiling are shown first.
+const BEFORE_COMPILING_AFTER: std::time::Duration = std::time::Duration::from_millis(1000);
+
+/// Publish the diagnostics of `uri` for the client's current text. When
+/// compiling takes long, publish the syntax and resolution problems first.
+async fn publish(host: &Arc<Host>, client: &Client, uri: Uri) {
+    let full = diagnostics(host, &uri, ide::Analysis::diagnostics);
+    tokio::pin!(full);
+    let answer = tokio::select! {
+        answer = &mut full => answer,
+        _ = tokio::time::sleep(BEFORE_COMPILING_AFTER) => {
+            if let Some((diags, v)) = diagnostics(host, &uri, ide::Analysis::diagnostics_before_compiling).await {
+                if host.version(&uri) == Some(v) {
+                    client.publish_diagnostics(uri.clone(), diags, Some(v)).await;
+                }
             }
-            s.analysis.file(&path_of(&uri)).map(|f| (s.analysis.clone(), f))
-        })?;
-        let Some((analysis, file)) = snapshot else { return Err(internal("document not open")) };
-        let progress = self.client.progress(ProgressToken::String(format!("tensor-time-{kernel}")), format!("Timing kernel {kernel}")).with_cancel_button().begin().await;
-        let k = kernel.clone();
-        let c = cancel.clone();
-        // The database snapshot runs on a blocking thread; an edit meanwhile
-        // cancels it (salsa unwinds), which we report as cancelled.
-        let result = tokio::task::spawn_blocking(move || catch_unwind(AssertUnwindSafe(|| analysis.time_kernel(file, &k, runs, &c))))
-            .await
-            .map_err(internal)?
-            .unwrap_or_else(|_| Err("cancelled by an edit".into()));
-        progress.finish_with_message("done").await;
-        match result {
-            Ok(run) => {
-                let label = format!("⏱ {:.3} ms median · {:.2} GB/s", run.median_ms(), run.gbytes_per_s());
-                let _ = self.with(|s| s.timings.insert((uri.clone(), kernel.clone()), label.clone()));
-                let _ = self.client.code_lens_refresh().await;
-                Ok(json!({
-                    "kernel": kernel,
-                    "median_ms": run.median_ms(),
-                    "gbytes_per_s": run.gbytes_per_s(),
-                    "runs": runs,
-                    "statements": run.statements.iter().map(|s| json!({"statement": s.statement, "nnz": s.nnz, "median_ms": s.timing.median().as_secs_f64() * 1e3})).collect::<Vec<_>>(),
-                    "label": label,
-                }))
-            }
-            Err(e) => Err(internal(e)),
+            full.await
+        }
+    };
+    if let Some((diags, v)) = answer {
+        // Publish only what the client's current text gives.
+        if host.version(&uri) == Some(v) {
+            client.publish_diagnostics(uri.clone(), diags, Some(v)).await;
         }
     }
+}
+
+/// The diagnostics `which` gives for `uri`, with the document version they
+/// belong to. Cancelled by an edit of another document, computed again.
+async fn diagnostics(host: &Arc<Host>, uri: &Uri, which: fn(&ide::Analysis, SourceFile) -> Vec<ide::Diagnostic>) -> Option<(Vec<Diagnostic>, i32)> {
+    loop {
+        let version = host.version(uri);
+        let u = uri.clone();
+        let answer = host
+            .read(move |snap| {
+                let (doc, file) = snap.doc(&u)?;
+                let diags: Vec<Diagnostic> = which(&snap.analysis, file)
+                    .into_iter()
+                    .map(|d| Diagnostic {
+                        range: doc.range(d.span.start, d.span.end),
+                        severity: Some(if d.is_error { DiagnosticSeverity::ERROR } else { DiagnosticSeverity::WARNING }),
+                        source: Some("tensor".into()),
+                        message: d.message,
+                        ..Default::default()
+                    })
+                    .collect();
+                Some((diags, doc.version))
+            })
+            .await;
+        match answer {
+            Ok(answer) => return answer,
+            Err(e) if e.code == ErrorCode::ContentModified && version.is_some() && host.version(uri) == version => continue,
+            Err(_) => return None,
+        }
+    }
+}
+
+async fn time_kernel(client: &Client, host: &Arc<Host>, runs: &Arc<Runs>, timings: &Arc<Mutex<HashMap<(Uri, String), String>>>, uri: Uri, kernel: String, n: usize) -> Result<Value> {
+    let n = n.clamp(1, 1000);
+    let text = host.text(&uri).ok_or_else(|| internal("document not open"))?;
+    let req = worker::Request { path: path_of(&uri), text, kernel: kernel.clone(), runs: n };
+    let mut answer = runs.time(client, req).await?;
+    let median = answer.get("median_ms").and_then(Value::as_f64).unwrap_or(0.0);
+    let gbs = answer.get("gbytes_per_s").and_then(Value::as_f64).unwrap_or(0.0);
+    let label = format!("⏱ {median:.3} ms median · {gbs:.2} GB/s");
+    timings.lock().unwrap_or_else(|p| p.into_inner()).insert((uri, kernel), label.clone());
+    if let Some(o) = answer.as_object_mut() {
+        o.insert("label".into(), json!(label));
+    }
+    let _ = client.code_lens_refresh().await;
+    Ok(answer)
 }
 
 #[derive(Deserialize)]
@@ -204,7 +203,9 @@ pub struct TimeParams {
 impl LanguageServer for Backend {
     async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
         let on_save = params.initialization_options.as_ref().and_then(|o| o.get("timeOnSave")).and_then(Value::as_bool).unwrap_or(false);
-        let _ = self.with(|s| s.time_on_save = on_save);
+        self.time_on_save.store(on_save, Ordering::Relaxed);
+        let progress = params.capabilities.window.as_ref().and_then(|w| w.work_done_progress).unwrap_or(false);
+        self.runs.progress.store(progress, Ordering::Relaxed);
         Ok(InitializeResult {
             server_info: Some(ServerInfo { name: "tensor-lsp".into(), version: Some(env!("CARGO_PKG_VERSION").into()) }),
             capabilities: ServerCapabilities {
@@ -242,64 +243,65 @@ impl LanguageServer for Backend {
 
     async fn did_open(&self, params: DidOpenTextDocumentParams) {
         let uri = params.text_document.uri.clone();
-        let _ = self.with(|s| {
-            s.docs.insert(uri.clone(), Document::new(&params.text_document.text, params.text_document.version));
-            Self::sync(s, &uri);
+        self.host.change(|docs| {
+            docs.insert(uri.clone(), Document::new(&params.text_document.text, params.text_document.version));
         });
-        self.publish(uri).await;
+        self.sync_and_publish(uri, |_| {});
     }
 
     async fn did_change(&self, params: DidChangeTextDocumentParams) {
         let uri = params.text_document.uri.clone();
-        let _ = self.with(|s| {
-            if let Some(c) = s.cancel.take() {
-                c.store(true, Ordering::Relaxed);
-            }
-            if let Some(doc) = s.docs.get_mut(&uri) {
+        // Applied here, before anything awaits: in the order they came.
+        self.host.change(|docs| {
+            if let Some(doc) = docs.get_mut(&uri) {
                 for ch in &params.content_changes {
                     doc.apply(ch);
                 }
                 doc.version = params.text_document.version;
             }
-            Self::sync(s, &uri);
         });
-        self.publish(uri).await;
+        self.sync_and_publish(uri, |_| {});
     }
 
     async fn did_save(&self, params: DidSaveTextDocumentParams) {
         let uri = params.text_document.uri;
-        let _ = self.with(|s| s.analysis.refresh_data_files());
-        self.publish(uri.clone()).await;
-        let kernels = self.with(|s| if s.time_on_save { s.analysis.file(&path_of(&uri)).map(|f| tensor_compiler::language::db::kernel_names(&s.analysis.db, f).clone()) } else { None });
-        if let Ok(Some(kernels)) = kernels {
-            for k in kernels {
-                let _ = self.time_kernel(uri.clone(), k, 10).await;
-            }
+        self.sync_and_publish(uri.clone(), |analysis| analysis.refresh_data_files());
+        if !self.time_on_save.load(Ordering::Relaxed) {
+            return;
         }
+        let Ok(Some(kernels)) = self.with_doc(&uri, |snap, _, file| Some(tensor_compiler::language::db::kernel_names(&snap.analysis.db, file).clone())).await else { return };
+        let (client, host, runs, timings) = (self.client.clone(), self.host.clone(), self.runs.clone(), self.timings.clone());
+        tokio::spawn(async move {
+            for k in kernels {
+                let _ = time_kernel(&client, &host, &runs, &timings, uri.clone(), k, 10).await;
+            }
+        });
     }
 
     async fn did_close(&self, params: DidCloseTextDocumentParams) {
         let uri = params.text_document.uri;
-        let _ = self.with(|s| {
-            s.docs.remove(&uri);
-            s.analysis.remove_file(&path_of(&uri));
+        self.host.change(|docs| {
+            docs.remove(&uri);
         });
+        let host = self.host.clone();
+        tokio::spawn(async move { host.write(|_| {}).await });
         self.client.publish_diagnostics(uri, Vec::new(), None).await;
     }
 
     async fn did_change_configuration(&self, params: DidChangeConfigurationParams) {
         if let Some(v) = params.settings.get("tensor").and_then(|t| t.get("timeOnSave")).and_then(Value::as_bool) {
-            let _ = self.with(|s| s.time_on_save = v);
+            self.time_on_save.store(v, Ordering::Relaxed);
         }
     }
 
     async fn hover(&self, params: HoverParams) -> Result<Option<Hover>> {
         let uri = params.text_document_position_params.text_document.uri;
         let pos = params.text_document_position_params.position;
-        self.with_doc(&uri, |s, doc, file| {
+        self.with_doc(&uri, move |s, doc, file| {
             let h = s.analysis.hover(file, doc.offset(pos))?;
             Some(Hover { contents: HoverContents::Markup(MarkupContent { kind: MarkupKind::Markdown, value: h.markdown }), range: Some(doc.range(h.span.start, h.span.end)) })
         })
+        .await
     }
 
     async fn inlay_hint(&self, params: InlayHintParams) -> Result<Option<Vec<InlayHint>>> {
@@ -322,33 +324,29 @@ impl LanguageServer for Backend {
                     .collect(),
             )
         })
+        .await
     }
 
     async fn code_lens(&self, params: CodeLensParams) -> Result<Option<Vec<CodeLens>>> {
         let uri = params.text_document.uri;
-        self.with_doc(&uri, |s, doc, file| {
-            Some(
-                s.analysis
-                    .code_lenses(file)
-                    .into_iter()
-                    .map(|l| {
-                        let (title, command) = match l.kind {
-                            ide::LensKind::Time => (
-                                s.timings.get(&(uri.clone(), l.kernel.clone())).map_or_else(|| "▶ time".to_string(), |t| format!("▶ time ({t})")),
-                                "tensor.timeKernel",
-                            ),
-                            ide::LensKind::ShowC => ("show C".to_string(), "tensor.showC"),
-                        };
-                        let start = doc.position(l.span.start);
-                        CodeLens {
-                            range: Range { start, end: start },
-                            command: Some(Command { title, command: command.into(), arguments: Some(vec![json!(uri.as_str()), json!(l.kernel)]) }),
-                            data: None,
-                        }
-                    })
-                    .collect(),
-            )
-        })
+        let lenses = self.with_doc(&uri, |s, doc, file| Some(s.analysis.code_lenses(file).into_iter().map(|l| (doc.position(l.span.start), l)).collect::<Vec<_>>())).await?;
+        let timings = self.timings.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(lenses.map(|lenses| {
+            lenses
+                .into_iter()
+                .map(|(start, l)| {
+                    let (title, command) = match l.kind {
+                        ide::LensKind::Time => (timings.get(&(uri.clone(), l.kernel.clone())).map_or_else(|| "▶ time".to_string(), |t| format!("▶ time ({t})")), "tensor.timeKernel"),
+                        ide::LensKind::ShowC => ("show C".to_string(), "tensor.showC"),
+                    };
+                    CodeLens {
+                        range: Range { start, end: start },
+                        command: Some(Command { title, command: command.into(), arguments: Some(vec![json!(uri.as_str()), json!(l.kernel)]) }),
+                        data: None,
+                    }
+                })
+                .collect()
+        }))
     }
 
     async fn execute_command(&self, params: ExecuteCommandParams) -> Result<Option<Value>> {
@@ -367,7 +365,7 @@ impl LanguageServer for Backend {
     async fn completion(&self, params: CompletionParams) -> Result<Option<CompletionResponse>> {
         let uri = params.text_document_position.text_document.uri;
         let pos = params.text_document_position.position;
-        self.with_doc(&uri, |s, doc, file| {
+        self.with_doc(&uri, move |s, doc, file| {
             let items = s
                 .analysis
                 .completions(file, doc.offset(pos))
@@ -388,15 +386,18 @@ impl LanguageServer for Backend {
                 .collect();
             Some(CompletionResponse::Array(items))
         })
+        .await
     }
 
     async fn goto_definition(&self, params: GotoDefinitionParams) -> Result<Option<GotoDefinitionResponse>> {
         let uri = params.text_document_position_params.text_document.uri;
         let pos = params.text_document_position_params.position;
-        self.with_doc(&uri, |s, doc, file| {
+        let target = uri.clone();
+        self.with_doc(&uri, move |s, doc, file| {
             let span = s.analysis.definition(file, doc.offset(pos))?;
-            Some(GotoDefinitionResponse::Scalar(Location { uri: uri.clone(), range: doc.range(span.start, span.end) }))
+            Some(GotoDefinitionResponse::Scalar(Location { uri: target.clone(), range: doc.range(span.start, span.end) }))
         })
+        .await
     }
 
     async fn document_symbol(&self, params: DocumentSymbolParams) -> Result<Option<DocumentSymbolResponse>> {
@@ -424,6 +425,7 @@ impl LanguageServer for Backend {
                 .collect();
             Some(DocumentSymbolResponse::Nested(symbols))
         })
+        .await
     }
 
     async fn semantic_tokens_full(&self, params: SemanticTokensParams) -> Result<Option<SemanticTokensResult>> {
@@ -450,6 +452,7 @@ impl LanguageServer for Backend {
             }
             Some(SemanticTokensResult::Tokens(SemanticTokens { result_id: None, data }))
         })
+        .await
     }
 
     async fn formatting(&self, params: DocumentFormattingParams) -> Result<Option<Vec<TextEdit>>> {
@@ -458,11 +461,14 @@ impl LanguageServer for Backend {
             let new = s.analysis.format(file)?;
             Some(vec![TextEdit { range: doc.range(0, doc.rope.len_bytes()), new_text: new }])
         })
+        .await
     }
 
     async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
         let uri = params.text_document.uri;
-        self.with_doc(&uri, |s, doc, file| {
+        let target = uri.clone();
+        self.with_doc(&uri, move |s, doc, file| {
+            let uri = &target;
             let mut actions = Vec::new();
             for d in &params.context.diagnostics {
                 for fix in s.analysis.quick_fixes(file, doc.offset(d.range.start), &d.message) {
@@ -478,5 +484,6 @@ impl LanguageServer for Backend {
             }
             Some(actions)
         })
+        .await
     }
 }

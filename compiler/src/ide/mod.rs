@@ -33,6 +33,12 @@ pub struct Diagnostic {
     pub fix: Option<QuickFix>,
 }
 
+impl From<db::Diagnostic> for Diagnostic {
+    fn from(d: db::Diagnostic) -> Self {
+        Diagnostic { span: d.span, message: d.message, is_error: d.severity == db::Severity::Error, fix: None }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct InlayHint {
     pub offset: usize,
@@ -130,6 +136,12 @@ impl Analysis {
                 out
             })
             .collect()
+    }
+
+    /// Syntax and resolution problems, before any kernel compiles: what an
+    /// editor can show while a slow kernel compiles.
+    pub fn diagnostics_before_compiling(&self, file: SourceFile) -> Vec<Diagnostic> {
+        db::diagnostics_before_compiling(&self.db, file).into_iter().map(Diagnostic::from).collect()
     }
 
     /// The kernel whose item contains `offset`.

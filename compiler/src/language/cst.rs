@@ -5,23 +5,85 @@
 use super::ast::*;
 use crate::notation::{Access, Assignment, BinOp, Expr, Index, Span, MAX_EXPR_DEPTH};
 use std::cell::RefCell;
-use tree_sitter::{Node, Parser};
+use tree_sitter::{InputEdit, Node, ParseOptions, Parser, Point, Tree};
 
+/// Parse `text` from scratch.
 pub fn parse(text: &str) -> ParsedFile {
-    let mut parser = Parser::new();
-    let mut out = ParsedFile::default();
-    if parser.set_language(&tree_sitter_tensor::LANGUAGE.into()).is_err() {
-        out.errors.push(SyntaxError { span: Span::default(), message: "the tensor grammar failed to load".into() });
-        return out;
+    match parse_incremental(text, None, &mut || false) {
+        Some((parsed, _)) => parsed,
+        None => ParsedFile { errors: vec![SyntaxError { span: Span::default(), message: "the parser gave up".into() }], ..Default::default() },
     }
-    let Some(tree) = parser.parse(text, None) else {
-        out.errors.push(SyntaxError { span: Span::default(), message: "the parser gave up".into() });
-        return out;
-    };
+}
+
+/// Parse `text`, reusing the tree of an earlier text where they agree: the
+/// change between the two is found as the differing middle part, applied to
+/// the old tree with `Tree::edit`, and tree-sitter reparses only around it.
+/// `stop` is asked now and then during the parse; when it says yes the parse
+/// ends with `None`.
+pub fn parse_incremental(text: &str, old: Option<(&str, &Tree)>, stop: &mut dyn FnMut() -> bool) -> Option<(ParsedFile, Tree)> {
+    let mut parser = Parser::new();
+    if parser.set_language(&tree_sitter_tensor::LANGUAGE.into()).is_err() {
+        let errors = vec![SyntaxError { span: Span::default(), message: "the tensor grammar failed to load".into() }];
+        return Some((ParsedFile { errors, ..Default::default() }, parser.parse("", None)?));
+    }
+    let edited = old.map(|(old_text, tree)| {
+        let mut tree = tree.clone();
+        tree.edit(&edit_between(old_text, text));
+        tree
+    });
+    let bytes = text.as_bytes();
+    let mut progress = |_: &tree_sitter::ParseState| stop();
+    let tree = parser.parse_with_options(
+        &mut |at: usize, _: Point| bytes.get(at..).unwrap_or_default(),
+        edited.as_ref(),
+        Some(ParseOptions::new().progress_callback(&mut progress)),
+    )?;
+    let parsed = lower(text, &tree, stop)?;
+    Some((parsed, tree))
+}
+
+/// The single edit that turns `old` into `new`: everything between their
+/// common prefix and common suffix.
+fn edit_between(old: &str, new: &str) -> InputEdit {
+    let (a, b) = (old.as_bytes(), new.as_bytes());
+    let mut start = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    while !old.is_char_boundary(start) || !new.is_char_boundary(start) {
+        start -= 1;
+    }
+    let max_suffix = a.len().min(b.len()) - start;
+    let mut suffix = a.iter().rev().zip(b.iter().rev()).take(max_suffix).take_while(|(x, y)| x == y).count();
+    while !old.is_char_boundary(a.len() - suffix) || !new.is_char_boundary(b.len() - suffix) {
+        suffix -= 1;
+    }
+    InputEdit {
+        start_byte: start,
+        old_end_byte: a.len() - suffix,
+        new_end_byte: b.len() - suffix,
+        start_position: point_at(a, start),
+        old_end_position: point_at(a, a.len() - suffix),
+        new_end_position: point_at(b, b.len() - suffix),
+    }
+}
+
+/// Tree-sitter's point of a byte offset: rows end at `\n`, columns in bytes.
+fn point_at(text: &[u8], at: usize) -> Point {
+    let before = &text[..at];
+    let row = before.iter().filter(|&&c| c == b'\n').count();
+    let column = before.iter().rev().take_while(|&&c| c != b'\n').count();
+    Point { row, column }
+}
+
+/// The AST and syntax errors of a parsed tree (`None` when `stop` says so:
+/// a big file takes a while).
+fn lower(text: &str, tree: &Tree, stop: &mut dyn FnMut() -> bool) -> Option<ParsedFile> {
+    let mut out = ParsedFile::default();
     let root = tree.root_node();
     collect_errors(root, text, &mut out.errors);
     let mut cursor = root.walk();
-    for child in root.named_children(&mut cursor) {
+    for (n, child) in root.named_children(&mut cursor).enumerate() {
+        if n % 256 == 255 && stop() {
+            return None;
+        }
         if child.has_error() && child.kind() != "kernel_declaration" {
             continue;
         }
@@ -37,7 +99,7 @@ pub fn parse(text: &str) -> ParsedFile {
             out.items.push(Item { span: Span::new(child.start_byte(), child.end_byte()), kind });
         }
     }
-    out
+    Some(out)
 }
 
 /// Every ERROR and MISSING node, in source order. An explicit stack rather
@@ -245,5 +307,33 @@ mod tests {
             assert!(f.errors.iter().any(|e| e.message.contains("more than 200 levels")), "{:?}", f.errors);
             assert!(f.items.iter().any(|i| i.name() == "ok"));
         }
+    }
+
+    /// Reparsing with the old tree gives what a fresh parse gives, for
+    /// insertions, deletions and replacements, multi-byte text included.
+    #[test]
+    fn incremental_parse_equals_fresh_parse() {
+        let texts = [
+            "tensor x : f64[3] @ dense\nkernel a { y(i) = x(i) }\n",
+            "tensor x : f64[3] @ dense\nkernel ab { y(i) = x(i) + z(i) }\n",
+            "tensor x : f64[3] @ dense\n// é\u{2028}𝄞\nkernel ab { y(i) = x(i) + z(i) }\n",
+            "tensor x : f64[3] @ dense\n// é\u{2028}𝄞\nkernel ab { y(i) = x(i) +  }\n",
+            "kernel ab { y(i) = x(i) }",
+            "",
+            "@@@ kernel q { y(i) = x(i) }",
+        ];
+        let (mut old_text, mut old_tree) = (String::new(), parse_incremental("", None, &mut || false).unwrap().1);
+        for t in texts.iter().chain(texts.iter().rev()) {
+            let (inc, tree) = parse_incremental(t, Some((&old_text, &old_tree)), &mut || false).unwrap();
+            assert_eq!(inc, parse(t), "{t:?}");
+            assert_eq!(tree.root_node().to_sexp(), parse_incremental(t, None, &mut || false).unwrap().1.root_node().to_sexp());
+            (old_text, old_tree) = (t.to_string(), tree);
+        }
+    }
+
+    #[test]
+    fn a_parse_can_be_stopped() {
+        let text = "kernel a { y(i) = x(i) }\n".repeat(20_000);
+        assert!(parse_incremental(&text, None, &mut || true).is_none());
     }
 }

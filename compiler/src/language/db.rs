@@ -9,7 +9,10 @@ use crate::coo::CooTensor;
 use crate::format::{Registry, TensorFormat};
 use crate::lower::{compile, Kernel};
 use crate::notation::Span;
-use std::collections::BTreeMap;
+use super::background::Background;
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -54,13 +57,28 @@ pub enum Severity {
 pub trait Db: salsa::Database {
     /// The input for a data file, created on first use.
     fn data_file(&self, path: &Path) -> DataFile;
+    /// Work the queries hand to other threads, and the last syntax trees.
+    fn work(&self) -> &Work;
+}
+
+/// What the queries keep outside salsa: slow work running on threads of its
+/// own (see `background`), and each file's last syntax tree with the text
+/// it was parsed from, for incremental reparsing.
+#[derive(Default)]
+pub struct Work {
+    compiles: Arc<Background<Result<Compiled, Vec<Problem>>>>,
+    loads: Arc<Background<Result<LoadedData, String>>>,
+    trees: Mutex<HashMap<SourceFile, (Arc<str>, tree_sitter::Tree)>>,
 }
 
 #[salsa::db]
 #[derive(Clone)]
 pub struct Database {
     storage: salsa::Storage<Self>,
-    data: Arc<Mutex<BTreeMap<PathBuf, DataFile>>>,
+    /// Data files by the path as written (not `PathBuf`'s normalised
+    /// comparison: `a.mtx/` is not `a.mtx`).
+    data: Arc<Mutex<BTreeMap<OsString, DataFile>>>,
+    work: Arc<Work>,
     /// Names of the tracked functions that ran, when logging is on.
     pub log: Arc<Mutex<Option<Vec<String>>>>,
 }
@@ -78,21 +96,24 @@ impl Default for Database {
                 }
             }
         })));
-        Database { storage, data: Arc::default(), log }
+        Database { storage, data: Arc::default(), work: Arc::default(), log }
     }
 }
 
 #[salsa::db]
 impl salsa::Database for Database {}
 
+/// A digest of a data file's metadata (kind, identity, size, time): it
+/// changes when the file does.
 fn stamp_of(path: &Path) -> u64 {
+    use std::hash::{Hash, Hasher};
+    use std::os::unix::fs::MetadataExt;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
     match std::fs::metadata(path) {
-        Ok(m) => {
-            let t = m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos() as u64);
-            t ^ m.len().rotate_left(32)
-        }
-        Err(_) => 0,
+        Ok(m) => (m.is_file(), m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec()).hash(&mut h),
+        Err(e) => e.kind().hash(&mut h),
     }
+    h.finish()
 }
 
 #[salsa::db]
@@ -102,12 +123,16 @@ impl Db for Database {
             Ok(m) => m,
             Err(p) => p.into_inner(),
         };
-        if let Some(f) = map.get(path) {
+        if let Some(f) = map.get(path.as_os_str()) {
             return *f;
         }
         let f = DataFile::new(self, path.to_path_buf(), stamp_of(path));
-        map.insert(path.to_path_buf(), f);
+        map.insert(path.as_os_str().to_owned(), f);
         f
+    }
+
+    fn work(&self) -> &Work {
+        &self.work
     }
 }
 
@@ -116,9 +141,9 @@ impl Database {
     /// exactly the kernels that read them.
     pub fn refresh_data_files(&mut self) {
         use salsa::Setter;
-        let files: Vec<(PathBuf, DataFile)> = self.data.lock().map(|m| m.iter().map(|(p, f)| (p.clone(), *f)).collect()).unwrap_or_default();
+        let files: Vec<(OsString, DataFile)> = self.data.lock().map(|m| m.iter().map(|(p, f)| (p.clone(), *f)).collect()).unwrap_or_default();
         for (path, f) in files {
-            let s = stamp_of(&path);
+            let s = stamp_of(Path::new(&path));
             if *f.stamp(self) != s {
                 f.set_stamp(self).to(s);
             }
@@ -138,18 +163,45 @@ impl Database {
 
 // ---------------------------------------------------------------- parsing
 
+/// Parse a file, reusing its last tree. A pending edit stops the parse
+/// (pathological text can take long) and unwinds the query.
 #[salsa::tracked(returns(ref))]
 pub fn parse_file(db: &dyn Db, file: SourceFile) -> ParsedFile {
-    super::cst::parse(file.text(db))
+    let text = file.text(db);
+    let old = db.work().trees.lock().ok().and_then(|t| t.get(&file).cloned());
+    let mut stop = || catch_unwind(AssertUnwindSafe(|| db.unwind_if_revision_cancelled())).is_err();
+    let Some((parsed, tree)) = super::cst::parse_incremental(text, old.as_ref().map(|(t, tree)| (&**t, tree)), &mut stop) else {
+        db.unwind_if_revision_cancelled();
+        return ParsedFile { errors: vec![super::ast::SyntaxError { span: Span::default(), message: "the parser gave up".into() }], ..Default::default() };
+    };
+    if let Ok(mut trees) = db.work().trees.lock() {
+        trees.insert(file, (Arc::from(text.as_str()), tree));
+    }
+    parsed
 }
 
 /// A kernel's declaration (relative spans) and where it starts.
 #[salsa::tracked(returns(ref))]
 pub fn kernel_decl<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -> Option<KernelDecl> {
-    parse_file(db, file).items.iter().find_map(|it| match &it.kind {
-        ItemKind::Kernel(k) if k.name.name == *name.text(db) => Some(k.clone()),
+    let items = &parse_file(db, file).items;
+    let at = *kernel_index(db, file).get(name.text(db))?;
+    match &items.get(at)?.kind {
+        ItemKind::Kernel(k) => Some(k.clone()),
         _ => None,
-    })
+    }
+}
+
+/// Where each kernel is among the items (the first of a name), so that
+/// finding every kernel of a big file stays linear.
+#[salsa::tracked(returns(ref))]
+pub fn kernel_index(db: &dyn Db, file: SourceFile) -> HashMap<String, usize> {
+    let mut index = HashMap::new();
+    for (n, it) in parse_file(db, file).items.iter().enumerate() {
+        if let ItemKind::Kernel(k) = &it.kind {
+            index.entry(k.name.name.clone()).or_insert(n);
+        }
+    }
+    index
 }
 
 /// Every declaration except kernels' bodies: what resolution reads. An
@@ -343,17 +395,25 @@ impl Eq for Compiled {}
 pub fn compile_kernel<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -> Result<Compiled, Vec<Problem>> {
     let resolved = resolve_kernel(db, file, name).clone()?;
     let Some(kernel) = kernel_decl(db, file, name) else { return Err(Vec::new()) };
-    let mut statements = Vec::new();
+    // Compiling can take long: on a thread of its own, so an edit meanwhile
+    // cancels this query instead of waiting (see `background`).
+    let key = format!("{:?}\n{:?}\n{:?}\n{:?}", name.text(db), kernel.statements, resolved.formats, resolved.dims);
+    let (kname, statements) = (name.text(db).clone(), kernel.statements.clone());
+    let work = move || compile_statements(&kname, &statements, &resolved);
+    db.work().compiles.clone().run(db, key, work).unwrap_or_else(|e| Err(vec![Problem::in_kernel(Span::default(), e)]))
+}
+
+fn compile_statements(kernel: &str, statements: &[crate::notation::Assignment], resolved: &Resolved) -> Result<Compiled, Vec<Problem>> {
+    let mut compiled = Vec::new();
     let mut problems = Vec::new();
-    for (n, st) in kernel.statements.iter().enumerate() {
-        let fname = format!("{}_{n}", name.text(db));
-        match compile(&fname, st, &resolved.formats, &resolved.dims) {
-            Ok(k) => statements.push(k),
+    for (n, st) in statements.iter().enumerate() {
+        match compile(&format!("{kernel}_{n}"), st, &resolved.formats, &resolved.dims) {
+            Ok(k) => compiled.push(k),
             Err(e) => problems.push(Problem::in_kernel(e.span().unwrap_or(st.span), e.to_string())),
         }
     }
     if problems.is_empty() {
-        Ok(Compiled { statements })
+        Ok(Compiled { statements: compiled })
     } else {
         Err(problems)
     }
@@ -372,6 +432,16 @@ pub fn emitted_c<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -> Res
 /// root cause (an unknown size or a bad data file is reported once, not by
 /// every kernel and tensor it reaches).
 pub fn diagnostics(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
+    diagnostics_with(db, file, true)
+}
+
+/// Syntax and resolution problems only: what is known before any kernel
+/// compiles (a kernel can take long to compile).
+pub fn diagnostics_before_compiling(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
+    diagnostics_with(db, file, false)
+}
+
+fn diagnostics_with(db: &dyn Db, file: SourceFile, compiling: bool) -> Vec<Diagnostic> {
     let parsed = parse_file(db, file);
     let mut found: Vec<(Diagnostic, Option<Cause>)> =
         parsed.errors.iter().map(|e| (Diagnostic { span: e.span, message: e.message.clone(), severity: Severity::Error }, None)).collect();
@@ -382,11 +452,12 @@ pub fn diagnostics(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
         let abs = |p: &Problem| (Diagnostic { span: if p.in_kernel { shift(p.span, base) } else { p.span }, message: p.message.clone(), severity: Severity::Error }, p.cause.clone());
         match resolve_kernel(db, file, name) {
             Err(ps) => found.extend(ps.iter().map(abs)),
-            Ok(_) => {
+            Ok(_) if compiling => {
                 if let Err(ps) = compile_kernel(db, file, name) {
                     found.extend(ps.iter().map(abs));
                 }
             }
+            Ok(_) => {}
         }
     }
     found.sort_by_key(|(d, _)| (d.span.start, d.span.end));
@@ -401,11 +472,26 @@ pub fn diagnostics(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
     out
 }
 
-/// Load a data file (cached until its stamp changes).
+/// Load a data file (cached until its stamp changes), on a thread of its
+/// own so that a big file does not hold up edits.
 #[salsa::tracked(returns(ref))]
 pub fn load_data(db: &dyn Db, file: DataFile) -> Result<LoadedData, String> {
-    let _ = file.stamp(db);
-    crate::io::read_tensor(file.path(db)).map(|t| LoadedData(Arc::new(t))).map_err(|e| e.to_string())
+    let stamp = file.stamp(db);
+    let path = file.path(db).clone();
+    let key = format!("{:?}\n{stamp}", path.as_os_str());
+    db.work().loads.clone().run(db, key, move || read_data_file(&path)).and_then(|r| r)
+}
+
+/// Read a data file, refusing anything but a regular file first: opening a
+/// FIFO waits for a writer, and a device can stream without end.
+fn read_data_file(path: &Path) -> Result<LoadedData, String> {
+    let shown = path.display();
+    match std::fs::metadata(path) {
+        Err(e) => return Err(format!("{shown}: cannot open: {e}")),
+        Ok(m) if !m.is_file() => return Err(format!("{shown}: cannot open: not a regular file")),
+        Ok(_) => {}
+    }
+    crate::io::read_tensor(path).map(|t| LoadedData(Arc::new(t))).map_err(|e| e.to_string())
 }
 
 /// Loaded tensor data, compared by identity (a re-read is a change).
@@ -417,3 +503,39 @@ impl PartialEq for LoadedData {
     }
 }
 impl Eq for LoadedData {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(db: &Database, path: &Path) -> Result<LoadedData, String> {
+        load_data(db, db.data_file(path)).clone()
+    }
+
+    /// `a.mtx/` is another path than `a.mtx`, whatever was loaded before.
+    #[test]
+    fn a_trailing_slash_is_another_data_file() {
+        let db = Database::default();
+        let good = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/data/west0479.mtx");
+        assert!(load(&db, &good).is_ok());
+        let mut slash = good.clone().into_os_string();
+        slash.push("/");
+        let e = load(&db, Path::new(&slash)).unwrap_err();
+        assert!(e.contains("Not a directory"), "{e}");
+    }
+
+    /// A FIFO would block the reader until someone writes to it.
+    #[test]
+    fn only_regular_files_are_read() {
+        let dir = std::env::temp_dir().join(format!("tensor-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("pipe.mtx");
+        let _ = std::fs::remove_file(&fifo);
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let db = Database::default();
+        let e = load(&db, &fifo).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        assert!(load(&db, Path::new("/dev/zero")).unwrap_err().contains("not a regular file"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -4,6 +4,7 @@
 //! it touches.
 
 pub mod ast;
+pub mod background;
 pub mod commands;
 pub mod cst;
 pub mod db;

@@ -1,0 +1,64 @@
+//! `tensor-lsp --timing-worker`: the child process that times a kernel.
+//!
+//! The server re-executes itself with this flag for every timing run, so
+//! that a run holds no lock of the server's, stops at once when killed, and
+//! cannot take the server down if the kernel crashes. The request is one
+//! line of JSON on stdin; the answer one line of JSON on stdout, either
+//! `{"ok": {...figures...}}` or `{"error": "..."}`. The server keeps stdin
+//! open while it waits: when it closes (the server ended or gave up), the
+//! worker ends too.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::io::{BufRead, Read, Write};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use tensor_compiler::ide::Analysis;
+
+pub const FLAG: &str = "--timing-worker";
+
+#[derive(Serialize, Deserialize)]
+pub struct Request {
+    /// The document's path: data paths are relative to its directory.
+    pub path: PathBuf,
+    /// The document's text when the run was asked for.
+    pub text: String,
+    pub kernel: String,
+    pub runs: usize,
+}
+
+/// Run one request from stdin; the exit code is 0 whenever an answer was
+/// written (the error is in the answer).
+pub fn main() -> i32 {
+    let mut input = String::new();
+    let read = std::io::stdin().lock().read_line(&mut input);
+    std::thread::spawn(|| {
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        std::process::exit(2);
+    });
+    let answer = match read.map_err(|e| e.to_string()).and_then(|_| serde_json::from_str::<Request>(&input).map_err(|e| e.to_string())) {
+        Ok(req) => match run(&req) {
+            Ok(v) => json!({ "ok": v }),
+            Err(e) => json!({ "error": e }),
+        },
+        Err(e) => json!({ "error": format!("bad timing request: {e}") }),
+    };
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{answer}").and_then(|_| out.flush()) {
+        Ok(()) => 0,
+        Err(_) => 1,
+    }
+}
+
+fn run(req: &Request) -> Result<Value, String> {
+    let mut analysis = Analysis::new();
+    let file = analysis.set_file(&req.path, req.text.clone());
+    let run = analysis.time_kernel(file, &req.kernel, req.runs, &AtomicBool::new(false))?;
+    Ok(json!({
+        "kernel": run.kernel,
+        "median_ms": run.median_ms(),
+        "gbytes_per_s": run.gbytes_per_s(),
+        "runs": req.runs,
+        "statements": run.statements.iter().map(|s| json!({"statement": s.statement, "nnz": s.nnz, "median_ms": s.timing.median().as_secs_f64() * 1e3})).collect::<Vec<_>>(),
+    }))
+}
