@@ -329,12 +329,12 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
     }
     let function = prepared.kernel.function.clone();
     let mut timings: Vec<TierTiming> = Vec::new();
-    let before = prepared.output.clone();
     match (resolved.tier, o.backend, o.time) {
         (crate::jit::Tier::Cc, Choice::Auto, Some(n)) => {
             // Cranelift serves while the C compiler works; then the cc tier
             // is timed on the same inputs from the same starting result.
             let build = backend::cc::Background::start(&function);
+            let before = prepared.output.clone();
             timings.push(TierTiming { tier: crate::jit::Tier::Cranelift, timing: prepared.time(n.max(1)).map_err(|e| e.to_string())? });
             match build.wait() {
                 Ok(k) => {
