@@ -1,0 +1,88 @@
+"""Sparse results the loops cannot assemble in order, against SciPy in the
+same run: SpGEMM CSR x CSR -> CSR (tensorc: a workspace row, Gustavson's
+algorithm) and transposition CSR -> CSR (tensorc: a coordinate buffer packed
+after the kernel; SciPy: `.T.tocsr()`). Allocation of the sparse result is
+inside every timer, as a user would time it.
+
+    bench/setup.sh && bench/.venv/bin/python bench/assembly.py [--runs N]
+
+Inputs: the real matrices in examples/data and a generated power-law matrix
+(200K rows). Prints one table: median ms per tier and the ratio to SciPy.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.io
+import scipy.sparse as sp
+
+ROOT = Path(__file__).resolve().parent.parent
+TENSORC = ROOT / "target" / "release" / "tensorc"
+OUT = ROOT / "bench" / "out"
+
+KERNELS = {
+    "spgemm": ("A(i,j) = B(i,k) * C(k,j)", lambda m: m @ m),
+    "transpose": ("A(i,j) = B(j,i)", lambda m: m.T.tocsr()),
+}
+
+
+def inputs():
+    data = ROOT / "examples" / "data"
+    for name in ["west0479", "olm1000", "cage8", "bcsstk13"]:
+        yield name, data / f"{name}.mtx"
+    generated = OUT / "powerlaw200k.mtx"
+    if not generated.exists():
+        OUT.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cargo", "run", "--release", "--locked", "-q", "-p", "tensor-compiler", "--example", "gen_matrix", "--", "powerlaw", "200000", str(generated)], cwd=ROOT, check=True)
+    yield "powerlaw-200K", generated
+
+
+def scipy_ms(f, m, runs):
+    f(m)
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        f(m)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)) * 1e3
+
+
+def tensorc_ms(expr, path, backend, runs, square):
+    args = [str(TENSORC), expr, "-f", "A:CSR", "-f", "B:CSR", "-i", f"B:{path}", "--time", str(runs), "--json", "--backend", backend]
+    if square:
+        args += ["-f", "C:CSR", "-i", f"C:{path}"]
+    out = subprocess.run(args, capture_output=True, text=True)
+    if out.returncode != 0:
+        return None
+    return json.loads(out.stdout)["median_ms"]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--runs", type=int, default=7)
+    a = p.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    subprocess.run(["cargo", "build", "--release", "--locked", "--workspace"], cwd=ROOT, check=True)
+    rows = []
+    for name, path in inputs():
+        m = sp.csr_matrix(scipy.io.mmread(path))
+        for kernel, (expr, f) in KERNELS.items():
+            peer = scipy_ms(f, m, a.runs)
+            tiers = {b: tensorc_ms(expr, path, b, a.runs, kernel == "spgemm") for b in ["cc", "cranelift"]}
+            rows.append((kernel, name, tiers["cc"], tiers["cranelift"], peer))
+    print("| kernel | matrix | tensorc cc | tensorc Cranelift | SciPy | cc / SciPy | Cranelift / SciPy |")
+    print("|---|---|---|---|---|---|---|")
+    fmt = lambda x: "-" if x is None else f"{x:.3f}"
+    ratio = lambda x, y: "-" if x is None else f"{x / y:.2f}"
+    for kernel, name, cc, cl, peer in rows:
+        print(f"| {kernel} | {name} | {fmt(cc)} | {fmt(cl)} | {peer:.3f} | {ratio(cc, peer)} | {ratio(cl, peer)} |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
