@@ -266,3 +266,16 @@ fn generated_operands_are_announced() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(err.trim_end().lines().collect::<Vec<_>>(), ["note: A has no -i: generated CSR [5, 6] at density 0.1, seed 1", "note: x has no -i: generated dense [6], seed 1"]);
 }
+
+#[test]
+fn a_kernel_declared_twice_is_reported_where_it_is() {
+    // Found by fuzzing: the second kernel's problems were placed with the
+    // first one's offsets, past the end of the file.
+    let dir = Scratch::new("twice");
+    let file = dir.file("twice.tensor", "tensor x : f64[3] @ dense\ntensor y : f64[3] @ dense\nkernel k {\n  y(i) = q(i)\n}\nkernel k { y(i) = x(i) }\n");
+    let (code, _, err) = tensorc(&["check", &file]);
+    assert_ne!(code, 0);
+    assert!(err.contains("twice.tensor:4:10: error: unknown tensor `q`"), "{err}");
+    assert!(err.contains("twice.tensor:6:8: error: kernel `k` is declared twice"), "{err}");
+    tensor_compiler::selfcheck::language(&std::fs::read_to_string(&file).unwrap());
+}

@@ -445,10 +445,19 @@ fn diagnostics_with(db: &dyn Db, file: SourceFile, compiling: bool) -> Vec<Diagn
     let parsed = parse_file(db, file);
     let mut found: Vec<(Diagnostic, Option<Cause>)> =
         parsed.errors.iter().map(|e| (Diagnostic { span: e.span, message: e.message.clone(), severity: Severity::Error }, None)).collect();
+    let mut kernels_seen: Vec<&str> = Vec::new();
     for it in &parsed.items {
         let ItemKind::Kernel(k) = &it.kind else { continue };
-        let name = Name::new(db, k.name.name.clone());
         let base = it.span.start;
+        // Queries are keyed by name and answer for the first kernel of that
+        // name; a second one is an error of its own (and its relative spans
+        // must not be shifted by the wrong base).
+        if kernels_seen.contains(&k.name.name.as_str()) {
+            found.push((Diagnostic { span: shift(k.name.span, base), message: format!("kernel `{}` is declared twice (rename one)", k.name.name), severity: Severity::Error }, None));
+            continue;
+        }
+        kernels_seen.push(&k.name.name);
+        let name = Name::new(db, k.name.name.clone());
         let abs = |p: &Problem| (Diagnostic { span: if p.in_kernel { shift(p.span, base) } else { p.span }, message: p.message.clone(), severity: Severity::Error }, p.cause.clone());
         match resolve_kernel(db, file, name) {
             Err(ps) => found.extend(ps.iter().map(abs)),
