@@ -173,7 +173,7 @@ check(run_lens('show C') ~= nil, 'no show C lens on the kernel line')
 ok = vim.wait(5000, function() return #vim.api.nvim_list_wins() > wins end, 50)
 check(ok, 'show C opened no window')
 local c = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\n')
-check(vim.bo.filetype == 'c' and c:match('int [%w_]+%(tensor_t'), 'show C: ' .. c:sub(1, 200))
+check(vim.bo.filetype == 'c' and c:match('int64_t [%w_]+%(tensor_args_t %*'), 'show C: ' .. c:sub(1, 200))
 log('show C lens: ' .. #vim.split(c, '\n') .. ' lines')
 vim.cmd('close')
 
@@ -192,7 +192,7 @@ log('time lens: ' .. timed)
 -- :TensorShowC on the kernel under the cursor.
 vim.api.nvim_win_set_cursor(0, { kline, 2 })
 c = tensor.show('c')
-check(c and c:match('int [%w_]+%(tensor_t'), 'TensorShowC: ' .. tostring(c))
+check(c and c:match('int64_t [%w_]+%(tensor_args_t %*'), 'TensorShowC: ' .. tostring(c))
 vim.cmd('close')
 
 -- The Vim syntax file highlights where tree-sitter is off.
