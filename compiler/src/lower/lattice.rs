@@ -96,8 +96,17 @@ pub struct Lattice {
     pub linear: bool,
 }
 
-/// Past this many points a lattice is merged in one guarded loop.
-const MAX_POINTS: usize = 64;
+/// Past this much code a lattice is merged in one guarded loop instead: a
+/// loop per point with a case per dominated point costs about points²
+/// bodies at each level, and the levels below repeat it inside every body.
+const MAX_BODIES: u128 = 4096;
+
+/// Whether a lattice of `points` points at this level, with `levels_left`
+/// levels below and including it, would emit too much code.
+fn too_many_bodies(points: usize, levels_left: u32) -> bool {
+    let per_level = (points as u128).saturating_mul(points as u128);
+    per_level.checked_pow(levels_left.max(1)).is_none_or(|n| n > MAX_BODIES)
+}
 
 /// Lattice points `build` would produce, saturating.
 fn count_points(e: &LExpr) -> usize {
@@ -167,11 +176,11 @@ fn build(e: &LExpr, its: &BTreeSet<usize>) -> Vec<Point> {
 impl Lattice {
     /// The lattice of `e` for a variable iterated by the operands `its`;
     /// `full` are those whose level holds every coordinate.
-    pub fn new(e: &LExpr, its: &BTreeSet<usize>, full: &BTreeSet<usize>) -> Lattice {
+    pub fn new(e: &LExpr, its: &BTreeSet<usize>, full: &BTreeSet<usize>, levels_left: u32) -> Lattice {
         let ts = terms(e);
         let merged = e.operands().intersection(its).count();
         let pure_union = merged > 2 && ts.iter().all(|t| t.operands().intersection(its).count() <= 1);
-        if pure_union || count_points(e) > MAX_POINTS {
+        if pure_union || too_many_bodies(count_points(e), levels_left) {
             let mut iters: BTreeSet<usize> = e.operands().intersection(its).copied().collect();
             // A term without a merged operand (a constant, located factors)
             // is present at every coordinate.

@@ -105,7 +105,8 @@ impl<'p> Lowerer<'p> {
         let merged = coiter(&expr, &ids, &locatable, &ordered);
         let located_everywhere: Vec<usize> = ids.difference(&merged).copied().collect();
         let full: BTreeSet<usize> = its.iter().filter(|i| i.full && merged.contains(&i.op)).map(|i| i.op).collect();
-        let mut lattice = Lattice::new(&expr, &merged, &full);
+        let levels_left = u32::try_from(self.order.len() - d).unwrap_or(u32::MAX);
+        let mut lattice = Lattice::new(&expr, &merged, &full, levels_left);
         if its.is_empty() || lattice.points.iter().any(|pt| pt.iters.contains(&DIM)) {
             if lattice.points.is_empty() || !lattice.points[0].iters.contains(&DIM) {
                 lattice.add_dimension();
