@@ -158,3 +158,20 @@ fn unions_are_linear_in_their_terms() {
     ok(check(&format!("y(i) = {many}"), &[], &d, &[5]));
     ok(check(&format!("y(i) = {many} - 3 * s(i) + 1"), &[("s", "sparse"), ("y", "sparse")], &d, &[5]));
 }
+
+#[test]
+fn linear_merges_cover_the_dimension_where_constants_keep_terms_alive() {
+    // Found by the sweep: lattices merged in one guarded loop must run over
+    // the whole dimension when a constant keeps a product nonzero where no
+    // sparse operand is present (`(D + 2) * (B - C)` with D empty).
+    for seed in 1..4 {
+        for density in [0.0, 0.3] {
+            let d = data(&[("D", vec![5, 2], density), ("B", vec![4], density), ("C", vec![], 1.0)], seed);
+            ok(check("A = (D(i,j) * D(i,j) * (B(k) + 3) + (D(i,j) + 2) * (B(k) - C))", &[("D", "CSC"), ("B", "hash")], &d, &[]));
+            let d = data(&[("C", vec![3], density), ("B", vec![6, 3, 4], 0.2)], seed);
+            ok(check("A = -((C(i) + 3)) * ((B(j,i,k) + B(j,i,k)) - -(B(j,i,k)))", &[("C", "COO")], &d, &[]));
+            let d = data(&[("B", vec![], 1.0), ("C", vec![4, 6, 6], density)], seed);
+            ok(check("A = B * ((C(k,i,j) - B) + (C(k,i,j) - B))", &[("C", "mode-generic")], &d, &[]));
+        }
+    }
+}

@@ -125,6 +125,18 @@ fn count_points(e: &LExpr) -> usize {
     }
 }
 
+/// Whether `e` can be nonzero where none of the operands `merged` has a
+/// value (constants and operands outside `merged` count as present).
+fn nonzero_without(e: &LExpr, merged: &BTreeSet<usize>) -> bool {
+    match e {
+        LExpr::Access(i) => !merged.contains(i),
+        LExpr::Const(_) => true,
+        LExpr::Neg(x) => nonzero_without(x, merged),
+        LExpr::Bin(BinOp::Mul, a, b) => nonzero_without(a, merged) && nonzero_without(b, merged),
+        LExpr::Bin(_, a, b) => nonzero_without(a, merged) || nonzero_without(b, merged),
+    }
+}
+
 /// The additive terms of `e` (through `+`, `-` and negation).
 fn terms(e: &LExpr) -> Vec<&LExpr> {
     match e {
@@ -182,9 +194,10 @@ impl Lattice {
         let pure_union = merged > 2 && ts.iter().all(|t| t.operands().intersection(its).count() <= 1);
         if pure_union || too_many_bodies(count_points(e), levels_left) {
             let mut iters: BTreeSet<usize> = e.operands().intersection(its).copied().collect();
-            // A term without a merged operand (a constant, located factors)
-            // is present at every coordinate.
-            if iters.is_empty() || ts.iter().any(|t| t.operands().is_disjoint(its)) {
+            // Where no merged operand is present, a constant or located
+            // factors may still make the expression nonzero: then the loop
+            // covers the whole dimension.
+            if iters.is_empty() || nonzero_without(e, its) {
                 iters.insert(DIM);
             }
             let point = Point { iters, expr: e.clone() };
