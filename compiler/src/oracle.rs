@@ -93,3 +93,18 @@ fn eval(e: &RExpr, t: &HashMap<&str, Dense>, dims: &HashMap<String, usize>, env:
         }
     }
 }
+
+/// Whether two tensors agree entry by entry, within a relative tolerance of
+/// 1e-9 (duplicates summed, absent entries zero): the test of every kernel.
+pub fn close(a: &CooTensor, b: &CooTensor) -> Result<(), String> {
+    let (a, b) = (a.to_dense(), b.to_dense());
+    if a.len() != b.len() {
+        return Err(format!("sizes {} vs {}", a.len(), b.len()));
+    }
+    for (n, (x, y)) in a.iter().zip(&b).enumerate() {
+        if (x - y).abs() > 1e-9 * (1.0 + x.abs().max(y.abs())) {
+            return Err(format!("entry {n}: {x} vs {y}"));
+        }
+    }
+    Ok(())
+}

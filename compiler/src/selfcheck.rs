@@ -137,18 +137,6 @@ fn expr_text(c: &mut Choices, accesses: &[String], depth: usize) -> String {
     }
 }
 
-fn close(a: &CooTensor, b: &CooTensor) -> Result<(), String> {
-    let (a, b) = (a.to_dense(), b.to_dense());
-    if a.len() != b.len() {
-        return Err(format!("sizes {} vs {}", a.len(), b.len()));
-    }
-    for (n, (x, y)) in a.iter().zip(&b).enumerate() {
-        if (x - y).abs() > 1e-9 * (1.0 + x.abs().max(y.abs())) {
-            return Err(format!("entry {n}: {x} vs {y}"));
-        }
-    }
-    Ok(())
-}
 
 /// A small random kernel decoded from `bytes` (tensors of order up to 3
 /// over `i`, `j`, `k`, formats from every preset, seeded data): compiled
@@ -198,7 +186,7 @@ pub fn kernel(bytes: &[u8]) -> String {
     }
     let got = prepared.result().unwrap_or_else(|e| panic!("{text} with {specs:?}: result does not unpack: {e}"));
     let want = crate::oracle::evaluate(&a, &data, &out_dims, None).unwrap_or_else(|e| panic!("{text}: oracle: {e}"));
-    if let Err(e) = close(&got, &want) {
+    if let Err(e) = crate::oracle::close(&got, &want) {
         panic!("{text} with {specs:?}: wrong result: {e}\n{}", prepared.kernel.function);
     }
     text

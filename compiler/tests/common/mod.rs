@@ -44,18 +44,7 @@ pub fn random(dims: &[usize], density: f64, rng: &mut Rng) -> CooTensor {
     t
 }
 
-pub fn close(a: &CooTensor, b: &CooTensor) -> Result<(), String> {
-    let (a, b) = (a.to_dense(), b.to_dense());
-    if a.len() != b.len() {
-        return Err(format!("sizes {} vs {}", a.len(), b.len()));
-    }
-    for (n, (x, y)) in a.iter().zip(&b).enumerate() {
-        if (x - y).abs() > 1e-9 * (1.0 + x.abs().max(y.abs())) {
-            return Err(format!("entry {n}: {x} vs {y}"));
-        }
-    }
-    Ok(())
-}
+pub use tensor_compiler::oracle::close;
 
 pub fn formats_of(specs: &[(&str, &str)], order_of: &BTreeMap<String, usize>) -> BTreeMap<String, TensorFormat> {
     let r = Registry::builtin();
