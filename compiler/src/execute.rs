@@ -216,11 +216,14 @@ fn call(compiled: &CompiledKernel, inputs: &[storage::Validated<'_>], output: &m
 }
 
 /// The result packed from a coordinate buffer: its entries in any order,
-/// duplicates summed, stored in the result's format.
-fn pack_buffer(buffer: &Tensor, result: &Tensor) -> Result<Tensor, StorageError> {
-    let mut coo = storage::unpack_buffer(buffer)?;
-    coo.dims = result.dims.clone();
-    storage::pack(&result.name, &coo, &result.format)
+/// duplicates summed, stored in the result's format. The buffer's columns
+/// are read in place (its levels lend their coordinate arrays), and the old
+/// result's arrays are reused for the new one (`result` is left empty).
+fn pack_buffer(buffer: &Tensor, result: &mut Tensor) -> Result<Tensor, StorageError> {
+    let mut entries = storage::Entries::of(buffer)?;
+    entries.dims = result.dims.clone();
+    let mut scratch = storage::Scratch::reclaim(result);
+    storage::pack_entries_reusing(&result.name, entries, &result.format, &mut scratch)
 }
 
 /// Memory for running a kernel in the IR interpreter: inputs read-only,
@@ -323,7 +326,7 @@ impl Prepared {
             }
         }
         if let Some(b) = &self.buffer {
-            self.output = pack_buffer(b, &self.output).map_err(|e| e.to_string())?;
+            self.output = pack_buffer(b, &mut self.output).map_err(|e| e.to_string())?;
         }
         Ok(())
     }

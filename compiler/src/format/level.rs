@@ -7,6 +7,7 @@
 //! [`Emitter`] and return IR expressions; the code generator asks only for
 //! capabilities and properties and never for a concrete level type.
 
+use super::columns::{ColumnPack, ColumnUnpack};
 use crate::ir::{ArrayRef, Emitter, Expr, ParamRef};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -261,6 +262,16 @@ pub trait LevelFormat: fmt::Debug + Send + Sync {
     }
     /// Build this level's storage from its parent's positions.
     fn pack(&self, input: &PackInput) -> Result<PackOutput, String>;
+    /// Packing from sorted entry columns in one linear pass
+    /// (`format::columns`); a level without it is packed through `pack`.
+    fn column_pack(&self) -> Option<&dyn ColumnPack> {
+        None
+    }
+    /// Listing the children of parent positions in native code; a level
+    /// without it is unpacked by running its level functions.
+    fn column_unpack(&self) -> Option<&dyn ColumnUnpack> {
+        None
+    }
     /// Check every invariant the level's properties and capabilities promise;
     /// return the level's size (number of positions).
     fn validate(&self, input: &ValidateInput) -> Result<usize, String>;

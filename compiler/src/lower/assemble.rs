@@ -153,7 +153,7 @@ impl<'p> Lowerer<'p> {
         let at = self.out_sizes[&self.chain_head(last)].clone();
         let w = Workspace::of(&o.tensor);
         if o.format.levels[last].properties().ordered {
-            self.e.sort_keys(&w.list, count.clone());
+            self.e.sort_flagged_keys(&w.list, count.clone(), &w.seen);
         }
         let vals = ArrayRef::vals(&o.tensor);
         let c = LevelCtx::new(&o.tensor, last);

@@ -4,11 +4,12 @@
 //! unordered level, another mode order), and after a kernel that writes a
 //! coordinate buffer.
 
-use super::{pack, unpack, StorageError, Tensor};
+use super::{pack_entries, Entries, StorageError, Tensor};
 use crate::format::TensorFormat;
 
-/// `t`'s entries stored as `format` under the name `name`.
+/// `t`'s entries stored as `format` under the name `name`: read as columns
+/// (borrowed where `t`'s levels already hold them) and packed directly, so
+/// CSR to CSC is one counting sort and no intermediate coordinate list.
 pub fn convert(t: &Tensor, name: &str, format: &TensorFormat) -> Result<Tensor, StorageError> {
-    let coo = unpack(t)?;
-    pack(name, &coo, format)
+    pack_entries(name, Entries::of(t)?, format)
 }

@@ -2,15 +2,22 @@
 //! coordinates, unpacked back, and validated before any kernel reads them.
 
 mod alloc;
+mod assemble;
 mod convert;
+mod entries;
 mod pack;
+mod scratch;
+mod sort;
 mod tensor;
 mod unpack;
 mod validate;
 
 pub use alloc::{check_allocation, MemoryLimit};
+pub use assemble::{pack_entries, pack_entries_reusing};
 pub use convert::convert;
-pub use pack::pack;
+pub use entries::Entries;
+pub use pack::{pack, pack_generic};
+pub use scratch::Scratch;
 pub use tensor::{StorageError, Tensor};
-pub use unpack::{unpack, unpack_buffer, TensorMemory as TensorMemoryView};
+pub use unpack::{unpack, TensorMemory as TensorMemoryView};
 pub use validate::{validate, Validated};

@@ -1,8 +1,12 @@
-//! Packing coordinates into any format, level by level: each level format
-//! builds its own arrays from its parent's positions; the values land at the
+//! Packing coordinates into any format. `pack` goes through the entry
+//! columns (`assemble`); `pack_generic` is the reference it is tested
+//! against and the path of formats the columns do not cover (DIA, ELL,
+//! blocked formats, hashed levels): level by level, each level format
+//! builds its own arrays from its parent's segments; the values land at the
 //! positions of the last level.
 
 use super::alloc::{check_allocation, MemoryLimit};
+use super::entries::Entries;
 use super::{StorageError, Tensor};
 use crate::coo::CooTensor;
 use crate::format::level::{LevelStorage, PackInput, Segment};
@@ -10,15 +14,28 @@ use crate::format::TensorFormat;
 
 /// Pack `coo` (any order of entries, duplicates summed) into `format`.
 pub fn pack(name: &str, coo: &CooTensor, format: &TensorFormat) -> Result<Tensor, StorageError> {
+    super::assemble::pack_entries(name, Entries::from_coo(coo), format)
+}
+
+/// Refuse data whose order or dimensions the format cannot hold.
+pub(super) fn check_shape(name: &str, dims: &[usize], format: &TensorFormat) -> Result<(), StorageError> {
     let err = |reason: String| StorageError::Pack { tensor: name.to_string(), reason };
-    if coo.order() != format.order() {
-        return Err(err(format!("format {} is for order {}, the data has order {}", format.display_name(), format.order(), coo.order())));
+    if dims.len() != format.order() {
+        return Err(err(format!("format {} is for order {}, the data has order {}", format.display_name(), format.order(), dims.len())));
     }
-    for (d, &n) in coo.dims.iter().enumerate() {
+    for (d, &n) in dims.iter().enumerate() {
         if n > i32::MAX as usize {
             return Err(err(format!("dimension {d} ({n}) does not fit 32-bit coordinates")));
         }
     }
+    Ok(())
+}
+
+/// The reference packer: canonicalize, map to level coordinates, sort, and
+/// let each level build its arrays from its parent's segments.
+pub fn pack_generic(name: &str, coo: &CooTensor, format: &TensorFormat) -> Result<Tensor, StorageError> {
+    let err = |reason: String| StorageError::Pack { tensor: name.to_string(), reason };
+    check_shape(name, &coo.dims, format)?;
     let mut canon = coo.clone();
     canon.canonicalize();
     let (mut coords, extents) = format.map.to_levels(&canon).map_err(err)?;
@@ -62,7 +79,7 @@ pub fn pack(name: &str, coo: &CooTensor, format: &TensorFormat) -> Result<Tensor
 
 /// A cheap upper estimate of a level's positions, to refuse absurd dense
 /// expansions before a level allocates them.
-fn estimate(name: &str, parent_size: usize, extent: usize, nnz: usize) -> u128 {
+pub(super) fn estimate(name: &str, parent_size: usize, extent: usize, nnz: usize) -> u128 {
     match name {
         "dense" | "range" => parent_size as u128 * extent as u128,
         _ => (parent_size as u128 + 1).max(nnz as u128),

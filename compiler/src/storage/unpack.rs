@@ -119,30 +119,3 @@ fn walk(t: &Tensor, codes: &[LevelCode], k: usize, parent: i64, coords: &mut Vec
     }
     Ok(())
 }
-
-/// The entries of a coordinate buffer (`format::coordinate_buffer`): every
-/// level holds one coordinate per entry in its `crd` array, entry `e` at
-/// position `e`, so they are read straight off the arrays instead of
-/// walking the level functions. Anything else is unpacked generically.
-pub fn unpack_buffer(t: &Tensor) -> Result<CooTensor, StorageError> {
-    let n = t.vals.len();
-    let crds: Option<Vec<&Vec<i32>>> = t.levels.iter().map(|l| l.arrays.get("crd").filter(|c| c.len() == n)).collect();
-    let identity = matches!(&t.format.map, crate::format::CoordMap::Modes(m) if m.iter().enumerate().all(|(d, &x)| d == x));
-    let Some(crds) = crds.filter(|_| identity && t.levels.len() == t.dims.len()) else {
-        return unpack(t);
-    };
-    let order = crds.len();
-    let mut out = CooTensor::new(t.dims.clone());
-    out.coords.reserve(n * order);
-    for e in 0..n {
-        for (d, crd) in crds.iter().enumerate() {
-            let c = crd[e];
-            if c < 0 || c as usize >= t.dims[d] {
-                return Err(StorageError::Pack { tensor: t.name.clone(), reason: format!("buffer coordinate {c} outside dimension {d}") });
-            }
-            out.coords.push(c as u32);
-        }
-    }
-    out.vals = t.vals.clone();
-    Ok(out)
-}

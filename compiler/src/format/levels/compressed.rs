@@ -5,8 +5,10 @@
 //! below it (AoS COO).
 
 use super::crd_layout::CrdLayout;
+use crate::format::columns::*;
 use crate::format::level::*;
 use crate::ir::{Emitter, Expr};
+use std::borrow::Cow;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Compressed {
@@ -82,6 +84,12 @@ impl LevelFormat for Compressed {
         let crd = if self.layout.is_aos() { CrdLayout::interleave(&columns) } else { columns.swap_remove(0) };
         Ok(PackOutput { children, size, arrays: vec![("pos", pos), ("crd", crd)], params: Vec::new() })
     }
+    fn column_pack(&self) -> Option<&dyn ColumnPack> {
+        Some(self)
+    }
+    fn column_unpack(&self) -> Option<&dyn ColumnUnpack> {
+        Some(self)
+    }
     fn validate(&self, input: &ValidateInput) -> Result<usize, String> {
         let pos = input.own().array("pos")?;
         let positions = self.layout.positions(input.storage, input.level)?;
@@ -115,6 +123,132 @@ impl Compressed {
             CrdLayout::Aos { stride, .. } => stride,
             CrdLayout::Own => 1,
         }
+    }
+}
+
+impl ColumnPack for Compressed {
+    /// When every entry is a position of its own (the last level of CSR or
+    /// CSF), the parent's runs are `pos` and the coordinate column is `crd`
+    /// as they are. Otherwise a first pass numbers the positions (an entry
+    /// starts one when its parent or its coordinate changes) and counts each
+    /// parent's, `pos` being their running sum, and a second copies the
+    /// coordinates (the records of the chain below, when AoS) of the
+    /// entries that start positions.
+    fn pack_columns(&self, input: ColumnPackInput<'_>, placement: &mut Placement) -> Result<ColumnPackOutput, String> {
+        let reach = input.reach(self.unique);
+        let n = input.len();
+        let stride = self.stride();
+        if let Placement::Runs(runs) = placement {
+            if runs.len() == input.parent_size + 1 && input.each_entry_distinct(reach) {
+                let pos = std::mem::take(runs);
+                *placement = Placement::Identity;
+                let crd = self.records(input.coords.into_values(), input.below, stride, None);
+                return Ok(ColumnPackOutput { size: n, arrays: vec![("pos", pos), ("crd", crd)], params: Vec::new() });
+            }
+        }
+        if let (1, true, Column::Runs(runs)) = (input.parent_size, self.unique && stride == 1, &input.coords) {
+            // One parent, coordinates as runs (the root of DCSR or CSF after
+            // a counting sort): the positions are the coordinates that
+            // occur, each holding its run.
+            let mut crd = Vec::new();
+            let mut bounds = vec![0];
+            for (c, w) in runs.windows(2).enumerate() {
+                if w[0] < w[1] {
+                    crd.push(c as i32);
+                    bounds.push(w[1]);
+                }
+            }
+            let size = crd.len();
+            *placement = Placement::Runs(bounds);
+            return Ok(ColumnPackOutput { size, arrays: vec![("pos", vec![0, size as i32]), ("crd", crd)], params: Vec::new() });
+        }
+        let mut each = std::mem::replace(placement, Placement::Identity).into_each(n);
+        // Counts per parent, at `pos[parent + 1]`, summed below.
+        let mut pos = vec![0i32; input.parent_size + 1];
+        let mut size = 0i32;
+        let mut prev_parent = -1;
+        for (p, &s) in each.iter_mut().zip(input.split) {
+            let parent = *p;
+            // The first entry always starts a position: no parent is -1.
+            let starts = parent != prev_parent || usize::from(s) <= reach;
+            pos[parent as usize + 1] += i32::from(starts);
+            size += i32::from(starts);
+            *p = size - 1;
+            prev_parent = parent;
+        }
+        for i in 1..pos.len() {
+            pos[i] += pos[i - 1];
+        }
+        let size = size as usize;
+        let crd = self.records(input.coords.into_values(), input.below, stride, (size < n).then_some(&each[..]));
+        *placement = if size == n { Placement::Identity } else { Placement::Each(each) };
+        Ok(ColumnPackOutput { size, arrays: vec![("pos", pos), ("crd", crd)], params: Vec::new() })
+    }
+}
+
+impl Compressed {
+    /// The `crd` array: the coordinate of each entry that starts a position
+    /// (every entry when `each` is None), interleaved with the chain below
+    /// when AoS.
+    fn records(&self, own: Cow<'_, [i32]>, below: &[&[i32]], stride: usize, each: Option<&[i32]>) -> Vec<i32> {
+        let starts = |e: usize| each.is_none_or(|p| e == 0 || p[e] != p[e - 1]);
+        if stride == 1 && each.is_none() {
+            return own.into_owned();
+        }
+        let fields: Vec<&[i32]> = std::iter::once(&*own).chain(below.iter().copied()).take(stride).collect();
+        let mut crd = Vec::with_capacity(own.len() * stride);
+        for e in (0..own.len()).filter(|&e| starts(e)) {
+            crd.extend(fields.iter().map(|col| col[e]));
+        }
+        crd
+    }
+}
+
+impl ColumnUnpack for Compressed {
+    fn children<'s>(&self, input: &ColumnUnpackInput<'s, '_>) -> Result<Children<'s>, String> {
+        let pos = input.storage[input.level].array("pos")?;
+        let at = |p: usize| -> Result<usize, String> {
+            let v = *pos.get(p).ok_or_else(|| format!("pos has no entry {p}"))?;
+            usize::try_from(v).map_err(|_| format!("pos[{p}] = {v} is negative"))
+        };
+        let segment = |p: usize| -> Result<(usize, usize), String> {
+            let (lo, hi) = (at(p)?, at(p + 1)?);
+            if hi < lo {
+                return Err(format!("pos decreases at position {}", p + 1));
+            }
+            Ok((lo, hi))
+        };
+        let parents = input.parents;
+        let mut counts = Vec::with_capacity(parents.len());
+        let positions = match parents {
+            // Consecutive parents own one run of positions.
+            Positions::Range(lo, hi) => {
+                for p in *lo..*hi {
+                    let (a, b) = segment(p)?;
+                    counts.push(b - a);
+                }
+                if lo == hi { Positions::Range(0, 0) } else { Positions::Range(at(*lo)?, at(*hi)?) }
+            }
+            Positions::List(v) => {
+                let mut out = Vec::new();
+                for &p in v {
+                    let (a, b) = segment(p)?;
+                    counts.push(b - a);
+                    out.extend(a..b);
+                }
+                Positions::List(out)
+            }
+        };
+        let total = positions.len();
+        let coords = match (&self.layout, &positions) {
+            (CrdLayout::Own, Positions::Range(a, b)) => {
+                let crd = input.storage[input.level].array("crd")?;
+                Cow::Borrowed(crd.get(*a..*b).ok_or_else(|| format!("positions {a}..{b} beyond crd (length {})", crd.len()))?)
+            }
+            _ => Cow::Owned((0..total).map(|i| self.layout.read(input.storage, input.level, positions.at(i))).collect::<Result<Vec<i32>, String>>()?),
+        };
+        let owners = owners_from_counts(counts.into_iter(), parents.len(), total)?;
+        Ok(Children { positions, coords, owners })
     }
 }
 

@@ -1,8 +1,10 @@
 //! Dense level: the coordinates `[0, N)` of every parent, stored implicitly.
 //! Capabilities: coordinate value iteration, locate, insert.
 
+use crate::format::columns::*;
 use crate::format::level::*;
 use crate::ir::{Emitter, Expr};
+use std::borrow::Cow;
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Dense;
@@ -43,6 +45,12 @@ impl LevelFormat for Dense {
         }
         Ok(PackOutput { children, size, arrays: Vec::new(), params: vec![("N", n as i64)] })
     }
+    fn column_pack(&self) -> Option<&dyn ColumnPack> {
+        Some(self)
+    }
+    fn column_unpack(&self) -> Option<&dyn ColumnUnpack> {
+        Some(self)
+    }
     fn validate(&self, input: &ValidateInput) -> Result<usize, String> {
         let n = input.own().param("N")?;
         if n != input.extent() as i64 {
@@ -79,4 +87,47 @@ impl Insert for Dense {
     fn insert_init(&self, _c: &LevelCtx, _e: &mut Emitter, _parent_size: Expr, _size: Expr) {}
     fn insert_coord(&self, _c: &LevelCtx, _e: &mut Emitter, _pos: Expr, _coord: Expr) {}
     fn insert_finalize(&self, _c: &LevelCtx, _e: &mut Emitter, _parent_size: Expr, _size: Expr) {}
+}
+
+impl ColumnPack for Dense {
+    /// Position `parent * N + coordinate`; under the root that is the
+    /// coordinate itself, so coordinate runs are position runs as they are.
+    fn pack_columns(&self, input: ColumnPackInput<'_>, placement: &mut Placement) -> Result<ColumnPackOutput, String> {
+        let n = input.extent();
+        let size = input.parent_size.checked_mul(n).ok_or("dense level size overflows")?;
+        checks::fits_i32(size, "number of positions")?;
+        let entries = input.len();
+        *placement = match (input.parent_size, input.coords) {
+            (1, Column::Runs(runs)) => Placement::Runs(runs),
+            (1, Column::Values(c)) => Placement::Each(c.into_owned()),
+            (_, coords) => {
+                let mut each = std::mem::replace(placement, Placement::Identity).into_each(entries);
+                for (p, &c) in each.iter_mut().zip(coords.into_values().iter()) {
+                    *p = *p * n as i32 + c;
+                }
+                Placement::Each(each)
+            }
+        };
+        Ok(ColumnPackOutput { size, arrays: Vec::new(), params: vec![("N", n as i64)] })
+    }
+}
+
+impl ColumnUnpack for Dense {
+    fn children<'s>(&self, input: &ColumnUnpackInput<'s, '_>) -> Result<Children<'s>, String> {
+        let n = input.extent();
+        let parents = input.parents;
+        let total = parents.len().checked_mul(n).ok_or("dense level size overflows")?;
+        input.fits("the positions of a dense level", total as u128, 16)?;
+        let coords: Vec<i32> = (0..parents.len()).flat_map(|_| 0..n as i32).collect();
+        let positions = match parents {
+            Positions::Range(lo, hi) => Positions::Range(lo * n, hi.checked_mul(n).ok_or("dense level size overflows")?),
+            Positions::List(v) => {
+                let last = v.iter().max().map_or(Some(0), |&p| (p + 1).checked_mul(n));
+                last.ok_or("dense level size overflows")?;
+                Positions::List(v.iter().flat_map(|&p| p * n..(p + 1) * n).collect())
+            }
+        };
+        let owners = owners_from_counts(std::iter::repeat_n(n, parents.len()), parents.len(), total)?;
+        Ok(Children { positions, coords: Cow::Owned(coords), owners })
+    }
 }

@@ -4,8 +4,10 @@
 //! full configurable; `W` fixed by the format (`hashed(W=1024)`) or chosen
 //! when packing.
 
+use crate::format::columns::*;
 use crate::format::level::*;
 use crate::ir::{Emitter, Expr};
+use std::borrow::Cow;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hashed {
@@ -90,6 +92,9 @@ impl LevelFormat for Hashed {
         children.sort_by_key(|s| s.pos);
         Ok(PackOutput { children, size, arrays: vec![("crd", crd)], params: vec![("W", w as i64)] })
     }
+    fn column_unpack(&self) -> Option<&dyn ColumnUnpack> {
+        Some(self)
+    }
     fn validate(&self, input: &ValidateInput) -> Result<usize, String> {
         let w = input.own().param("W")?;
         if w < 1 {
@@ -124,6 +129,33 @@ impl LevelFormat for Hashed {
             }
         }
         Ok(size)
+    }
+}
+
+impl ColumnUnpack for Hashed {
+    /// The occupied slots of each parent's bucket, in slot order.
+    fn children<'s>(&self, input: &ColumnUnpackInput<'s, '_>) -> Result<Children<'s>, String> {
+        let w = input.storage[input.level].param("W")?;
+        let w = usize::try_from(w).ok().filter(|&w| w >= 1).ok_or_else(|| format!("W = {w} must be at least 1"))?;
+        let crd = input.storage[input.level].array("crd")?;
+        let parents = input.parents;
+        if parents.len() > u32::MAX as usize {
+            return Err(format!("{} parent positions do not fit 32-bit indices", parents.len()));
+        }
+        let (mut positions, mut coords, mut owners) = (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..parents.len() {
+            let base = parents.at(i).checked_mul(w).ok_or("hashed level size overflows")?;
+            let bucket = crd.get(base..base + w).ok_or_else(|| format!("bucket {base}..{} beyond crd (length {})", base + w, crd.len()))?;
+            for (slot, &c) in bucket.iter().enumerate() {
+                if c != -1 {
+                    positions.push(base + slot);
+                    coords.push(c);
+                    owners.push(i as u32);
+                }
+            }
+        }
+        let owners = if parents.len() <= 1 { Owners::First } else { Owners::Each(owners) };
+        Ok(Children { positions: Positions::List(positions), coords: Cow::Owned(coords), owners })
     }
 }
 

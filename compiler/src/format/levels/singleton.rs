@@ -7,8 +7,10 @@
 //! operands (an explicit zero times an infinite `x(j)` would be NaN).
 
 use super::crd_layout::CrdLayout;
+use crate::format::columns::*;
 use crate::format::level::*;
 use crate::ir::{Emitter, Expr};
+use std::borrow::Cow;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Singleton {
@@ -92,6 +94,12 @@ impl LevelFormat for Singleton {
         let arrays = if self.layout.is_aos() { Vec::new() } else { vec![("crd", crd)] };
         Ok(PackOutput { children, size: input.parent_size, arrays, params: Vec::new() })
     }
+    fn column_pack(&self) -> Option<&dyn ColumnPack> {
+        Some(self)
+    }
+    fn column_unpack(&self) -> Option<&dyn ColumnUnpack> {
+        Some(self)
+    }
     fn validate(&self, input: &ValidateInput) -> Result<usize, String> {
         let n = input.parent_size;
         let have = self.layout.positions(input.storage, input.level)?;
@@ -104,6 +112,75 @@ impl LevelFormat for Singleton {
         }
         checks::coords_in_range(&mine, input.extent())?;
         Ok(n)
+    }
+}
+
+impl ColumnPack for Singleton {
+    /// Positions are the parents'; an entry under the same parent as the
+    /// previous one with another coordinate has no slot of its own. Under
+    /// parents holding one entry each (COO), `crd` is the column itself.
+    fn pack_columns(&self, mut input: ColumnPackInput<'_>, placement: &mut Placement) -> Result<ColumnPackOutput, String> {
+        let n = input.len();
+        let coords = std::mem::replace(&mut input.coords, Column::Values(Cow::Borrowed(&[]))).into_values();
+        if *placement == Placement::Identity && input.parent_size == n {
+            let arrays = if self.layout.is_aos() { Vec::new() } else { vec![("crd", coords.into_owned())] };
+            return Ok(ColumnPackOutput { size: n, arrays, params: Vec::new() });
+        }
+        let positions = std::mem::replace(placement, Placement::Identity).into_each(n);
+        let empty = if self.padded { -1 } else { 0 };
+        let mut crd = vec![empty; input.parent_size];
+        for e in 0..n {
+            let parent = positions[e];
+            if e > 0 && parent == positions[e - 1] {
+                if usize::from(input.split[e]) <= input.level {
+                    let distinct = distinct_under(&input, &positions, e);
+                    return Err(format!(
+                        "a singleton level holds one coordinate per parent, but parent position {parent} has {distinct} distinct coordinates"
+                    ));
+                }
+                continue;
+            }
+            crd[parent as usize] = coords[e];
+        }
+        *placement = Placement::Each(positions);
+        let arrays = if self.layout.is_aos() { Vec::new() } else { vec![("crd", crd)] };
+        Ok(ColumnPackOutput { size: input.parent_size, arrays, params: Vec::new() })
+    }
+}
+
+/// How many distinct coordinates the entries under entry `e`'s parent have
+/// (for the error message).
+fn distinct_under(input: &ColumnPackInput, positions: &[i32], e: usize) -> usize {
+    let parent = positions[e];
+    let lo = (0..e).rev().take_while(|&x| positions[x] == parent).last().unwrap_or(e);
+    let hi = (e..positions.len()).take_while(|&x| positions[x] == parent).last().unwrap_or(e) + 1;
+    1 + (lo + 1..hi).filter(|&x| usize::from(input.split[x]) <= input.level).count()
+}
+
+impl ColumnUnpack for Singleton {
+    fn children<'s>(&self, input: &ColumnUnpackInput<'s, '_>) -> Result<Children<'s>, String> {
+        let parents = input.parents;
+        if let (CrdLayout::Own, false, Positions::Range(lo, hi)) = (&self.layout, self.padded, parents) {
+            let crd = input.storage[input.level].array("crd")?;
+            let coords = crd.get(*lo..*hi).ok_or_else(|| format!("positions {lo}..{hi} beyond crd (length {})", crd.len()))?;
+            return Ok(Children { positions: parents.clone(), coords: Cow::Borrowed(coords), owners: Owners::Same });
+        }
+        if parents.len() > u32::MAX as usize {
+            return Err(format!("{} parent positions do not fit 32-bit indices", parents.len()));
+        }
+        let (mut positions, mut coords, mut owners) = (Vec::with_capacity(parents.len()), Vec::with_capacity(parents.len()), Vec::new());
+        for i in 0..parents.len() {
+            let p = parents.at(i);
+            let c = self.layout.read(input.storage, input.level, p)?;
+            if self.padded && c == -1 {
+                continue;
+            }
+            positions.push(p);
+            coords.push(c);
+            owners.push(i as u32);
+        }
+        let owners = if owners.len() == parents.len() { Owners::Same } else { Owners::Each(owners) };
+        Ok(Children { positions: Positions::List(positions), coords: Cow::Owned(coords), owners })
     }
 }
 

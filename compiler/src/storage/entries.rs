@@ -1,0 +1,141 @@
+//! A tensor's entries as flat coordinate columns (one per dimension) and
+//! values, borrowed from storage wherever a level already keeps one column
+//! per entry (a coordinate buffer, the last level of CSR): the exchange form
+//! of run-time packing and conversion, without a `CooTensor` copy.
+
+use super::alloc::MemoryLimit;
+use super::{unpack, StorageError, Tensor};
+use crate::coo::CooTensor;
+use crate::format::columns::{ColumnUnpack, ColumnUnpackInput, Owners, Positions};
+use crate::format::CoordMap;
+use std::borrow::Cow;
+
+/// Entries in storage order: entry `e` has coordinate `cols[d][e]` in
+/// dimension `d` and value `vals[e]`. Unsorted, duplicates allowed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entries<'a> {
+    pub dims: Vec<usize>,
+    pub cols: Vec<Cow<'a, [i32]>>,
+    pub vals: Cow<'a, [f64]>,
+}
+
+impl<'a> Entries<'a> {
+    pub fn len(&self) -> usize {
+        self.vals.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.vals.is_empty()
+    }
+
+    /// The columns of a coordinate list (coordinates are checked against
+    /// the dimensions when the entries are packed).
+    pub fn from_coo(coo: &CooTensor) -> Entries<'static> {
+        let order = coo.order();
+        let n = coo.nnz();
+        let mut cols: Vec<Vec<i32>> = (0..order).map(|_| Vec::with_capacity(n)).collect();
+        for entry in coo.coords.chunks_exact(order.max(1)).take(if order == 0 { 0 } else { n }) {
+            for (col, &c) in cols.iter_mut().zip(entry) {
+                // Beyond i32 reads as negative: out of range, refused later.
+                col.push(c as i32);
+            }
+        }
+        Entries { dims: coo.dims.clone(), cols: cols.into_iter().map(Cow::Owned).collect(), vals: Cow::Owned(coo.vals.clone()) }
+    }
+
+    /// Back to a coordinate list, refusing coordinates outside the dimensions.
+    pub fn to_coo(&self) -> Result<CooTensor, String> {
+        let mut coo = CooTensor::new(self.dims.clone());
+        coo.coords.reserve(self.len() * self.cols.len());
+        for e in 0..self.len() {
+            for (d, col) in self.cols.iter().enumerate() {
+                let c = col[e];
+                if c < 0 || c as usize >= self.dims[d] {
+                    return Err(format!("coordinate {c} outside dimension {d} (extent {})", self.dims[d]));
+                }
+                coo.coords.push(c as u32);
+            }
+        }
+        coo.vals = self.vals.to_vec();
+        Ok(coo)
+    }
+
+    /// Every stored entry of `t`, in storage order (padding left out), read
+    /// by the levels' `ColumnUnpack` capability; tensors whose levels lack
+    /// it, or whose levels are not one per dimension, are unpacked by their
+    /// level functions.
+    pub fn of(t: &'a Tensor) -> Result<Entries<'a>, StorageError> {
+        let err = |reason: String| StorageError::Pack { tensor: t.name.clone(), reason };
+        let generic = || -> Result<Entries<'a>, StorageError> { Ok(Entries::from_coo(&unpack(t)?)) };
+        let CoordMap::Modes(order) = &t.format.map else { return generic() };
+        let unpackers: Option<Vec<&dyn ColumnUnpack>> = t.format.levels.iter().map(|l| l.column_unpack()).collect();
+        let Some(unpackers) = unpackers else { return generic() };
+        let nlevels = unpackers.len();
+        if nlevels == 0 || order.len() != nlevels || t.levels.len() != nlevels || t.extents.len() != nlevels || t.dims.len() != nlevels {
+            return generic();
+        }
+        let memory = u128::from(MemoryLimit::available().0);
+        let mut parents = Positions::Range(0, 1);
+        let mut levels = Vec::with_capacity(nlevels);
+        for (k, u) in unpackers.iter().enumerate() {
+            let input = ColumnUnpackInput { level: k, storage: &t.levels, extents: &t.extents, parents: &parents, memory };
+            let children = u.children(&input).map_err(|r| StorageError::Invalid {
+                tensor: t.name.clone(),
+                level: k,
+                spec: t.format.levels[k].spec(),
+                reason: r,
+            })?;
+            levels.push((children.coords, children.owners));
+            parents = children.positions;
+        }
+        let n = parents.len();
+        let vals = match &parents {
+            Positions::Range(lo, hi) => Cow::Borrowed(t.vals.get(*lo..*hi).ok_or_else(|| err(format!("value positions {lo}..{hi} beyond the {} values", t.vals.len())))?),
+            Positions::List(v) => Cow::Owned(v.iter().map(|&p| t.vals.get(p).copied()).collect::<Option<Vec<f64>>>().ok_or_else(|| err("a value position beyond the values".into()))?),
+        };
+        let level_cols = columns(levels, n).map_err(err)?;
+        // Level k holds dimension order[k].
+        let mut cols: Vec<Option<Cow<'a, [i32]>>> = vec![None; nlevels];
+        for (k, col) in level_cols.into_iter().enumerate() {
+            cols[order[k]] = Some(col);
+        }
+        let cols = cols.into_iter().collect::<Option<Vec<_>>>().ok_or_else(|| err("the mode order is not a permutation".into()))?;
+        Ok(Entries { dims: t.dims.clone(), cols, vals })
+    }
+}
+
+/// One column per level from each level's children, bottom up: entry `e`
+/// is child `e` of the last level; its coordinate in a level above is that
+/// of the ancestor its owners lead to.
+fn columns(levels: Vec<(Cow<'_, [i32]>, Owners)>, n: usize) -> Result<Vec<Cow<'_, [i32]>>, String> {
+    let nlevels = levels.len();
+    let mut out = Vec::with_capacity(nlevels);
+    // Which child of the current level each entry is (None: entry e is
+    // child e).
+    let mut index: Option<Vec<u32>> = None;
+    for (k, (coords, owners)) in levels.into_iter().enumerate().rev() {
+        let col = match &index {
+            None if coords.len() == n => coords,
+            None => return Err(format!("level {k} lists {} children for {n} entries", coords.len())),
+            Some(ix) => {
+                let gathered: Option<Vec<i32>> = ix.iter().map(|&i| coords.get(i as usize).copied()).collect();
+                Cow::Owned(gathered.ok_or_else(|| format!("level {k}: a child index beyond its {} children", coords.len()))?)
+            }
+        };
+        out.push(col);
+        if k == 0 {
+            break;
+        }
+        index = match owners {
+            Owners::Same => index,
+            Owners::First => Some(vec![0; n]),
+            Owners::Each(o) => Some(match index {
+                None if o.len() == n => o,
+                None => return Err(format!("level {k} names owners of {} children for {n} entries", o.len())),
+                Some(ix) => ix.iter().map(|&i| o.get(i as usize).copied()).collect::<Option<Vec<u32>>>().ok_or_else(|| format!("level {k}: a child index beyond its owners"))?,
+            }),
+        };
+    }
+    out.reverse();
+    Ok(out)
+}
