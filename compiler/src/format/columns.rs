@@ -15,8 +15,9 @@ use std::borrow::Cow;
 pub trait ColumnPack {
     /// Build this level's storage. `placement` says where the parent level
     /// put each entry on entry, and must say where this level puts it on
-    /// return. Positions fit `i32`, as every index array does: the packer
-    /// checks sizes beforehand.
+    /// return, positions never decreasing in entry order. Positions fit
+    /// `i32`, as index arrays hold them: the packer checks the sizes of the
+    /// built-in levels beforehand; another level refuses what would not fit.
     fn pack_columns(&self, input: ColumnPackInput<'_>, placement: &mut Placement) -> Result<ColumnPackOutput, String>;
 }
 
@@ -32,6 +33,23 @@ pub enum Column<'a> {
 }
 
 impl<'a> Column<'a> {
+    /// The first level's coordinates (sorted) as runs over `extent`
+    /// coordinates (counted from values).
+    pub fn into_runs(self, extent: usize) -> Vec<i32> {
+        match self {
+            Column::Runs(runs) => runs,
+            Column::Values(v) => {
+                let mut runs = vec![0i32; extent + 1];
+                for &c in v.iter() {
+                    runs[c as usize + 1] += 1;
+                }
+                for i in 1..runs.len() {
+                    runs[i] += runs[i - 1];
+                }
+                runs
+            }
+        }
+    }
     /// The coordinates, one per entry (materialised from runs).
     pub fn into_values(self) -> Cow<'a, [i32]> {
         match self {
@@ -48,7 +66,8 @@ pub enum Placement {
     Identity,
     /// Position `p` holds entries `runs[p]..runs[p + 1]`.
     Runs(Vec<i32>),
-    /// Entry `e` at position `each[e]` (nondecreasing).
+    /// Entry `e` at position `each[e]`. Positions never decrease in entry
+    /// order (entries are sorted): each position's entries are contiguous.
     Each(Vec<i32>),
 }
 

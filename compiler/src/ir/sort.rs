@@ -73,3 +73,73 @@ impl Emitter {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coo::SplitMix;
+    use crate::ir::interp::{Interp, Memory, Value};
+    use crate::ir::{ElemTy, ParamRef, Slot};
+
+    /// Two scratch arrays: the keys and their flags.
+    struct Arrays {
+        keys: Vec<i64>,
+        flags: Vec<i64>,
+    }
+
+    impl Memory for Arrays {
+        fn param(&self, _p: &ParamRef) -> Result<i64, String> {
+            Err("no parameters".into())
+        }
+        fn load(&self, a: &ArrayRef, i: i64) -> Result<Value, String> {
+            let v = if a.tensor == "keys" { &self.keys } else { &self.flags };
+            v.get(i as usize).map(|&x| Value::I(x)).ok_or_else(|| format!("load {i} beyond {}", a.tensor))
+        }
+        fn store(&mut self, a: &ArrayRef, i: i64, v: Value) -> Result<(), String> {
+            let arr = if a.tensor == "keys" { &mut self.keys } else { &mut self.flags };
+            *arr.get_mut(i as usize).ok_or_else(|| format!("store {i} beyond {}", a.tensor))? = v.int()?;
+            Ok(())
+        }
+        fn reserve(&mut self, _a: &ArrayRef, _len: i64) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    fn array(name: &str) -> ArrayRef {
+        ArrayRef { tensor: name.into(), slot: Slot::Scratch(name.into(), ElemTy::I32) }
+    }
+
+    /// Distinct keys below `extent` in random order, sorted by the emitted
+    /// code, both by the scan (dense spans) and by the shell sort (sparse).
+    #[test]
+    fn flagged_keys_come_out_sorted() {
+        let mut rng = SplitMix(11);
+        for extent in [1usize, 2, 7, 64, 1000] {
+            for count in [0usize, 1, 2, 3, 10, 60] {
+                let count = count.min(extent);
+                for _ in 0..4 {
+                    let mut pool: Vec<i64> = (0..extent as i64).collect();
+                    for i in (1..pool.len()).rev() {
+                        pool.swap(i, rng.below(i as u64 + 1) as usize);
+                    }
+                    let keys: Vec<i64> = pool[..count].to_vec();
+                    let mut flags = vec![0; extent];
+                    for &k in &keys {
+                        flags[k as usize] = 1;
+                    }
+                    let mut e = Emitter::new();
+                    let len = e.let_var("len", Expr::Int(count as i64));
+                    e.sort_flagged_keys(&array("keys"), len, &array("flags"));
+                    let f = e.finish("sort");
+                    let mut padded = keys.clone();
+                    padded.resize(extent, -7);
+                    let mut mem = Arrays { keys: padded, flags };
+                    Interp::new(f.vars.len(), &mut mem).run(&f.body).unwrap();
+                    let mut expected = keys.clone();
+                    expected.sort_unstable();
+                    assert_eq!(mem.keys[..count], expected[..], "extent {extent}, {count} keys");
+                }
+            }
+        }
+    }
+}

@@ -98,8 +98,7 @@ impl ColumnPack for Dense {
         checks::fits_i32(size, "number of positions")?;
         let entries = input.len();
         *placement = match (input.parent_size, input.coords) {
-            (1, Column::Runs(runs)) => Placement::Runs(runs),
-            (1, Column::Values(c)) => Placement::Each(c.into_owned()),
+            (1, coords) => Placement::Runs(coords.into_runs(n)),
             (_, coords) => {
                 let mut each = std::mem::replace(placement, Placement::Identity).into_each(entries);
                 for (p, &c) in each.iter_mut().zip(coords.into_values().iter()) {
