@@ -250,9 +250,12 @@ pub fn owners_from_counts(counts: impl Iterator<Item = usize>, parents: usize, c
     if parents > u32::MAX as usize {
         return Err(format!("{parents} parent positions do not fit 32-bit indices"));
     }
-    let mut owners = Vec::with_capacity(children);
+    let mut owners = vec![0u32; children];
+    let mut at = 0;
     for (i, n) in counts.enumerate() {
-        owners.extend(std::iter::repeat_n(i as u32, n));
+        let run = owners.get_mut(at..at + n).ok_or("more children than counted")?;
+        run.fill(i as u32);
+        at += n;
     }
     Ok(Owners::Each(owners))
 }

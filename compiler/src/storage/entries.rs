@@ -118,8 +118,11 @@ fn columns(levels: Vec<(Cow<'_, [i32]>, Owners)>, n: usize) -> Result<Vec<Cow<'_
             None if coords.len() == n => coords,
             None => return Err(format!("level {k} lists {} children for {n} entries", coords.len())),
             Some(ix) => {
-                let gathered: Option<Vec<i32>> = ix.iter().map(|&i| coords.get(i as usize).copied()).collect();
-                Cow::Owned(gathered.ok_or_else(|| format!("level {k}: a child index beyond its {} children", coords.len()))?)
+                // One check of the largest index, then a plain gather.
+                if ix.iter().max().is_some_and(|&m| m as usize >= coords.len()) {
+                    return Err(format!("level {k}: a child index beyond its {} children", coords.len()));
+                }
+                Cow::Owned(ix.iter().map(|&i| coords[i as usize]).collect())
             }
         };
         out.push(col);
@@ -132,7 +135,12 @@ fn columns(levels: Vec<(Cow<'_, [i32]>, Owners)>, n: usize) -> Result<Vec<Cow<'_
             Owners::Each(o) => Some(match index {
                 None if o.len() == n => o,
                 None => return Err(format!("level {k} names owners of {} children for {n} entries", o.len())),
-                Some(ix) => ix.iter().map(|&i| o.get(i as usize).copied()).collect::<Option<Vec<u32>>>().ok_or_else(|| format!("level {k}: a child index beyond its owners"))?,
+                Some(ix) => {
+                    if ix.iter().max().is_some_and(|&m| m as usize >= o.len()) {
+                        return Err(format!("level {k}: a child index beyond its owners"));
+                    }
+                    ix.iter().map(|&i| o[i as usize]).collect()
+                }
             }),
         };
     }

@@ -47,8 +47,7 @@ pub fn sort_unique<'a>(cols: Vec<Cow<'a, [i32]>>, vals: Cow<'a, [f64]>, extents:
             return Err(format!("coordinate {c} outside level {k} (extent {})", extents[k]));
         }
     }
-    let (mut cols, mut vals, mut split) = if is_sorted(&cols) {
-        let split = splits(&cols);
+    let (mut cols, mut vals, mut split) = if let Some(split) = sorted_splits(&cols) {
         (cols.into_iter().map(Column::Values).collect::<Vec<_>>(), vals, split)
     } else if extents[0] <= 4 * n + 4096 {
         let (mut rest, mut v, runs) = counting_sort(&cols, &vals, extents[0], scratch);
@@ -60,7 +59,7 @@ pub fn sort_unique<'a>(cols: Vec<Cow<'a, [i32]>>, vals: Cow<'a, [f64]>, extents:
         // A first level far wider than the entries: comparing is cheaper
         // than counting.
         let (c, v) = comparison_sort(&cols, &vals);
-        let split = splits(&c);
+        let split = sorted_splits(&c).ok_or("entries out of order after sorting")?;
         (c.into_iter().map(Column::Values).collect(), v, split)
     };
     if split.iter().any(|&s| usize::from(s) == nlevels) {
@@ -82,33 +81,31 @@ fn lex_cmp(cols: &[impl AsRef<[i32]>], a: usize, b: usize) -> Ordering {
     Ordering::Equal
 }
 
-fn is_sorted(cols: &[Cow<'_, [i32]>]) -> bool {
-    let n = cols[0].len();
-    match cols {
-        [a] => a.windows(2).all(|w| w[0] <= w[1]),
-        [a, b] => (1..n).all(|e| (a[e - 1], b[e - 1]) <= (a[e], b[e])),
-        _ => (1..n).all(|e| lex_cmp(cols, e - 1, e).is_le()),
-    }
-}
-
-/// Per entry, the first level where it differs from the previous one
-/// (`cols.len()` for a duplicate; 0 for the first entry), for sorted
-/// entries.
-fn splits(cols: &[Cow<'_, [i32]>]) -> Vec<u8> {
-    let n = cols[0].len();
-    let mut split = vec![0u8; n];
+/// The splits of entries already in order, None when they are not: per
+/// entry, the first level where it differs from the previous one
+/// (`cols.len()` for a duplicate; 0 for the first entry). Branch-free
+/// passes over chunks, so unsorted input (a transpose's buffer) stops after
+/// the first chunk.
+fn sorted_splits(cols: &[Cow<'_, [i32]>]) -> Option<Vec<u8>> {
+    const CHUNK: usize = 4096;
     let first = &cols[0];
-    // Sorted: a descent below is always at a change of the first level.
-    below_splits(&cols[1..], &mut split, 1);
-    for e in 1..n {
-        if first[e] != first[e - 1] {
-            split[e] = 0;
+    let n = first.len();
+    let mut split = vec![0u8; n];
+    let mut from = 1;
+    while from < n {
+        let end = (from + CHUNK).min(n);
+        below_splits(&cols[1..], &mut split[..end], from);
+        let mut descent = false;
+        for ((s, &x), &y) in split[from..end].iter_mut().zip(&first[from - 1..end - 1]).zip(&first[from..end]) {
+            descent |= y < x;
+            *s = if x == y { *s } else { 0 };
         }
+        if descent || split[from..end].contains(&DESCENT) {
+            return None;
+        }
+        from = end;
     }
-    if n > 0 {
-        split[0] = 0;
-    }
-    split
+    Some(split)
 }
 
 /// Marks, in the splits, an entry below its predecessor in the levels
@@ -126,10 +123,13 @@ fn below_splits(rest: &[impl AsRef<[i32]>], split: &mut [u8], from: usize) {
         // Matrices, spelled out branch-free so the pass vectorises.
         [b] => {
             let b = b.as_ref();
-            for e in from.max(1)..n {
-                let (x, y) = (b[e - 1], b[e]);
-                let s = 1 + u8::from(x == y);
-                split[e] = if y < x { DESCENT } else { s };
+            let from = from.max(1);
+            if from >= n {
+                return;
+            }
+            for ((s, &x), &y) in split[from..].iter_mut().zip(&b[from - 1..n - 1]).zip(&b[from..n]) {
+                let same = 1 + u8::from(x == y);
+                *s = if y < x { DESCENT } else { same };
             }
         }
         _ => {

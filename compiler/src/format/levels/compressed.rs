@@ -219,24 +219,28 @@ impl ColumnUnpack for Compressed {
             Ok((lo, hi))
         };
         let parents = input.parents;
-        let mut counts = Vec::with_capacity(parents.len());
-        let positions = match parents {
-            // Consecutive parents own one run of positions.
+        let (positions, owners) = match parents {
+            Positions::Range(lo, hi) if lo == hi => (Positions::Range(0, 0), Owners::First),
+            // Consecutive parents own one run of positions: their bounds are
+            // a slice of `pos`, checked in one pass.
             Positions::Range(lo, hi) => {
-                for p in *lo..*hi {
-                    let (a, b) = segment(p)?;
-                    counts.push(b - a);
+                let bounds = pos.get(*lo..=*hi).ok_or_else(|| format!("pos has no entries {lo}..={hi} (length {})", pos.len()))?;
+                if bounds[0] < 0 || bounds.windows(2).any(|w| w[1] < w[0]) {
+                    return Err(format!("pos is negative or decreases between positions {lo} and {hi}"));
                 }
-                if lo == hi { Positions::Range(0, 0) } else { Positions::Range(at(*lo)?, at(*hi)?) }
+                let (a, b) = (bounds[0] as usize, bounds[bounds.len() - 1] as usize);
+                let counts = bounds.windows(2).map(|w| (w[1] - w[0]) as usize);
+                (Positions::Range(a, b), owners_from_counts(counts, parents.len(), b - a)?)
             }
             Positions::List(v) => {
-                let mut out = Vec::new();
+                let (mut out, mut counts) = (Vec::new(), Vec::with_capacity(v.len()));
                 for &p in v {
                     let (a, b) = segment(p)?;
                     counts.push(b - a);
                     out.extend(a..b);
                 }
-                Positions::List(out)
+                let total = out.len();
+                (Positions::List(out), owners_from_counts(counts.into_iter(), v.len(), total)?)
             }
         };
         let total = positions.len();
@@ -247,7 +251,6 @@ impl ColumnUnpack for Compressed {
             }
             _ => Cow::Owned((0..total).map(|i| self.layout.read(input.storage, input.level, positions.at(i))).collect::<Result<Vec<i32>, String>>()?),
         };
-        let owners = owners_from_counts(counts.into_iter(), parents.len(), total)?;
         Ok(Children { positions, coords, owners })
     }
 }
