@@ -269,11 +269,21 @@ pub fn setup(a: &Assignment, o: &Options, base: &std::path::Path) -> Result<Setu
 
 /// What `--emit` prints for a compiled kernel.
 pub fn emit_text(k: &lower::Kernel, what: Emit) -> String {
+    // Operands read from converted copies: the kernel's arrays are the
+    // copies', which the caller converts first.
+    let converts: Vec<String> = k.conversions.iter().map(|c| format!("{} is {} stored as {}", c.copy, c.source, c.format_text)).collect();
+    let note = |open: &str, close: &str| {
+        if converts.is_empty() {
+            String::new()
+        } else {
+            format!("{open}converted before the kernel: {}{close}\n", converts.join("; "))
+        }
+    };
     match what {
-        Emit::C => crate::ir::c::function(&k.function),
-        Emit::Ir => k.function.to_string(),
-        Emit::Graph => k.nests.iter().map(|n| n.graph.to_string()).collect::<Vec<_>>().join("\n"),
-        Emit::Lattice => k.plans().map(|p| p.to_string()).collect::<Vec<_>>().join(""),
+        Emit::C => format!("{}{}", note("/* ", " */"), crate::ir::c::function(&k.function)),
+        Emit::Ir => format!("{}{}", note("// ", ""), k.function),
+        Emit::Graph => format!("{}{}", note("", ""), k.nests.iter().map(|n| n.graph.to_string()).collect::<Vec<_>>().join("\n")),
+        Emit::Lattice => format!("{}{}", note("", ""), k.plans().map(|p| p.to_string()).collect::<Vec<_>>().join("")),
         Emit::Asm => crate::jit::disassemble(&k.function).unwrap_or_else(|e| format!("; no machine code: {e}\n")),
     }
 }
@@ -309,6 +319,9 @@ struct TierTiming {
 pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
     use crate::backend::{self, Choice};
     let mut prepared: Prepared = prepare(name, &s.assignment, &s.formats, &s.data, &s.out_dims, s.initial.as_ref()).map_err(|e| e.to_string())?;
+    for c in &prepared.kernel.conversions {
+        eprintln!("note: {}", c.describe());
+    }
     let mut out = String::new();
     let mut written = Vec::new();
     if let Some(dir) = &o.write_source {

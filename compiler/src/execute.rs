@@ -172,7 +172,7 @@ impl Prepared {
     /// Run once (validating operands first: cheap, linear).
     pub fn run(&mut self) -> Result<(), ExecError> {
         let inputs = self.inputs.iter().map(storage::validate).collect::<Result<Vec<_>, _>>()?;
-        call(&self.compiled, &inputs, &mut self.output, &mut self.buffer)
+        call(&self.kernel, &self.compiled, &inputs, &mut self.output, &mut self.buffer)
     }
 
     /// `runs` timed runs after one warm-up; the result is reused across
@@ -184,14 +184,14 @@ impl Prepared {
         // result; one that updates in place starts each run from the same state.
         let accumulate = self.kernel.assignment.accumulate && self.kernel.prior.is_none();
         let initial = self.output.clone();
-        call(&self.compiled, &refs, &mut self.output, &mut self.buffer)?;
+        call(&self.kernel, &self.compiled, &refs, &mut self.output, &mut self.buffer)?;
         let mut times = Vec::with_capacity(runs);
         for _ in 0..runs {
             if accumulate {
                 self.output = initial.clone();
             }
             let t0 = Instant::now();
-            call(&self.compiled, &refs, &mut self.output, &mut self.buffer)?;
+            call(&self.kernel, &self.compiled, &refs, &mut self.output, &mut self.buffer)?;
             times.push(t0.elapsed());
         }
         Ok(Timing { compile: self.compiled.compile_time, runs: times })
@@ -202,9 +202,38 @@ impl Prepared {
     }
 }
 
-/// One call of the kernel, then the packing of its buffer if it has one
-/// (the kernel writes the buffer; the result is rebuilt from it).
-fn call(compiled: &CompiledKernel, inputs: &[storage::Validated<'_>], output: &mut Tensor, buffer: &mut Option<Tensor>) -> Result<(), ExecError> {
+/// The copies of operands a kernel reads in another format
+/// (`Kernel::conversions`), converted from the packed operands.
+fn converted_operands(kernel: &Kernel, inputs: &[storage::Validated<'_>]) -> Result<Vec<Tensor>, ExecError> {
+    let mut copies = Vec::with_capacity(kernel.conversions.len());
+    for c in &kernel.conversions {
+        let source = inputs
+            .iter()
+            .map(|v| v.tensor())
+            .find(|t| t.name == c.source)
+            .ok_or_else(|| StorageError::Pack { tensor: c.source.clone(), reason: "no data".into() })?;
+        copies.push(storage::convert(source, &c.copy, &c.format)?);
+    }
+    Ok(copies)
+}
+
+/// One call of the kernel: operands it reads in another format are
+/// converted first (inside the timer: the user pays for them), and a
+/// result written through a coordinate buffer is packed after (the kernel
+/// writes the buffer; the result is rebuilt from it).
+fn call(kernel: &Kernel, compiled: &CompiledKernel, inputs: &[storage::Validated<'_>], output: &mut Tensor, buffer: &mut Option<Tensor>) -> Result<(), ExecError> {
+    if !kernel.conversions.is_empty() {
+        let copies = converted_operands(kernel, inputs)?;
+        let mut all = inputs.to_vec();
+        for c in &copies {
+            all.push(storage::validate(c)?);
+        }
+        return call_converted(compiled, &all, output, buffer);
+    }
+    call_converted(compiled, inputs, output, buffer)
+}
+
+fn call_converted(compiled: &CompiledKernel, inputs: &[storage::Validated<'_>], output: &mut Tensor, buffer: &mut Option<Tensor>) -> Result<(), ExecError> {
     match buffer {
         None => jit::run_kernel(compiled, inputs, output)?,
         Some(buffer) => {
@@ -302,7 +331,10 @@ impl Prepared {
             Some(b) => b,
             None => &mut self.output,
         };
-        let mut mem = InterpMemory { inputs: &self.inputs, output: target, lens: BTreeMap::new(), scratch: BTreeMap::new() };
+        let validated = self.inputs.iter().map(storage::validate).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+        let mut inputs = converted_operands(&self.kernel, &validated).map_err(|e| e.to_string())?;
+        inputs.extend(self.inputs.iter().cloned());
+        let mut mem = InterpMemory { inputs: &inputs, output: target, lens: BTreeMap::new(), scratch: BTreeMap::new() };
         let mut it = crate::ir::interp::Interp::new(f.vars.len(), &mut mem);
         it.fuel = 1 << 32;
         it.run(&f.body)?;

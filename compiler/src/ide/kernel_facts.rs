@@ -154,10 +154,15 @@ impl Walk<'_> {
 pub fn statement_hint(k: &Kernel) -> (String, String) {
     let order: Vec<String> = k.nests.iter().map(|n| n.graph.order.join("→")).collect();
     let full_plans: Vec<String> = k.plans().map(|p| p.summary()).collect();
-    let full = format!("∀ {} | {}", order.join(" ; "), full_plans.join(" | "));
+    let mut full = format!("∀ {} | {}", order.join(" ; "), full_plans.join(" | "));
+    // Operands converted before the kernel come first: they cost a pass.
+    let converts: Vec<String> = k.conversions.iter().map(|c| format!("{}→{}", c.source, c.format_text)).collect();
+    if !converts.is_empty() {
+        full = format!("converts {} first | {full}", converts.join(", "));
+    }
     // Short form: only the variables whose loops do more than walk one
     // level, named by level (`A2`, not `A2:compressed`).
-    let mut parts: Vec<String> = Vec::new();
+    let mut parts: Vec<String> = converts;
     for p in k.plans() {
         if let Some(s) = short_strategy(p) {
             if !parts.contains(&s) {
