@@ -252,9 +252,15 @@ fn ell_padding_does_not_contribute() {
 }
 
 #[test]
-#[ignore = "BCSR stores explicit zeros inside blocks: skipping them needs lower/ (see the crash-class notes)"]
-fn bcsr_padding_does_not_contribute() {
-    assert_eq!(spmv_with_infinite_x("BCSR(2)"), spmv_with_infinite_x("CSR"));
+fn fill_inside_blocks_and_diagonals_does_not_contribute() {
+    // BCSR blocks, DIA diagonals and dense rows under a sparse level store
+    // zeros for coordinates with no entry: fill, not entries (a dense
+    // tensor's zeros are entries: `0 * inf` is NaN there, as in NumPy).
+    let csr = spmv_with_infinite_x("CSR");
+    for f in ["BCSR(2)", "DIA", "compressed,dense", "hashed,dense", "CSB(2)"] {
+        assert_eq!(spmv_with_infinite_x(f), csr, "{f}");
+    }
+    assert!(spmv_with_infinite_x("dense,dense")[1].is_nan());
 }
 
 #[test]
