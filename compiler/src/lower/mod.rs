@@ -236,9 +236,8 @@ fn compile_or_buffer(name: &str, a: &Assignment, formats: &BTreeMap<String, Tens
         Ok(kernel) => Ok(Kernel { assignment: a.clone(), buffer: Some(ResultBuffer { name: buffer, format }), ..kernel }),
         // A result in any order still fails: the reason lies in the inputs
         // (say so), unless it is about the buffer, which the user never
-        // wrote; the first refusal says it of the statement as written
-        // when it too is about the inputs.
-        Err(e) if e.span() != Some(a.lhs.span) && refusal.span() == Some(a.lhs.span) => Err(e),
+        // wrote (messages about the inputs quote only the right-hand side).
+        Err(e) if e.span() != Some(a.lhs.span) => Err(e),
         Err(_) => Err(refusal),
     }
 }
@@ -305,7 +304,7 @@ fn compile_parts(
     for (n, part) in parts.iter().enumerate() {
         if !sums_hoist_to_root(&place_reductions(&with_hidden(part, formats))) {
             return Err(LowerError::Unsupported {
-                reason: format!("in `{part}`, a sum sits inside an addition; write the terms as separate `+=` statements"),
+                reason: format!("in `{}`, a sum sits inside an addition; write the terms as separate `+=` statements", part.rhs),
                 span: part.rhs.span(),
             });
         }
@@ -363,7 +362,8 @@ fn split_terms(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &
     let Some(terms) = distributed_terms(a, extent) else {
         return Err(LowerError::Unsupported {
             reason: format!(
-                "in `{a}`, a sum spans several terms and one of them uses its variable inside an addition of its own, so the terms cannot be computed apart; write the terms as separate `+=` statements"
+                "in `{}`, a sum spans several terms and one of them uses its variable inside an addition of its own, so the terms cannot be computed apart; write the terms as separate `+=` statements",
+                a.rhs
             ),
             span: a.rhs.span(),
         });
