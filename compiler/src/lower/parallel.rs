@@ -1,0 +1,301 @@
+//! Running the outermost loop of a kernel on several threads, where that
+//! is race-free (taco's `parallelize` rules):
+//!
+//! - **Rows**: every iteration binds a different coordinate of one of the
+//!   result's variables and the result is dense, so iterations write
+//!   disjoint positions and threads share the result. The statements before
+//!   the loop (allocation, zero fill) run once, in a call of their own.
+//! - **Partials**: the result is dense (or a scalar) but iterations may add
+//!   into the same positions (the loop is over a reduction variable, or over
+//!   a non-unique level): each thread runs the whole kernel into a result of
+//!   its own, summed in thread order afterwards.
+//!
+//! Anything else runs on one thread: results assembled by append, through
+//! a workspace or a coordinate buffer, hashed results, kernels of several
+//! loop nests, and outermost loops that are not a plain `for`.
+//!
+//! Each call computes its own share of the loop from the call parameters
+//! `thread` and `threads`: shares are contiguous ranges of the loop's
+//! iterations, balanced by the positions under each iteration when the
+//! iterated level has a compact, position-iterable child (CSR's rows by
+//! their nonzeros) and by iteration count otherwise. The bounds are taken
+//! as running maxima, so they never decrease whatever the storage holds:
+//! the shares always partition the loop, each iteration in exactly one.
+
+use super::iterators::{Kind, LevelIter};
+use super::operands::{Problem, ResultAssembly};
+use super::Lowerer;
+use crate::format::level::{Assembly, Iteration, LevelCtx};
+use crate::ir::{ArrayRef, CmpOp, Emitter, Expr, Parallel, ParamRef, Slot, Stmt, Ty, VarId, CALL_PHASE, CALL_THREAD, CALL_THREADS};
+use std::collections::BTreeSet;
+
+/// The outermost loop of a nest, as the lowerer emitted it.
+#[derive(Clone, Debug)]
+pub(crate) struct OuterLoop {
+    var: VarId,
+    /// The index variable whose coordinates the loop visits.
+    index: String,
+    /// Whether every iteration visits a different coordinate of `index`.
+    distinct: bool,
+    weight: Option<Weight>,
+}
+
+/// The positions under one iteration, `[lo, hi)` of the iterated level's
+/// child, as expressions of the iteration (`lo_at`, `hi_at`).
+#[derive(Clone, Debug)]
+struct Weight {
+    lo_at: VarId,
+    lo: Expr,
+    hi_at: VarId,
+    hi: Expr,
+}
+
+impl<'p> Lowerer<'p> {
+    /// Note the `for` loop over `var` that iterates `v` with `it` as the
+    /// outermost loop of the nest.
+    pub(super) fn record_outer(&mut self, var: VarId, v: &str, it: &LevelIter<'p>) {
+        // Value iteration and whole dimensions count coordinates; position
+        // iteration repeats a coordinate only on a non-unique level.
+        let distinct = match it.kind {
+            Kind::Position(_) => it.unique && !it.dedup,
+            Kind::Value(_) | Kind::Dimension => true,
+        };
+        let weight = self.weight(it);
+        self.outer = Some(OuterLoop { var, index: v.to_string(), distinct, weight });
+    }
+
+    /// The positions of the level below the iterated one, when they say how
+    /// much work an iteration holds: a compact child iterated by position
+    /// (its bounds never decrease from one parent to the next), reached by
+    /// expressions alone.
+    fn weight(&mut self, it: &LevelIter<'p>) -> Option<Weight> {
+        let k = it.level?;
+        let o = &self.p.operands[it.op];
+        // The outermost loop iterates a first level: its parent position is 0.
+        let child = o.format.levels.get(k + 1).filter(|_| k == 0)?;
+        let Iteration::CoordPosition(f) = child.iteration() else { return None };
+        if !child.properties().compact {
+            return None;
+        }
+        let (c, c1) = (LevelCtx::new(&o.tensor, k), LevelCtx::new(&o.tensor, k + 1));
+        let lo_at = self.e.fresh("share_at", Ty::I64);
+        let hi_at = self.e.fresh("share_at", Ty::I64);
+        self.e.open();
+        let pos = |e: &mut Emitter, at: VarId| match it.kind {
+            Kind::Position(_) => Some(Expr::Var(at)),
+            Kind::Value(g) => {
+                let (p, found) = g.coord_access(&c, e, Expr::Int(0), &[Expr::Var(at)]);
+                (found == Expr::Bool(true)).then_some(p)
+            }
+            Kind::Dimension => None,
+        };
+        let bounds = match (pos(&mut self.e, lo_at), pos(&mut self.e, hi_at)) {
+            (Some(lo_pos), Some(hi_pos)) => Some((f.pos_bounds(&c1, &mut self.e, lo_pos).0, f.pos_bounds(&c1, &mut self.e, hi_pos).1)),
+            _ => None,
+        };
+        let pre = self.e.close();
+        let (lo, hi) = bounds.filter(|_| pre.is_empty())?;
+        Some(Weight { lo_at, lo, hi_at, hi })
+    }
+}
+
+/// How the outermost loop of a nest computing `p` may be shared, judged
+/// from how the result is assembled.
+fn mode(p: &Problem, outer: &OuterLoop) -> Option<Parallel> {
+    if p.assembly != ResultAssembly::Direct {
+        return None;
+    }
+    let o = p.output();
+    // Dense levels give every coordinate its own position, computed
+    // without writing anything shared: partial results line up too.
+    let dense = o.format.levels.iter().all(|l| l.properties().full && l.locate().is_some() && matches!(l.assembly(), Assembly::Insert(_)));
+    if !dense {
+        return None;
+    }
+    if outer.distinct && o.level_vars.contains(&outer.index) {
+        Some(Parallel::Rows)
+    } else {
+        Some(Parallel::Partials)
+    }
+}
+
+fn loads(e: &Expr, f: &mut dyn FnMut(&ArrayRef, &Expr)) {
+    e.walk(&mut |x| {
+        if let Expr::Load(a, i) = x {
+            f(a, i);
+        }
+    });
+}
+
+/// Whether a loop body sharing the result with other threads writes only
+/// the result's values, reading them only where it writes them
+/// (`vals[p] = vals[p] + ...`), and never grows an array.
+fn rows_body_fits(body: &[Stmt], out: &str) -> bool {
+    let vals = ArrayRef::vals(out);
+    let written = |a: &ArrayRef| a.tensor == out || matches!(a.slot, Slot::Scratch(..));
+    let mut ok = true;
+    crate::ir::walk_block(&body.to_vec(), &mut |s| match s {
+        Stmt::Store(a, i, v) => {
+            ok &= *a == vals;
+            loads(i, &mut |a, _| ok &= !written(a));
+            loads(v, &mut |a, at| ok &= !written(a) || (*a == vals && at == i));
+        }
+        Stmt::Reserve { .. } | Stmt::SortPairs { .. } => ok = false,
+        s => {
+            for e in crate::ir::stmt_exprs(s) {
+                loads(e, &mut |a, _| ok &= !written(a));
+            }
+        }
+    });
+    ok
+}
+
+/// Variables a statement assigns that it does not declare itself.
+fn assigns_outside(s: &Stmt) -> bool {
+    let (mut declared, mut assigned) = (BTreeSet::new(), BTreeSet::new());
+    crate::ir::walk_block(&vec![s.clone()], &mut |x| match x {
+        Stmt::Let(v, _) | Stmt::For { var: v, .. } => {
+            declared.insert(*v);
+        }
+        Stmt::Set(v, _) => {
+            assigned.insert(*v);
+        }
+        _ => {}
+    });
+    !assigned.is_subset(&declared)
+}
+
+/// Whether the statements around a loop whose rows threads share can be
+/// split into a set-up call and the loop's calls: the set-up's effects
+/// (everything but `let`s) may be skipped by the loop's calls, since the
+/// `let`s they keep read no array the kernel writes and no variable the
+/// set-up assigns; nothing with an effect follows the loop.
+fn rows_frame_fits(before: &[Stmt], bounds: [&Expr; 2], after: &[Stmt], out: &str) -> bool {
+    let pure = |e: &Expr| {
+        let mut ok = true;
+        loads(e, &mut |a, _| ok &= a.tensor != out && !matches!(a.slot, Slot::Scratch(..)));
+        ok
+    };
+    let set_up_fits = before.iter().all(|s| match s {
+        Stmt::Let(_, e) => pure(e),
+        Stmt::Comment(_) => true,
+        Stmt::Set(..) => false,
+        s => !assigns_outside(s),
+    });
+    set_up_fits && bounds.into_iter().all(pure) && after.iter().all(|s| matches!(s, Stmt::Let(..) | Stmt::Comment(_)))
+}
+
+/// Make the outermost loop of the nest in `e`'s top-level block run in
+/// shares, if that is race-free; returns how results are kept apart.
+pub(super) fn share_outer(e: &mut Emitter, p: &Problem, outer: &OuterLoop) -> Option<Parallel> {
+    let mode = mode(p, outer)?;
+    let out = p.output().tensor.clone();
+    let mut body = e.take();
+    let fits = match body.iter().position(|s| matches!(s, Stmt::For { var, .. } if *var == outer.var)) {
+        Some(k) => match (&body[k], mode) {
+            (Stmt::For { body: inner, lo, hi, .. }, Parallel::Rows) => rows_body_fits(inner, &out) && rows_frame_fits(&body[..k], [lo, hi], &body[k + 1..], &out),
+            (_, Parallel::Partials) => true,
+            _ => false,
+        }
+        .then_some(k),
+        None => None,
+    };
+    let Some(k) = fits else {
+        for s in body {
+            e.push(s);
+        }
+        return None;
+    };
+    let after = body.split_off(k + 1);
+    let Some(Stmt::For { var, lo, hi, body: inner }) = body.pop() else { return None };
+    let phase = Expr::Param(ParamRef::call(CALL_PHASE));
+    let mut set_up = Vec::new();
+    for s in body {
+        match (mode, s) {
+            (Parallel::Rows, s @ (Stmt::Let(..) | Stmt::Comment(_))) => {
+                gate(e, &mut set_up, Expr::cmp(CmpOp::Ne, phase.clone(), Expr::Int(2)));
+                e.push(s);
+            }
+            (Parallel::Rows, s) => set_up.push(s),
+            (Parallel::Partials, s) => e.push(s),
+        }
+    }
+    gate(e, &mut set_up, Expr::cmp(CmpOp::Ne, phase.clone(), Expr::Int(2)));
+    e.comment(match mode {
+        Parallel::Rows => format!("each thread runs a share of the loop, writing its own rows of {out}"),
+        Parallel::Partials => format!("each thread runs a share of the loop into its own {out}, added up afterwards"),
+    });
+    e.open();
+    let (begin, end) = share_bounds(e, lo, hi, outer.weight.as_ref());
+    e.push(Stmt::For { var, lo: begin, hi: end, body: inner });
+    let share = e.close();
+    match mode {
+        Parallel::Rows => e.push(Stmt::If { cond: Expr::cmp(CmpOp::Ne, phase, Expr::Int(1)), then: share, els: Vec::new() }),
+        Parallel::Partials => share.into_iter().for_each(|s| e.push(s)),
+    }
+    for s in after {
+        e.push(s);
+    }
+    Some(mode)
+}
+
+/// Emit `pending` (if any) under `if cond`.
+fn gate(e: &mut Emitter, pending: &mut Vec<Stmt>, cond: Expr) {
+    if !pending.is_empty() {
+        e.push(Stmt::If { cond, then: std::mem::take(pending), els: Vec::new() });
+    }
+}
+
+/// The bounds `[begin, end)` of this call's share of the iterations
+/// `[lo, hi)`. Boundary `s` of `threads` is the first iteration before
+/// which at least `s / threads` of the work lies (work: one per iteration,
+/// plus the positions under it when weighed), searched from boundary
+/// `s - 1` on, so boundaries never decrease; boundary `threads` is `hi`.
+fn share_bounds(e: &mut Emitter, lo: Expr, hi: Expr, weight: Option<&Weight>) -> (Expr, Expr) {
+    let thread = Expr::Param(ParamRef::call(CALL_THREAD));
+    let threads = Expr::Param(ParamRef::call(CALL_THREADS));
+    let lo = e.bind("share_lo", lo);
+    let hi = e.bind("share_hi", hi);
+    let begin = e.let_var("share_begin", lo.clone());
+    let end = e.let_var("share_end", hi.clone());
+    let split = Expr::and(Expr::cmp(CmpOp::Gt, threads.clone(), Expr::Int(1)), Expr::lt(lo.clone(), hi.clone()));
+    e.if_(split, |e| {
+        let mut total = Expr::sub(hi.clone(), lo.clone());
+        // Read only at iterations inside `[lo, hi)`: `lo` and `m - 1`.
+        let base = weight.map(|w| {
+            e.push(Stmt::Let(w.lo_at, lo.clone()));
+            let base = e.let_var("share_base", w.lo.clone());
+            e.push(Stmt::Let(w.hi_at, Expr::sub(hi.clone(), Expr::Int(1))));
+            total = Expr::add(total.clone(), Expr::sub(w.hi.clone(), base.clone()));
+            base
+        });
+        let total = e.let_var("share_total", total);
+        let b = e.let_var("share_b", lo.clone());
+        e.for_("share_s", Expr::Int(1), Expr::add(thread.clone(), Expr::Int(2)), |e, s| {
+            let last = e.block(|e| e.set(&b, hi.clone()));
+            let search = e.block(|e| {
+                let target = e.let_var("share_target", Expr::div(Expr::mul(total.clone(), s.clone()), threads.clone()));
+                let a = e.let_var("share_a", b.clone());
+                let z = e.let_var("share_z", hi.clone());
+                e.while_(Expr::lt(a.clone(), z.clone()), |e| {
+                    let m = e.let_var("share_m", Expr::add(a.clone(), Expr::div(Expr::sub(z.clone(), a.clone()), Expr::Int(2))));
+                    let cost = e.let_var("share_cost", Expr::sub(m.clone(), lo.clone()));
+                    if let (Some(w), Some(base)) = (weight, &base) {
+                        e.if_(Expr::cmp(CmpOp::Gt, m.clone(), lo.clone()), |e| {
+                            e.push(Stmt::Set(w.hi_at, Expr::sub(m.clone(), Expr::Int(1))));
+                            e.set(&cost, Expr::add(cost.clone(), Expr::sub(w.hi.clone(), base.clone())));
+                        });
+                    }
+                    let found = e.block(|e| e.set(&z, m.clone()));
+                    let not = e.block(|e| e.set(&a, Expr::add(m.clone(), Expr::Int(1))));
+                    e.push(Stmt::If { cond: Expr::cmp(CmpOp::Ge, cost.clone(), target.clone()), then: found, els: not });
+                });
+                e.set(&b, a.clone());
+            });
+            e.push(Stmt::If { cond: Expr::eq(s.clone(), threads.clone()), then: last, els: search });
+            e.if_(Expr::eq(s.clone(), thread.clone()), |e| e.set(&begin, b.clone()));
+            e.if_(Expr::eq(s.clone(), Expr::add(thread.clone(), Expr::Int(1))), |e| e.set(&end, b.clone()));
+        });
+    });
+    (begin, end)
+}
