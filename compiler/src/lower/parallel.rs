@@ -26,7 +26,7 @@ use super::iterators::{Kind, LevelIter};
 use super::operands::{Problem, ResultAssembly};
 use super::Lowerer;
 use crate::format::level::{Assembly, Iteration, LevelCtx};
-use crate::ir::{ArrayRef, CmpOp, Emitter, Expr, Parallel, ParamRef, Slot, Stmt, Ty, VarId, CALL_PHASE, CALL_THREAD, CALL_THREADS};
+use crate::ir::{ArrayRef, BinOp, CmpOp, Emitter, Expr, Parallel, ParamRef, Slot, Stmt, Ty, VarId, CALL_PHASE, CALL_THREAD, CALL_THREADS};
 use std::collections::BTreeSet;
 
 /// The outermost loop of a nest, as the lowerer emitted it.
@@ -127,25 +127,42 @@ fn loads(e: &Expr, f: &mut dyn FnMut(&ArrayRef, &Expr)) {
     });
 }
 
+/// Whether `block` reads the result's arrays (those of tensor `out`, and
+/// with `scratch` the kernel's scratch arrays too) only to add to what it
+/// stores there: `a[p] = a[p] + e` with `e` not reading them. Then a
+/// result's final values are its first values plus every addition, in
+/// whatever thread each one happens.
+fn reads_result_only_to_add(block: &[Stmt], out: &str, scratch: bool) -> bool {
+    let result = |a: &ArrayRef| a.tensor == out || (scratch && matches!(a.slot, Slot::Scratch(..)));
+    let free = |e: &Expr| {
+        let mut ok = true;
+        loads(e, &mut |a, _| ok &= !result(a));
+        ok
+    };
+    let mut ok = true;
+    crate::ir::walk_block(&block.to_vec(), &mut |s| match s {
+        Stmt::Store(a, i, v) => {
+            let added = match v {
+                Expr::Bin(BinOp::Add, x, e) => matches!(&**x, Expr::Load(b, j) if b == a && **j == *i) && free(e),
+                _ => false,
+            };
+            ok &= free(i) && (added || free(v));
+        }
+        s => ok &= crate::ir::stmt_exprs(s).into_iter().all(free),
+    });
+    ok
+}
+
 /// Whether a loop body sharing the result with other threads writes only
-/// the result's values, reading them only where it writes them
-/// (`vals[p] = vals[p] + ...`), and never grows an array.
+/// the result's values, reading them only to add to them, and never grows
+/// an array.
 fn rows_body_fits(body: &[Stmt], out: &str) -> bool {
     let vals = ArrayRef::vals(out);
-    let written = |a: &ArrayRef| a.tensor == out || matches!(a.slot, Slot::Scratch(..));
-    let mut ok = true;
+    let mut ok = reads_result_only_to_add(body, out, true);
     crate::ir::walk_block(&body.to_vec(), &mut |s| match s {
-        Stmt::Store(a, i, v) => {
-            ok &= *a == vals;
-            loads(i, &mut |a, _| ok &= !written(a));
-            loads(v, &mut |a, at| ok &= !written(a) || (*a == vals && at == i));
-        }
+        Stmt::Store(a, ..) => ok &= *a == vals,
         Stmt::Reserve { .. } | Stmt::SortPairs { .. } => ok = false,
-        s => {
-            for e in crate::ir::stmt_exprs(s) {
-                loads(e, &mut |a, _| ok &= !written(a));
-            }
-        }
+        _ => {}
     });
     ok
 }
@@ -194,7 +211,9 @@ pub(super) fn share_outer(e: &mut Emitter, p: &Problem, outer: &OuterLoop) -> Op
     let fits = match body.iter().position(|s| matches!(s, Stmt::For { var, .. } if *var == outer.var)) {
         Some(k) => match (&body[k], mode) {
             (Stmt::For { body: inner, lo, hi, .. }, Parallel::Rows) => rows_body_fits(inner, &out) && rows_frame_fits(&body[..k], [lo, hi], &body[k + 1..], &out),
-            (_, Parallel::Partials) => true,
+            // Threads' results are added up: the kernel may only add to
+            // its result (its scratch arrays are each call's own).
+            (_, Parallel::Partials) => reads_result_only_to_add(&body, &out, false),
             _ => false,
         }
         .then_some(k),
@@ -298,4 +317,54 @@ fn share_bounds(e: &mut Emitter, lo: Expr, hi: Expr, weight: Option<&Weight>) ->
         });
     });
     (begin, end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vals(t: &str) -> ArrayRef {
+        ArrayRef::vals(t)
+    }
+
+    #[test]
+    fn only_additions_to_the_result_may_read_it() {
+        let i = Expr::Int(3);
+        let add = Stmt::Store(vals("y"), i.clone(), Expr::add(Expr::load(vals("y"), i.clone()), Expr::load(vals("A"), i.clone())));
+        let store = Stmt::Store(vals("y"), i.clone(), Expr::load(vals("A"), i.clone()));
+        assert!(reads_result_only_to_add(&[add.clone(), store], "y", true));
+        // Scaling, reading another position, reading it in a `let`: no.
+        let scale = Stmt::Store(vals("y"), i.clone(), Expr::mul(Expr::load(vals("y"), i.clone()), Expr::Float(2.0)));
+        let other = Stmt::Store(vals("y"), i.clone(), Expr::add(Expr::load(vals("y"), Expr::Int(4)), Expr::Float(1.0)));
+        let read = Stmt::Let(0, Expr::load(vals("y"), Expr::Int(0)));
+        for bad in [scale, other, read] {
+            assert!(!reads_result_only_to_add(&[add.clone(), bad.clone()], "y", true), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn shared_rows_write_only_the_result_values_and_never_grow() {
+        let i = Expr::Int(3);
+        let add = Stmt::Store(vals("y"), i.clone(), Expr::add(Expr::load(vals("y"), i.clone()), Expr::Float(1.0)));
+        assert!(rows_body_fits(&[add.clone()], "y"));
+        let scratch = ArrayRef { tensor: "y".into(), slot: Slot::Scratch("w".into(), crate::ir::ElemTy::F64) };
+        for bad in [Stmt::Reserve { array: vals("y"), len: Expr::Int(9) }, Stmt::Store(scratch, i.clone(), Expr::Float(1.0))] {
+            assert!(!rows_body_fits(&[add.clone(), bad.clone()], "y"), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_set_up_is_separable_from_the_loop() {
+        let n = Expr::Int(9);
+        let zero_fill = Stmt::For { var: 1, lo: Expr::Int(0), hi: n.clone(), body: vec![Stmt::Store(vals("y"), Expr::Var(1), Expr::Float(0.0))] };
+        let size = Stmt::Let(0, n.clone());
+        assert!(rows_frame_fits(&[size.clone(), zero_fill.clone()], [&Expr::Int(0), &n], &[], "y"));
+        // A set-up that assigns a variable the loop may read; a `let` that
+        // reads the result; an effect after the loop.
+        let counter = Stmt::For { var: 1, lo: Expr::Int(0), hi: n.clone(), body: vec![Stmt::Set(0, Expr::Var(1))] };
+        assert!(!rows_frame_fits(&[size.clone(), counter], [&Expr::Int(0), &n], &[], "y"));
+        let reads = Stmt::Let(2, Expr::load(vals("y"), Expr::Int(0)));
+        assert!(!rows_frame_fits(&[reads], [&Expr::Int(0), &n], &[], "y"));
+        assert!(!rows_frame_fits(&[size], [&Expr::Int(0), &n], &[zero_fill], "y"));
+    }
 }
