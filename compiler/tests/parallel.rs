@@ -44,16 +44,19 @@ const CASES: &[Case] = &[
     case("C(i,j) = A(j,i)", &[("A", "CSR")], Some(Rows)),
     case("y(i) = A(i,j,k) * B(j,k)", &[("A", "CSF")], Some(Rows)),
     case("y(i) = 2 * x(i)", &[], Some(Rows)),
+    // (a COO row's entries stay in one share)
+    case("y(i) = A(i,j) * x(j)", &[("A", "COO")], Some(Rows)),
+    case("y(i) += A(i,j) * x(j)", &[("A", "COO")], Some(Rows)),
+    case("C(i,k) = A(i,j,k) * x(j)", &[("A", "COO")], Some(Rows)),
     // Partials: reductions, and loops that may meet a coordinate twice.
     case("a = x(i) * z(i)", &[], Some(Partials)),
     case("a = A(i,j) * B(i,j)", &[("A", "CSR"), ("B", "CSR")], Some(Partials)),
     case("y(j) = A(i,j) * x(i)", &[("A", "CSR")], Some(Partials)),
     case("y(i) = A(i,j) * x(j)", &[("A", "CSC")], Some(Partials)),
-    case("y(i) = A(i,j) * x(j)", &[("A", "COO")], Some(Partials)),
     case("y(i) = A(i,j) * x(j)", &[("A", "ELL")], Some(Partials)),
     case("y(i) = A(i,j) * x(j)", &[("A", "DIA")], Some(Partials)),
     case("y(i) = A(i,j) * x(j)", &[("A", "BCSR(2)")], Some(Partials)),
-    case("y(i) += A(i,j) * x(j)", &[("A", "COO")], Some(Partials)),
+    case("y(j) = A(i,j) * x(i)", &[("A", "COO")], Some(Partials)),
     // One thread: sparse results, several nests, merged outer loops.
     case("C(i,j) = A(i,j) + B(i,j)", &[("A", "CSR"), ("B", "CSR"), ("C", "CSR")], None),
     case("C(i,k) = A(i,j) * B(j,k)", &[("A", "CSR"), ("B", "CSR"), ("C", "CSR")], None),
@@ -261,5 +264,46 @@ fn a_share_covers_rows_by_their_work() {
         tensor_compiler::jit::run_share(&p.compiled, &inputs, &mut p.output, share).unwrap();
         let written: Vec<usize> = (0..100).filter(|&i| p.output.vals[i] != 0.0).collect();
         assert_eq!(written, (0..27).collect::<Vec<_>>(), "{tier:?}");
+    }
+}
+
+/// COO SpMV shares rows: a run of one row's entries never straddles two
+/// shares, however the work splits. Each share, run alone, writes rows no
+/// other share writes, and together they write every row with entries.
+#[test]
+fn coo_rows_stay_in_one_share() {
+    let mut a = CooTensor::new(vec![10, 100]);
+    for (i, n) in [(0, 1), (2, 3), (4, 60), (5, 1), (9, 20)] {
+        for j in 0..n {
+            a.push(&[i, j], 1.0);
+        }
+    }
+    let mut x = CooTensor::new(vec![100]);
+    for j in 0..100 {
+        x.push(&[j], 1.0);
+    }
+    let c = CASES.iter().find(|c| c.formats == [("A", "COO")] && c.expr.starts_with("y(i) =")).unwrap();
+    for tier in [Some(Tier::Cranelift), cc_tier("coo_rows_stay_in_one_share")].into_iter().flatten() {
+        let mut d = data(c, 10, 1);
+        d.data.insert("A".into(), a.clone());
+        d.data.insert("x".into(), x.clone());
+        for threads in [2, 3, 4, 7, 30] {
+            let mut owner = [None; 10];
+            for t in 0..threads {
+                let mut p = d.prepare(tier);
+                let inputs: Vec<_> = p.inputs.iter().map(|t| tensor_compiler::storage::validate(t).unwrap()).collect();
+                let share = tensor_compiler::jit::Share { thread: t, threads, phase: 0 };
+                tensor_compiler::jit::run_share(&p.compiled, &inputs, &mut p.output, share).unwrap();
+                for (i, v) in p.output.vals.iter().enumerate() {
+                    if *v != 0.0 {
+                        assert_eq!(owner[i], None, "row {i} in shares {:?} and {t} of {threads} ({tier:?})", owner[i]);
+                        assert_eq!(*v, [1.0, 0.0, 3.0, 0.0, 60.0, 1.0, 0.0, 0.0, 0.0, 20.0][i], "row {i}, share {t} of {threads}");
+                        owner[i] = Some(t);
+                    }
+                }
+            }
+            let rows: Vec<usize> = (0..10).filter(|&i| owner[i].is_some()).collect();
+            assert_eq!(rows, [0, 2, 4, 5, 9], "{threads} threads ({tier:?})");
+        }
     }
 }

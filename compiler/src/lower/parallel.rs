@@ -1,14 +1,16 @@
 //! Running the outermost loop of a kernel on several threads, where that
 //! is race-free (taco's `parallelize` rules):
 //!
-//! - **Rows**: every iteration binds a different coordinate of one of the
-//!   result's variables and the result is dense, so iterations write
-//!   disjoint positions and threads share the result. The statements before
-//!   the loop (allocation, zero fill) run once, in a call of their own.
+//! - **Rows**: each share binds its own coordinates of one of the result's
+//!   variables (every iteration a different one; or, over an ordered
+//!   non-unique level, share bounds moved past runs of equal coordinates)
+//!   and the result is dense, so shares write disjoint positions and
+//!   threads share the result. The statements before the loop (allocation,
+//!   zero fill) run once, in a call of their own.
 //! - **Partials**: the result is dense (or a scalar) but iterations may add
 //!   into the same positions (the loop is over a reduction variable, or over
-//!   a non-unique level): each thread runs the whole kernel into a result of
-//!   its own, summed in thread order afterwards.
+//!   an unordered non-unique level): each thread runs the whole kernel into
+//!   a result of its own, summed in thread order afterwards.
 //!
 //! Anything else runs on one thread: results assembled by append, through
 //! a workspace or a coordinate buffer, hashed results, kernels of several
@@ -35,9 +37,20 @@ pub(crate) struct OuterLoop {
     var: VarId,
     /// The index variable whose coordinates the loop visits.
     index: String,
-    /// Whether every iteration visits a different coordinate of `index`.
+    /// Whether every thread visits different coordinates of `index`.
     distinct: bool,
     weight: Option<Weight>,
+    /// For a non-unique ordered level, its coordinate at a position: share
+    /// bounds move past runs of equal coordinates, so a coordinate's
+    /// iterations all fall in one share.
+    runs: Option<Coordinate>,
+}
+
+/// A level's coordinate at position `at`.
+#[derive(Clone, Debug)]
+struct Coordinate {
+    at: VarId,
+    coord: Expr,
 }
 
 /// The positions under one iteration, `[lo, hi)` of the iterated level's
@@ -55,13 +68,30 @@ impl<'p> Lowerer<'p> {
     /// outermost loop of the nest.
     pub(super) fn record_outer(&mut self, var: VarId, v: &str, it: &LevelIter<'p>) {
         // Value iteration and whole dimensions count coordinates; position
-        // iteration repeats a coordinate only on a non-unique level.
+        // iteration repeats a coordinate only on a non-unique level, where
+        // an ordered one keeps the repeats together.
+        let runs = match it.kind {
+            Kind::Position(_) if !it.unique && it.ordered => self.coordinate(it),
+            _ => None,
+        };
         let distinct = match it.kind {
-            Kind::Position(_) => it.unique && !it.dedup,
+            Kind::Position(_) => (it.unique || runs.is_some()) && !it.dedup,
             Kind::Value(_) | Kind::Dimension => true,
         };
         let weight = self.weight(it);
-        self.outer = Some(OuterLoop { var, index: v.to_string(), distinct, weight });
+        self.outer = Some(OuterLoop { var, index: v.to_string(), distinct, weight, runs });
+    }
+
+    /// The coordinate of the outermost level `it` iterates by position, at
+    /// a position, when expressions alone give it.
+    fn coordinate(&mut self, it: &LevelIter<'p>) -> Option<Coordinate> {
+        let (Kind::Position(f), Some(0)) = (it.kind, it.level) else { return None };
+        let o = &self.p.operands[it.op];
+        let at = self.e.fresh("share_at", Ty::I64);
+        self.e.open();
+        let (coord, found) = f.pos_access(&LevelCtx::new(&o.tensor, 0), &mut self.e, Expr::Var(at), &[]);
+        let pre = self.e.close();
+        (pre.is_empty() && found == Expr::Bool(true)).then_some(Coordinate { at, coord })
     }
 
     /// The positions of the level below the iterated one, when they say how
@@ -74,7 +104,8 @@ impl<'p> Lowerer<'p> {
         // The outermost loop iterates a first level: its parent position is 0.
         let child = o.format.levels.get(k + 1).filter(|_| k == 0)?;
         let Iteration::CoordPosition(f) = child.iteration() else { return None };
-        if !child.properties().compact {
+        // A branchless child has one position per parent: no news.
+        if !child.properties().compact || child.properties().branchless {
             return None;
         }
         let (c, c1) = (LevelCtx::new(&o.tensor, k), LevelCtx::new(&o.tensor, k + 1));
@@ -245,7 +276,7 @@ pub(super) fn share_outer(e: &mut Emitter, p: &Problem, outer: &OuterLoop) -> Op
         Parallel::Partials => format!("each thread runs a share of the loop into its own {out}, added up afterwards"),
     });
     e.open();
-    let (begin, end) = share_bounds(e, lo, hi, outer.weight.as_ref());
+    let (begin, end) = share_bounds(e, lo, hi, outer.weight.as_ref(), outer.runs.as_ref());
     e.push(Stmt::For { var, lo: begin, hi: end, body: inner });
     let share = e.close();
     match mode {
@@ -270,7 +301,9 @@ fn gate(e: &mut Emitter, pending: &mut Vec<Stmt>, cond: Expr) {
 /// which at least `s / threads` of the work lies (work: one per iteration,
 /// plus the positions under it when weighed), searched from boundary
 /// `s - 1` on, so boundaries never decrease; boundary `threads` is `hi`.
-fn share_bounds(e: &mut Emitter, lo: Expr, hi: Expr, weight: Option<&Weight>) -> (Expr, Expr) {
+/// With `runs`, a boundary inside a run of equal coordinates moves to its
+/// end.
+fn share_bounds(e: &mut Emitter, lo: Expr, hi: Expr, weight: Option<&Weight>, runs: Option<&Coordinate>) -> (Expr, Expr) {
     let thread = Expr::Param(ParamRef::call(CALL_THREAD));
     let threads = Expr::Param(ParamRef::call(CALL_THREADS));
     let lo = e.bind("share_lo", lo);
@@ -309,6 +342,20 @@ fn share_bounds(e: &mut Emitter, lo: Expr, hi: Expr, weight: Option<&Weight>) ->
                     let not = e.block(|e| e.set(&a, Expr::add(m.clone(), Expr::Int(1))));
                     e.push(Stmt::If { cond: Expr::cmp(CmpOp::Ge, cost.clone(), target.clone()), then: found, els: not });
                 });
+                if let Some(r) = runs {
+                    // `a - 1` and `a` are both positions of `[lo, hi)` here.
+                    let more = e.let_var("share_more", Expr::and(Expr::cmp(CmpOp::Gt, a.clone(), lo.clone()), Expr::lt(a.clone(), hi.clone())));
+                    e.while_(more.clone(), |e| {
+                        e.push(Stmt::Let(r.at, Expr::sub(a.clone(), Expr::Int(1))));
+                        let before = e.let_var("share_prev", r.coord.clone());
+                        e.push(Stmt::Set(r.at, a.clone()));
+                        let same = Expr::eq(r.coord.clone(), before);
+                        let next = e.block(|e| e.set(&a, Expr::add(a.clone(), Expr::Int(1))));
+                        let stop = e.block(|e| e.set(&more, Expr::Bool(false)));
+                        e.push(Stmt::If { cond: same, then: next, els: stop });
+                        e.if_(Expr::cmp(CmpOp::Ge, a.clone(), hi.clone()), |e| e.set(&more, Expr::Bool(false)));
+                    });
+                }
                 e.set(&b, a.clone());
             });
             e.push(Stmt::If { cond: Expr::eq(s.clone(), threads.clone()), then: last, els: search });
