@@ -198,19 +198,55 @@ fn rows_body_fits(body: &[Stmt], out: &str) -> bool {
     ok
 }
 
-/// Variables a statement assigns that it does not declare itself.
-fn assigns_outside(s: &Stmt) -> bool {
-    let (mut declared, mut assigned) = (BTreeSet::new(), BTreeSet::new());
+/// The assignments in `s` to variables it does not declare itself (state
+/// it carries out, or across iterations when `s` is a loop).
+fn sets_outside(s: &Stmt) -> Vec<(VarId, Expr)> {
+    let (mut declared, mut sets) = (BTreeSet::new(), Vec::new());
     crate::ir::walk_block(&vec![s.clone()], &mut |x| match x {
         Stmt::Let(v, _) | Stmt::For { var: v, .. } => {
             declared.insert(*v);
         }
-        Stmt::Set(v, _) => {
-            assigned.insert(*v);
-        }
+        Stmt::Set(v, e) => sets.push((*v, e.clone())),
         _ => {}
     });
-    !assigned.is_subset(&declared)
+    sets.retain(|(v, _)| !declared.contains(v));
+    sets
+}
+
+fn assigns_outside(s: &Stmt) -> bool {
+    !sets_outside(s).is_empty()
+}
+
+fn uses_var(e: &Expr, v: VarId) -> bool {
+    let mut found = false;
+    e.walk(&mut |x| found |= *x == Expr::Var(v));
+    found
+}
+
+/// Whether what the loop of a `Partials` kernel carries from one iteration
+/// to the next is only sums: float variables set to 0 before the loop,
+/// only added to in it (`t = t + e`), and after it only stored into or
+/// added to the result. A thread's sums then cover its share, and the
+/// threads' results add up to the whole.
+fn carried_sums_fit(before: &[Stmt], the_loop: &Stmt, after: &[Stmt], vars: &[crate::ir::VarInfo]) -> bool {
+    sets_outside(the_loop).iter().all(|(t, e)| {
+        let t = *t;
+        let sum = matches!(e, Expr::Bin(BinOp::Add, x, r) if **x == Expr::Var(t) && !uses_var(r, t));
+        let float = vars.get(t as usize).is_some_and(|v| v.ty == Ty::F64);
+        let starts_at_zero = before.iter().any(|s| matches!(s, Stmt::Let(v, Expr::Float(z)) if *v == t && *z == 0.0));
+        let mut stored_only = true;
+        crate::ir::walk_block(&after.to_vec(), &mut |s| match s {
+            Stmt::Store(a, i, v) => {
+                let value = match v {
+                    Expr::Bin(BinOp::Add, x, y) if matches!(&**x, Expr::Load(b, j) if b == a && **j == *i) => &**y,
+                    v => v,
+                };
+                stored_only &= !uses_var(i, t) && (*value == Expr::Var(t) || !uses_var(value, t));
+            }
+            s => stored_only &= crate::ir::stmt_exprs(s).into_iter().all(|e| !uses_var(e, t)),
+        });
+        sum && float && starts_at_zero && stored_only
+    })
 }
 
 /// Whether the statements around a loop whose rows threads share can be
@@ -241,23 +277,29 @@ pub(super) fn share_outer(e: &mut Emitter, p: &Problem, outer: &OuterLoop) -> Op
     let mut body = e.take();
     let fits = match body.iter().position(|s| matches!(s, Stmt::For { var, .. } if *var == outer.var)) {
         Some(k) => match (&body[k], mode) {
-            (Stmt::For { body: inner, lo, hi, .. }, Parallel::Rows) => rows_body_fits(inner, &out) && rows_frame_fits(&body[..k], [lo, hi], &body[k + 1..], &out),
+            // Shares run apart: nothing may flow from one iteration to the next.
+            (l @ Stmt::For { body: inner, lo, hi, .. }, Parallel::Rows) => {
+                rows_body_fits(inner, &out) && !assigns_outside(l) && rows_frame_fits(&body[..k], [lo, hi], &body[k + 1..], &out)
+            }
             // Threads' results are added up: the kernel may only add to
             // its result (its scratch arrays are each call's own).
-            (_, Parallel::Partials) => reads_result_only_to_add(&body, &out, false),
+            (l, Parallel::Partials) => reads_result_only_to_add(&body, &out, false) && carried_sums_fit(&body[..k], l, &body[k + 1..], &e.vars),
             _ => false,
         }
         .then_some(k),
         None => None,
     };
-    let Some(k) = fits else {
+    let after = match fits {
+        Some(k) => body.split_off(k + 1),
+        None => Vec::new(),
+    };
+    let (Some(Stmt::For { var, lo, hi, body: inner }), true) = (body.last().cloned(), fits.is_some()) else {
         for s in body {
             e.push(s);
         }
         return None;
     };
-    let after = body.split_off(k + 1);
-    let Some(Stmt::For { var, lo, hi, body: inner }) = body.pop() else { return None };
+    body.pop();
     let phase = Expr::Param(ParamRef::call(CALL_PHASE));
     let mut set_up = Vec::new();
     for s in body {
@@ -398,6 +440,24 @@ mod tests {
         for bad in [Stmt::Reserve { array: vals("y"), len: Expr::Int(9) }, Stmt::Store(scratch, i.clone(), Expr::Float(1.0))] {
             assert!(!rows_body_fits(&[add.clone(), bad.clone()], "y"), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn partial_kernels_carry_only_sums_across_iterations() {
+        let vars: Vec<crate::ir::VarInfo> = [("t", Ty::F64), ("i", Ty::I64), ("c", Ty::I64)].iter().map(|(n, ty)| crate::ir::VarInfo { name: n.to_string(), ty: *ty }).collect();
+        let (t, i) = (Expr::Var(0), Expr::Var(1));
+        let add = |v: VarId, e: Expr| Stmt::Set(v, Expr::add(Expr::Var(v), e));
+        let the_loop = |body: Vec<Stmt>| Stmt::For { var: 1, lo: Expr::Int(0), hi: Expr::Int(9), body };
+        let sum = the_loop(vec![add(0, Expr::load(vals("x"), i.clone()))]);
+        let zero = [Stmt::Let(0, Expr::Float(0.0))];
+        let store = [Stmt::Store(vals("a"), Expr::Int(0), t.clone())];
+        assert!(carried_sums_fit(&zero, &sum, &store, &vars));
+        // A sum that starts elsewhere, is scaled after, or an integer carried.
+        assert!(!carried_sums_fit(&[Stmt::Let(0, Expr::Float(1.0))], &sum, &store, &vars));
+        let scaled = [Stmt::Store(vals("a"), Expr::Int(0), Expr::mul(t.clone(), Expr::Float(2.0)))];
+        assert!(!carried_sums_fit(&zero, &sum, &scaled, &vars));
+        let counter = the_loop(vec![add(2, Expr::Int(1))]);
+        assert!(!carried_sums_fit(&[Stmt::Let(2, Expr::Int(0))], &counter, &[], &vars));
     }
 
     #[test]
