@@ -154,7 +154,7 @@ fn declarations(f: &Function, l: &Layout) -> String {
         Some(mode) => {
             let _ = writeln!(out, "   nondecreasing, coordinates in range): the kernel does not check them.");
             let _ = writeln!(out, "   The outermost loop runs in shares: a call runs share tensor_thread of");
-            let _ = writeln!(out, "   tensor_threads (set them to 0 and 1 for the whole loop), computing its");
+            let _ = writeln!(out, "   tensor_threads (0 and 1, or both 0, for the whole loop), computing its");
             let _ = writeln!(out, "   bounds itself, so calls of different shares may run at the same time.");
             match mode {
                 Parallel::Rows => {
@@ -163,8 +163,9 @@ fn declarations(f: &Function, l: &Layout) -> String {
                     let _ = writeln!(out, "   then each share with phase 2, each with its own copy of args.arrays.");
                 }
                 Parallel::Partials => {
-                    let _ = writeln!(out, "   Shares add into the same positions: give each its own result (arrays");
-                    let _ = writeln!(out, "   with len 0) and add the results' values together afterwards.");
+                    let _ = writeln!(out, "   Shares add into the same positions: give share 0 the result and every");
+                    let _ = writeln!(out, "   other share a result of its own with empty arrays (len and cap 0), then");
+                    let _ = writeln!(out, "   add the other results' values into the first, in share order.");
                 }
             }
             let _ = writeln!(out, "*/");
