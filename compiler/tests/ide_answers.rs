@@ -35,7 +35,9 @@ fn csr_spmv_loops_of_each_variable_come_from_the_loop_ir() {
     assert!(!lj.is_empty() && lj.iter().all(|l| l.contains("pA2")), "{j}");
     // `i`: only the row loop.
     let i = hover_at(&a, f, &text, "y(i) = A(i,j) * xd", 2);
-    assert_eq!(loops(&i), vec!["for (int64_t iA = 0; iA < A1_N; iA++)"], "{i}");
+    // (its bounds are this thread's share of the rows: `lower::parallel`)
+    assert_eq!(loops(&i), vec!["for (int64_t iA = share_begin; iA < share_end; iA++)"], "{i}");
+    assert!(i.contains("the loop over `i` runs on several threads") && !j.contains("several threads"), "{i}");
     // `j` of the sparse-x kernel: the merge loop over both.
     let j = hover_at(&a, f, &text, "xs(j)", 3);
     assert!(loops(&j).iter().any(|l| l.starts_with("while (") && l.contains("pxs1")), "{j}");

@@ -154,6 +154,9 @@ fn var_markdown(var: &str, f: &VarFacts) -> String {
         }
         md.push_str("```\n");
     }
+    if let Some(shared) = &f.shared {
+        let _ = writeln!(md, "\n{shared}");
+    }
     md
 }
 

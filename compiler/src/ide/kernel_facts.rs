@@ -38,6 +38,9 @@ pub struct VarFacts {
     /// Plans of the variable and of its related variables, in loop order.
     pub plans: Vec<VarPlan>,
     pub loops: Vec<LoopFact>,
+    /// How threads share the loop over the variable, when it is the
+    /// outermost loop and runs on several threads.
+    pub shared: Option<String>,
 }
 
 /// The variables whose loops do the work of `var`: itself, the block
@@ -86,7 +89,14 @@ pub fn var_facts(k: &Kernel, var: &str) -> VarFacts {
     let tensors: Vec<&str> = k.nests.iter().flat_map(|n| n.problem.operands.iter().map(|o| o.tensor.as_str())).collect();
     let mut loops = Vec::new();
     Walk { f: &k.function, names: &names, tensors: &tensors }.block(&k.function.body, 0, &mut loops);
-    VarFacts { orders: k.nests.iter().map(|n| n.graph.order.clone()).collect(), related, plans, loops }
+    let outermost = k.nests.first().and_then(|n| n.graph.order.first()).filter(|v| names.contains(&v.as_str()));
+    let out = k.output();
+    let shared = match (k.function.parallel, outermost) {
+        (Some(crate::ir::Parallel::Rows), Some(v)) => Some(format!("the loop over `{v}` runs on several threads, each over its own share of the iterations, writing its own part of `{out}`")),
+        (Some(crate::ir::Parallel::Partials), Some(v)) => Some(format!("the loop over `{v}` runs on several threads, each over its own share of the iterations into a `{out}` of its own; they are added up after")),
+        _ => None,
+    };
+    VarFacts { orders: k.nests.iter().map(|n| n.graph.order.clone()).collect(), related, plans, loops, shared }
 }
 
 /// Whether an IR variable holds coordinates of `v`: `v`, or `v` followed by

@@ -186,6 +186,11 @@ impl Analysis {
 
     /// Compile and time a kernel on its tensors' data.
     pub fn time_kernel(&self, file: SourceFile, kernel: &str, runs: usize, cancel: &std::sync::atomic::AtomicBool) -> Result<crate::language::run::KernelRun, String> {
-        crate::language::run::run_kernel(&self.db, file, kernel, runs, cancel)
+        self.time_kernel_on(file, kernel, runs, crate::threads::Threads::default(), cancel)
+    }
+
+    /// `time_kernel` with the kernels' outermost loops on up to `threads`.
+    pub fn time_kernel_on(&self, file: SourceFile, kernel: &str, runs: usize, threads: crate::threads::Threads, cancel: &std::sync::atomic::AtomicBool) -> Result<crate::language::run::KernelRun, String> {
+        crate::language::run::run_kernel(&self.db, file, kernel, runs, threads, cancel)
     }
 }

@@ -13,6 +13,7 @@ mod iterators;
 pub mod lattice;
 mod loops;
 pub mod operands;
+mod parallel;
 pub mod plan;
 mod prior;
 
@@ -153,6 +154,8 @@ pub(crate) struct Lowerer<'p> {
     pub exact_stores: usize,
     /// Number of coordinates in the workspace's touched list.
     pub touched: Option<Expr>,
+    /// The outermost loop, when it is a plain `for` (`lower::parallel`).
+    pub outer: Option<parallel::OuterLoop>,
 }
 
 impl Problem {
@@ -300,6 +303,7 @@ fn compile_parts(
     // A buffer is initialised once and finalised once: every nest appends
     // to the same counters.
     let mut out_sizes = BTreeMap::new();
+    let mut outer = None;
     let last = parts.len().saturating_sub(1);
     for (n, part) in parts.iter().enumerate() {
         if !sums_hoist_to_root(&place_reductions(&with_hidden(part, formats))) {
@@ -314,7 +318,7 @@ fn compile_parts(
         if assembly == ResultAssembly::Workspace {
             workspace_fits(&p, &graph)?;
         }
-        let mut l = Lowerer { p: &p, order: graph.order.clone(), e, plans: Vec::new(), out_sizes: std::mem::take(&mut out_sizes), accumulating_stores: 0, exact_stores: 0, touched: None };
+        let mut l = Lowerer { p: &p, order: graph.order.clone(), e, plans: Vec::new(), out_sizes: std::mem::take(&mut out_sizes), accumulating_stores: 0, exact_stores: 0, touched: None, outer: None };
         l.e.comment(format!("{part}"));
         let body_start = l.e.mark();
         if !buffered || n == 0 {
@@ -334,10 +338,18 @@ fn compile_parts(
         }
         let plans = std::mem::take(&mut l.plans);
         out_sizes = std::mem::take(&mut l.out_sizes);
+        outer = l.outer.take();
         e = l.e;
         nests.push(Nest { problem: p.clone(), graph, plans });
     }
+    // One nest only: the shares of several nests would have to agree on
+    // which thread owns which rows.
+    let parallel = match (nests.as_slice(), &outer) {
+        ([nest], Some(outer)) => parallel::share_outer(&mut e, &nest.problem, outer),
+        _ => None,
+    };
     let mut function = e.finish(name);
+    function.parallel = parallel;
     // TENSOR_NO_UNROLL=1 keeps single accumulators (to compare the IR).
     if std::env::var_os("TENSOR_NO_UNROLL").is_none() {
         crate::ir::unroll::two_accumulators(&mut function);
