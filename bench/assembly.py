@@ -54,7 +54,7 @@ def scipy_ms(f, m, runs):
 
 
 def tensorc_ms(expr, path, backend, runs, square):
-    args = [str(TENSORC), expr, "-f", "A:CSR", "-f", "B:CSR", "-i", f"B:{path}", "--time", str(runs), "--json", "--backend", backend]
+    args = [str(TENSORC), expr, "-f", "A:CSR", "-f", "B:CSR", "-i", f"B:{path}", "--time", str(runs), "--json", "--backend", backend, "--threads", "1"]
     if square:
         args += ["-f", "C:CSR", "-i", f"C:{path}"]
     out = subprocess.run(args, capture_output=True, text=True)

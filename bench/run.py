@@ -61,7 +61,8 @@ def read_mtx(path):
 def tensorc(args, repeats):
     """Median ms per tier, e.g. {"cranelift": 1.2, "cc": 0.9}, and the
     Cranelift compile time under "compile_ms"; or None and the error."""
-    cmd = [str(TENSORC)] + args + ["--time", str(repeats), "--json", "--backend", "auto"]
+    # One thread, as the peers (bench/threads.sh measures threads).
+    cmd = [str(TENSORC)] + args + ["--time", str(repeats), "--json", "--backend", "auto", "--threads", "1"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         return None, r.stderr.strip()

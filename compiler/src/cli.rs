@@ -82,6 +82,10 @@ pub struct Options {
     /// the background and times both tiers).
     #[arg(long, value_enum, default_value_t = crate::backend::Choice::Auto)]
     pub backend: crate::backend::Choice,
+    /// Run the outermost loop on up to N threads where that is race-free
+    /// (1 to 1024; default: every core, for kernels big enough to gain).
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
+    pub threads: Option<usize>,
     /// Write the kernel as a C header and source pair (NAME.h, NAME.c) into DIR.
     #[arg(long, value_name = "DIR")]
     pub write_source: Option<PathBuf>,
@@ -94,6 +98,13 @@ fn parse_runs(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(n) if (1..=MAX_RUNS).contains(&n) => Ok(n),
         _ => Err(format!("expected a number of runs from 1 to {MAX_RUNS}")),
+    }
+}
+
+fn parse_threads(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=crate::threads::MAX_THREADS).contains(&n) => Ok(n),
+        _ => Err(format!("expected a number of threads from 1 to {}", crate::threads::MAX_THREADS)),
     }
 }
 
@@ -269,11 +280,21 @@ pub fn setup(a: &Assignment, o: &Options, base: &std::path::Path) -> Result<Setu
 
 /// What `--emit` prints for a compiled kernel.
 pub fn emit_text(k: &lower::Kernel, what: Emit) -> String {
+    // Operands read from converted copies: the kernel's arrays are the
+    // copies', which the caller converts first.
+    let converts: Vec<String> = k.conversions.iter().map(|c| format!("{} is {} stored as {}", c.copy, c.source, c.format_text)).collect();
+    let note = |open: &str, close: &str| {
+        if converts.is_empty() {
+            String::new()
+        } else {
+            format!("{open}converted before the kernel: {}{close}\n", converts.join("; "))
+        }
+    };
     match what {
-        Emit::C => crate::ir::c::function(&k.function),
-        Emit::Ir => k.function.to_string(),
-        Emit::Graph => k.nests.iter().map(|n| n.graph.to_string()).collect::<Vec<_>>().join("\n"),
-        Emit::Lattice => k.plans().map(|p| p.to_string()).collect::<Vec<_>>().join(""),
+        Emit::C => format!("{}{}", note("/* ", " */"), crate::ir::c::function(&k.function)),
+        Emit::Ir => format!("{}{}", note("// ", ""), k.function),
+        Emit::Graph => format!("{}{}", note("", ""), k.nests.iter().map(|n| n.graph.to_string()).collect::<Vec<_>>().join("\n")),
+        Emit::Lattice => format!("{}{}", note("", ""), k.plans().map(|p| p.to_string()).collect::<Vec<_>>().join("")),
         Emit::Asm => crate::jit::disassemble(&k.function).unwrap_or_else(|e| format!("; no machine code: {e}\n")),
     }
 }
@@ -309,6 +330,12 @@ struct TierTiming {
 pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
     use crate::backend::{self, Choice};
     let mut prepared: Prepared = prepare(name, &s.assignment, &s.formats, &s.data, &s.out_dims, s.initial.as_ref()).map_err(|e| e.to_string())?;
+    for c in &prepared.kernel.conversions {
+        eprintln!("note: {}", c.describe());
+    }
+    // An explicit count is used wherever the loop can be shared, however
+    // small the kernel; the default leaves small kernels on one thread.
+    prepared.threads = o.threads.map_or_else(crate::threads::Threads::all, crate::threads::Threads::exactly);
     let mut out = String::new();
     let mut written = Vec::new();
     if let Some(dir) = &o.write_source {
@@ -376,6 +403,7 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
         crate::io::write_tensor(std::path::Path::new(path), &result).map_err(|e| e.to_string())?;
     }
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    let threads_used = prepared.threads_used().map_err(|e| e.to_string())?;
     if o.json {
         let v = serde_json::json!({
             "kernel": s.assignment.to_string(),
@@ -385,6 +413,8 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
             "runs": timing.runs.len(),
             "compile_ms": ms(timing.compile),
             "backend": served.tier.name(),
+            "threads": threads_used,
+            "shared_loop": prepared.compiled.parallel.map(crate::ir::Parallel::name),
             "tiers": timings.iter().map(|t| (t.tier.name().to_string(), serde_json::json!({
                 "median_ms": ms(t.timing.median()), "min_ms": ms(t.timing.min()), "runs": t.timing.runs.len(), "compile_ms": ms(t.timing.compile),
             }))).collect::<serde_json::Map<_, _>>(),
@@ -401,6 +431,7 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
     }
     let _ = writeln!(out, "result:  {} {:?}, {} stored entries, sum of values {}", s.assignment.lhs.tensor, s.out_dims, result.nnz(), result.vals.iter().sum::<f64>());
     let _ = writeln!(out, "backend: {}", served.tier.name());
+    let _ = writeln!(out, "threads: {threads_used}{}", prepared.compiled.parallel.map_or(String::new(), |m| format!(" (outermost loop shared: {})", m.name())));
     for t in timings.iter().rev() {
         let label = if timings.len() > 1 { format!(" ({})", t.tier.name()) } else { String::new() };
         let _ = writeln!(out, "compile: {:.3} ms{label}", ms(t.timing.compile));

@@ -9,6 +9,7 @@ use crate::jit::{self, CompiledKernel};
 use crate::lower::{self, Kernel, LowerError};
 use crate::notation::Assignment;
 use crate::storage::{self, check_allocation, StorageError, Tensor};
+use crate::threads::Threads;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -84,6 +85,9 @@ pub struct Prepared {
     /// The coordinate buffer the kernel writes when the result is packed
     /// from one (`Kernel::buffer`).
     pub buffer: Option<Tensor>,
+    /// How many threads a run may use (default: every core, for kernels
+    /// big enough; `Threads::up_to(1)` is one call on the calling thread).
+    pub threads: Threads,
 }
 
 #[derive(Clone, Debug)]
@@ -153,7 +157,7 @@ pub fn prepare(
     if buffer.is_some() {
         let compiled = jit::compile(&kernel.function).map_err(ExecError::Jit)?;
         let output = storage::pack(&a.lhs.tensor, &CooTensor::new(out_dims.to_vec()), out_format)?;
-        return Ok(Prepared { kernel, compiled, inputs, output, buffer });
+        return Ok(Prepared { kernel, compiled, inputs, output, buffer, threads: Threads::default() });
     }
     let output = match initial {
         Some(init) if a.accumulate && kernel.prior.is_none() => {
@@ -165,14 +169,14 @@ pub fn prepare(
         _ => prepare_output(&a.lhs.tensor, out_format, out_dims, hint)?,
     };
     let compiled = jit::compile(&kernel.function).map_err(ExecError::Jit)?;
-    Ok(Prepared { kernel, compiled, inputs, output, buffer: None })
+    Ok(Prepared { kernel, compiled, inputs, output, buffer: None, threads: Threads::default() })
 }
 
 impl Prepared {
     /// Run once (validating operands first: cheap, linear).
     pub fn run(&mut self) -> Result<(), ExecError> {
         let inputs = self.inputs.iter().map(storage::validate).collect::<Result<Vec<_>, _>>()?;
-        call(&self.compiled, &inputs, &mut self.output, &mut self.buffer)
+        call(&self.kernel, &self.compiled, &inputs, &mut self.output, &mut self.buffer, self.threads)
     }
 
     /// `runs` timed runs after one warm-up; the result is reused across
@@ -184,17 +188,28 @@ impl Prepared {
         // result; one that updates in place starts each run from the same state.
         let accumulate = self.kernel.assignment.accumulate && self.kernel.prior.is_none();
         let initial = self.output.clone();
-        call(&self.compiled, &refs, &mut self.output, &mut self.buffer)?;
+        call(&self.kernel, &self.compiled, &refs, &mut self.output, &mut self.buffer, self.threads)?;
         let mut times = Vec::with_capacity(runs);
         for _ in 0..runs {
             if accumulate {
                 self.output = initial.clone();
             }
             let t0 = Instant::now();
-            call(&self.compiled, &refs, &mut self.output, &mut self.buffer)?;
+            call(&self.kernel, &self.compiled, &refs, &mut self.output, &mut self.buffer, self.threads)?;
             times.push(t0.elapsed());
         }
         Ok(Timing { compile: self.compiled.compile_time, runs: times })
+    }
+
+    /// How many threads a run uses (`threads::used`).
+    pub fn threads_used(&self) -> Result<usize, ExecError> {
+        let mut inputs = self.inputs.iter().map(storage::validate).collect::<Result<Vec<_>, _>>()?;
+        let copies = converted_operands(&self.kernel, &inputs)?;
+        for c in &copies {
+            inputs.push(storage::validate(c)?);
+        }
+        let output = self.buffer.as_ref().unwrap_or(&self.output);
+        Ok(crate::threads::used(&self.compiled, &inputs, output, self.threads))
     }
 
     pub fn result(&self) -> Result<CooTensor, StorageError> {
@@ -202,11 +217,40 @@ impl Prepared {
     }
 }
 
-/// One call of the kernel, then the packing of its buffer if it has one
-/// (the kernel writes the buffer; the result is rebuilt from it).
-fn call(compiled: &CompiledKernel, inputs: &[storage::Validated<'_>], output: &mut Tensor, buffer: &mut Option<Tensor>) -> Result<(), ExecError> {
+/// The copies of operands a kernel reads in another format
+/// (`Kernel::conversions`), converted from the packed operands.
+fn converted_operands(kernel: &Kernel, inputs: &[storage::Validated<'_>]) -> Result<Vec<Tensor>, ExecError> {
+    let mut copies = Vec::with_capacity(kernel.conversions.len());
+    for c in &kernel.conversions {
+        let source = inputs
+            .iter()
+            .map(|v| v.tensor())
+            .find(|t| t.name == c.source)
+            .ok_or_else(|| StorageError::Pack { tensor: c.source.clone(), reason: "no data".into() })?;
+        copies.push(storage::convert(source, &c.copy, &c.format)?);
+    }
+    Ok(copies)
+}
+
+/// One call of the kernel (on up to `threads` threads): operands it reads
+/// in another format are converted first (inside the timer: the user pays for them), and a
+/// result written through a coordinate buffer is packed after (the kernel
+/// writes the buffer; the result is rebuilt from it).
+fn call(kernel: &Kernel, compiled: &CompiledKernel, inputs: &[storage::Validated<'_>], output: &mut Tensor, buffer: &mut Option<Tensor>, threads: Threads) -> Result<(), ExecError> {
+    if !kernel.conversions.is_empty() {
+        let copies = converted_operands(kernel, inputs)?;
+        let mut all = inputs.to_vec();
+        for c in &copies {
+            all.push(storage::validate(c)?);
+        }
+        return call_converted(compiled, &all, output, buffer, threads);
+    }
+    call_converted(compiled, inputs, output, buffer, threads)
+}
+
+fn call_converted(compiled: &CompiledKernel, inputs: &[storage::Validated<'_>], output: &mut Tensor, buffer: &mut Option<Tensor>, threads: Threads) -> Result<(), ExecError> {
     match buffer {
-        None => jit::run_kernel(compiled, inputs, output)?,
+        None => crate::threads::run(compiled, inputs, output, threads)?,
         Some(buffer) => {
             jit::run_kernel(compiled, inputs, buffer)?;
             *output = pack_buffer(buffer, output)?;
@@ -305,7 +349,10 @@ impl Prepared {
             Some(b) => b,
             None => &mut self.output,
         };
-        let mut mem = InterpMemory { inputs: &self.inputs, output: target, lens: BTreeMap::new(), scratch: BTreeMap::new() };
+        let validated = self.inputs.iter().map(storage::validate).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+        let mut inputs = converted_operands(&self.kernel, &validated).map_err(|e| e.to_string())?;
+        inputs.extend(self.inputs.iter().cloned());
+        let mut mem = InterpMemory { inputs: &inputs, output: target, lens: BTreeMap::new(), scratch: BTreeMap::new() };
         let mut it = crate::ir::interp::Interp::new(f.vars.len(), &mut mem);
         it.fuel = 1 << 32;
         it.run(&f.body)?;

@@ -18,3 +18,4 @@ pub mod notation;
 pub mod oracle;
 pub mod selfcheck;
 pub mod storage;
+pub mod threads;

@@ -253,3 +253,61 @@ int main(void) {
     let run = Command::new(&exe).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "7 0 22 3");
 }
+
+/// The documented protocol of a kernel whose rows run in shares, followed
+/// by a user's program: a set-up call (phase 1), then each share (phase 2)
+/// with its own copy of the array table, here one after the other.
+#[test]
+fn written_source_runs_in_shares() {
+    let Some(dir) = setup("write_source_shares") else { return };
+    let out = Command::new(env!("CARGO_BIN_EXE_tensorc"))
+        .args(["y(i) = A(i,j) * x(j)", "-f", "A:CSR", "-d", "A:3,4", "--write-source"])
+        .arg(dir.join("gen"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let header = std::fs::read_to_string(dir.join("gen/kernel.h")).unwrap();
+    assert!(header.contains("kernel_tensor_phase") && header.contains("kernel_tensor_threads"), "{header}");
+    let main = r#"#include "kernel.h"
+#include <stdio.h>
+int main(void) {
+  int32_t pos[] = {0, 2, 2, 4}, crd[] = {0, 2, 1, 3};
+  double vals[] = {1, 2, 3, 4}, x[] = {1, 2, 3, 4};
+  tensor_array_t arrays[kernel_array_count] = {{0}};
+  int64_t params[kernel_param_count] = {0};
+  arrays[kernel_A2_pos] = (tensor_array_t){pos, 4, 4};
+  arrays[kernel_A2_crd] = (tensor_array_t){crd, 4, 4};
+  arrays[kernel_A_vals] = (tensor_array_t){vals, 4, 4};
+  arrays[kernel_x_vals] = (tensor_array_t){x, 4, 4};
+  params[kernel_A1_N] = 3;
+  params[kernel_y1_N] = 3;
+  tensor_args_t args = {arrays, params, NULL, kernel_realloc_reserve};
+  args.runtime = &args;
+  params[kernel_tensor_phase] = 1;
+  if (kernel(&args) != 0) return 2;
+  for (int t = 0; t < 2; t++) {
+    tensor_array_t mine[kernel_array_count];
+    int64_t p[kernel_param_count];
+    for (int k = 0; k < kernel_array_count; k++) mine[k] = arrays[k];
+    for (int k = 0; k < kernel_param_count; k++) p[k] = params[k];
+    p[kernel_tensor_phase] = 2;
+    p[kernel_tensor_thread] = t;
+    p[kernel_tensor_threads] = 2;
+    tensor_args_t share = {mine, p, NULL, kernel_realloc_reserve};
+    share.runtime = &share;
+    if (kernel(&share) != 0) return 3;
+  }
+  double *y = arrays[kernel_y_vals].data;
+  printf("%g %g %g %ld\n", y[0], y[1], y[2], (long)arrays[kernel_y_vals].len);
+  free(y);
+  return 0;
+}
+"#;
+    std::fs::write(dir.join("gen/main.c"), main).unwrap();
+    let cc = cc_command();
+    let exe = dir.join("gen/spmv");
+    let build = Command::new(&cc[0]).args(&cc[1..]).args(["-std=c99", "-O2", "-Wall", "-Werror", "-o"]).arg(&exe).arg(dir.join("gen/main.c")).arg(dir.join("gen/kernel.c")).arg("-lm").output().unwrap();
+    assert!(build.status.success(), "{}", String::from_utf8_lossy(&build.stderr));
+    let run = Command::new(&exe).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "7 0 22 3");
+}

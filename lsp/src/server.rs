@@ -170,7 +170,7 @@ async fn diagnostics(host: &Arc<Host>, uri: &Uri, which: fn(&ide::Analysis, Sour
 async fn time_kernel(client: &Client, host: &Arc<Host>, runs: &Arc<Runs>, timings: &Arc<Mutex<HashMap<(Uri, String), String>>>, uri: Uri, kernel: String, n: usize) -> Result<Value> {
     let n = n.clamp(1, 1000);
     let text = host.text(&uri).ok_or_else(|| internal("document not open"))?;
-    let req = worker::Request { path: path_of(&uri), text, kernel: kernel.clone(), runs: n };
+    let req = worker::Request { path: path_of(&uri), text, kernel: kernel.clone(), runs: n, threads: None };
     let mut answer = runs.time(client, req).await?;
     let median = answer.get("median_ms").and_then(Value::as_f64).unwrap_or(0.0);
     let gbs = answer.get("gbytes_per_s").and_then(Value::as_f64).unwrap_or(0.0);
@@ -181,6 +181,15 @@ async fn time_kernel(client: &Client, host: &Arc<Host>, runs: &Arc<Runs>, timing
     }
     let _ = client.code_lens_refresh().await;
     Ok(answer)
+}
+
+/// The `threads` setting: a count from 1 to `MAX_THREADS`, or 0 (or
+/// null) for the default, every core for kernels big enough to gain.
+fn threads_setting(o: &Value) -> Option<usize> {
+    match o.get("threads")? {
+        Value::Null => Some(0),
+        v => v.as_u64().map(|n| (n as usize).min(tensor_compiler::threads::MAX_THREADS)),
+    }
 }
 
 #[derive(Deserialize)]
@@ -204,6 +213,9 @@ impl LanguageServer for Backend {
     async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
         let on_save = params.initialization_options.as_ref().and_then(|o| o.get("timeOnSave")).and_then(Value::as_bool).unwrap_or(false);
         self.time_on_save.store(on_save, Ordering::Relaxed);
+        if let Some(n) = params.initialization_options.as_ref().and_then(threads_setting) {
+            self.runs.threads.store(n, Ordering::Relaxed);
+        }
         let progress = params.capabilities.window.as_ref().and_then(|w| w.work_done_progress).unwrap_or(false);
         self.runs.progress.store(progress, Ordering::Relaxed);
         Ok(InitializeResult {
@@ -291,6 +303,9 @@ impl LanguageServer for Backend {
     async fn did_change_configuration(&self, params: DidChangeConfigurationParams) {
         if let Some(v) = params.settings.get("tensor").and_then(|t| t.get("timeOnSave")).and_then(Value::as_bool) {
             self.time_on_save.store(v, Ordering::Relaxed);
+        }
+        if let Some(n) = params.settings.get("tensor").and_then(threads_setting) {
+            self.runs.threads.store(n, Ordering::Relaxed);
         }
     }
 

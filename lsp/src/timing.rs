@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -30,6 +30,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct Runs {
     /// The client said it shows server-initiated progress.
     pub progress: AtomicBool,
+    /// The `threads` setting: at most this many threads per kernel run (0:
+    /// the default, every core for kernels big enough to gain).
+    pub threads: AtomicUsize,
     next: AtomicU64,
     stops: Mutex<HashMap<String, oneshot::Sender<()>>>,
 }
@@ -56,7 +59,8 @@ impl Runs {
 
     /// Time a kernel in a child process with progress shown to the client;
     /// the answer is the worker's figures.
-    pub async fn time(self: &Arc<Self>, client: &Client, req: Request) -> Result<Value> {
+    pub async fn time(self: &Arc<Self>, client: &Client, mut req: Request) -> Result<Value> {
+        req.threads = Some(self.threads.load(Ordering::Relaxed)).filter(|&n| n > 0);
         let token = format!("tensor-time-{}", self.next.fetch_add(1, Ordering::Relaxed));
         let (stop_tx, stop_rx) = oneshot::channel();
         lock(&self.stops).insert(token.clone(), stop_tx);

@@ -14,6 +14,7 @@ use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use tensor_compiler::ide::Analysis;
+use tensor_compiler::threads::Threads;
 
 pub const FLAG: &str = "--timing-worker";
 
@@ -25,6 +26,10 @@ pub struct Request {
     pub text: String,
     pub kernel: String,
     pub runs: usize,
+    /// At most this many threads per kernel (absent: every core, for
+    /// kernels big enough to gain).
+    #[serde(default)]
+    pub threads: Option<usize>,
 }
 
 /// Run one request from stdin; the exit code is 0 whenever an answer was
@@ -53,12 +58,14 @@ pub fn main() -> i32 {
 fn run(req: &Request) -> Result<Value, String> {
     let mut analysis = Analysis::new();
     let file = analysis.set_file(&req.path, req.text.clone());
-    let run = analysis.time_kernel(file, &req.kernel, req.runs, &AtomicBool::new(false))?;
+    let threads = req.threads.map_or_else(Threads::all, Threads::up_to);
+    let run = analysis.time_kernel_on(file, &req.kernel, req.runs, threads, &AtomicBool::new(false))?;
     Ok(json!({
         "kernel": run.kernel,
         "median_ms": run.median_ms(),
         "gbytes_per_s": run.gbytes_per_s(),
         "runs": req.runs,
+        "threads": threads.count,
         "statements": run.statements.iter().map(|s| json!({"statement": s.statement, "nnz": s.nnz, "median_ms": s.timing.median().as_secs_f64() * 1e3})).collect::<Vec<_>>(),
     }))
 }

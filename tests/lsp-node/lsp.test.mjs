@@ -146,6 +146,12 @@ test('time a kernel through the code lens command', async () => {
   assert.ok(r.median_ms > 0 && r.gbytes_per_s > 0, JSON.stringify(r));
   const lenses = await s.conn.sendRequest(lsp.CodeLensRequest.type, { textDocument: { uri } });
   assert.ok(lenses.some((l) => l.command.title.includes('ms median')), JSON.stringify(lenses));
+  // The threads setting reaches the timing run.
+  s.conn.sendNotification(lsp.DidChangeConfigurationNotification.type, { settings: { tensor: { threads: 1 } } });
+  // (a notification may be handled alongside the next request: ask again)
+  let one;
+  for (let k = 0; k < 5 && one?.threads !== 1; k++) one = await s.conn.sendRequest('tensor/timeKernel', { textDocument: { uri }, kernel: 'spmv', runs: 2 });
+  assert.equal(one.threads, 1, JSON.stringify(one));
   await stop(s);
 });
 

@@ -252,6 +252,15 @@ pub trait LevelFormat: fmt::Debug + Send + Sync {
     fn assembly(&self) -> Assembly<'_> {
         Assembly::None
     }
+    /// Whether this level has a position for every coordinate in its span,
+    /// whether the tensor has an entry there or not (dense, range). Under a
+    /// level that is not full, the values stored for coordinates without
+    /// an entry are fill (a BCSR block's zeros, a DIA diagonal's rows with
+    /// no entry), which must not take part in a product: `0 * inf` would
+    /// make a NaN the tensor does not hold.
+    fn stores_fill(&self) -> bool {
+        false
+    }
     /// Names of the index arrays this level owns.
     fn arrays(&self) -> Vec<&'static str>;
     /// Parameters an output level of this format needs before assembly,

@@ -1,6 +1,7 @@
 //! Formats: level formats (the paper's section 3 abstraction) and the tensor
 //! formats composed from them.
 
+pub mod alternatives;
 pub mod columns;
 pub mod coord_map;
 pub mod error;

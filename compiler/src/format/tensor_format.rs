@@ -72,6 +72,21 @@ impl TensorFormat {
         }
     }
 
+    /// Whether the values may hold fill: a level that stores every
+    /// coordinate of its span (`LevelFormat::stores_fill`) at or below a
+    /// level that is not full. A dense tensor's zeros are entries; a BCSR
+    /// block's or a DIA diagonal's are not.
+    pub fn values_may_hold_fill(&self) -> bool {
+        let mut sparse_above = false;
+        for l in &self.levels {
+            sparse_above |= !l.properties().full;
+            if sparse_above && l.stores_fill() {
+                return true;
+            }
+        }
+        false
+    }
+
     /// Whether every level is dense (no index arrays at all).
     pub fn is_all_dense(&self) -> bool {
         self.levels.iter().all(|l| l.name() == "dense")

@@ -8,7 +8,8 @@
 //! this kernel (the runtime converts when it packs the data).
 
 use super::Analysis;
-use crate::format::{parse_format, Registry, TensorFormat, CoordMap};
+use crate::format::alternatives::alternatives;
+use crate::format::TensorFormat;
 use crate::language::ast::{ItemKind, KernelDecl};
 use crate::language::db::{self, Db, Name, SourceFile};
 use crate::notation::Span;
@@ -44,69 +45,6 @@ impl Suggestion {
             ),
         }
     }
-}
-
-/// Dense candidates above this many elements are not offered: storing a
-/// big sparse tensor densely is no fix.
-const DENSE_LIMIT: usize = 1 << 24;
-
-/// Other formats for a tensor of `order`, nearest first: the same levels
-/// in another mode order, then the presets.
-fn candidates(current: &TensorFormat, order: usize, elements: usize) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    if let CoordMap::Modes(modes) = &current.map {
-        for perm in permutations(order) {
-            if perm != *modes {
-                out.push(format!("{}:{}", current.level_list(), perm.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",")));
-            }
-        }
-    }
-    let presets: &[&str] = match order {
-        1 => &["dense", "hash", "sparse"],
-        2 => &["CSR", "CSC", "DCSR", "COO", "dense"],
-        _ => &["CSF", "COO", "dense"],
-    };
-    for p in presets {
-        if *p == "dense" && elements > DENSE_LIMIT {
-            continue;
-        }
-        out.push(p.to_string());
-    }
-    // Name a mode order by its preset where one exists (`CSC`, not
-    // `(dense, compressed) order (1, 0)`), and offer each format once.
-    let registry = Registry::builtin();
-    let specs: Vec<Option<String>> = out.iter().map(|c| parse_format(c, order, &registry).ok().map(|f| f.spec())).collect();
-    let mut named: Vec<(String, String)> = Vec::new();
-    for (c, spec) in out.iter().zip(&specs) {
-        let Some(spec) = spec else { continue };
-        if *spec == current.spec() || named.iter().any(|(_, s)| s == spec) {
-            continue;
-        }
-        let preset = out.iter().zip(&specs).find(|(p, s)| !p.contains(',') && s.as_ref() == Some(spec)).map(|(p, _)| p.clone());
-        named.push((preset.unwrap_or_else(|| c.clone()), spec.clone()));
-    }
-    named.into_iter().map(|(c, _)| c).collect()
-}
-
-fn permutations(n: usize) -> Vec<Vec<usize>> {
-    if n == 0 || n > 4 {
-        return vec![(0..n).collect()];
-    }
-    let mut out = Vec::new();
-    let mut p: Vec<usize> = (0..n).collect();
-    fn go(k: usize, p: &mut Vec<usize>, out: &mut Vec<Vec<usize>>) {
-        if k == p.len() {
-            out.push(p.clone());
-            return;
-        }
-        for i in k..p.len() {
-            p.swap(k, i);
-            go(k + 1, p, out);
-            p.swap(k, i);
-        }
-    }
-    go(0, &mut p, &mut out);
-    out
 }
 
 /// `dense,compressed:1,0` → `(dense, compressed) order (1, 0)`; presets as
@@ -145,8 +83,13 @@ fn split_levels(s: &str) -> Vec<&str> {
     out
 }
 
+/// Every statement compiles reading its operands as stored (no run-time
+/// conversion).
 fn compiles(k: &KernelDecl, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> bool {
-    k.statements.iter().enumerate().all(|(n, st)| crate::lower::compile(&format!("{}_{n}", k.name.name), st, formats, dims).is_ok())
+    k.statements
+        .iter()
+        .enumerate()
+        .all(|(n, st)| crate::lower::compile(&format!("{}_{n}", k.name.name), st, formats, dims).is_ok_and(|c| c.conversions.is_empty()))
 }
 
 /// The tensors of a kernel in the order their formats are tried: those
@@ -171,20 +114,27 @@ fn tensors_by_blame(k: &KernelDecl, problems: &[Span]) -> Vec<String> {
     out
 }
 
-/// A format change that makes the kernel `name` compile, checked by
-/// compiling it (and every other kernel sharing the tensor).
+/// A format change that makes the kernel `name` compile with every
+/// operand read as stored (when it is refused, or compiles only through a
+/// run-time conversion), checked by compiling it and every other kernel
+/// sharing the tensor.
 #[salsa::tracked(returns(clone))]
 pub fn suggestion<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -> Option<Suggestion> {
     let Ok(resolved) = db::resolve_kernel(db, file, name) else { return None };
-    let Err(problems) = db::compile_kernel(db, file, name) else { return None };
+    let spans: Vec<Span> = match db::compile_kernel(db, file, name) {
+        Err(problems) => problems.iter().filter(|p| p.in_kernel).map(|p| p.span).collect(),
+        Ok(c) => c.statements.iter().flat_map(|k| k.conversions.iter().map(|c| c.span)).collect(),
+    };
+    if spans.is_empty() && db::compile_kernel(db, file, name).is_ok() {
+        return None;
+    }
     let kernel = db::kernel_decl(db, file, name).as_ref()?;
-    let spans: Vec<Span> = problems.iter().filter(|p| p.in_kernel).map(|p| p.span).collect();
     let others: Vec<String> = db::kernel_names(db, file).iter().filter(|k| **k != kernel.name.name).cloned().collect();
     for tensor in tensors_by_blame(kernel, &spans) {
         let Some(current) = resolved.formats.get(&tensor) else { continue };
         let elements = resolved.dims.get(&tensor).map_or(0, |d| d.iter().product());
-        for cand in candidates(current, current.order(), elements) {
-            let Ok(fmt) = parse_format(&cand, current.order(), &Registry::builtin()) else { continue };
+        for alt in alternatives(current, current.order(), elements) {
+            let (cand, fmt) = (alt.text, alt.format);
             let mut formats = resolved.formats.clone();
             formats.insert(tensor.clone(), fmt.clone());
             if !compiles(kernel, &formats, &resolved.dims) {
@@ -192,10 +142,11 @@ pub fn suggestion<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -> Op
             }
             let breaks_another = others.iter().any(|o| {
                 let other = Name::new(db, o.clone());
-                let (Ok(r), Ok(_), Some(k)) = (db::resolve_kernel(db, file, other), db::compile_kernel(db, file, other), db::kernel_decl(db, file, other)) else {
+                let (Ok(r), Ok(c), Some(k)) = (db::resolve_kernel(db, file, other), db::compile_kernel(db, file, other), db::kernel_decl(db, file, other)) else {
                     return false;
                 };
-                if !r.formats.contains_key(&tensor) {
+                // A kernel that already converts an operand is no worse off.
+                if !r.formats.contains_key(&tensor) || c.statements.iter().any(|s| !s.conversions.is_empty()) {
                     return false;
                 }
                 let mut f = r.formats.clone();
@@ -317,14 +268,6 @@ mod tests {
         assert_eq!(source_syntax("dense,compressed:1,0"), "(dense, compressed) order (1, 0)");
         assert_eq!(source_syntax("compressed(nonunique),singleton"), "(compressed(nonunique), singleton)");
         assert_eq!(source_syntax("CSC"), "CSC");
-        assert_eq!(permutations(3).len(), 6);
     }
 
-    #[test]
-    fn candidates_skip_the_current_format_and_big_dense() {
-        let csr = parse_format("CSR", 2, &Registry::builtin()).unwrap();
-        let c = candidates(&csr, 2, 1 << 30);
-        assert_eq!(c[0], "CSC");
-        assert!(!c.contains(&"CSR".to_string()) && !c.contains(&"dense".to_string()), "{c:?}");
-    }
 }

@@ -77,7 +77,13 @@ impl Analysis {
             Err(ps) => {
                 let _ = writeln!(md, "not compiled: {}", escape(&ps.iter().map(|p| p.message.clone()).collect::<Vec<_>>().join("; ")));
             }
-            Ok(c) => md.push_str(&var_markdown(var, &var_facts(c.statements.get(statement)?, var))),
+            Ok(c) => {
+                let kernel = c.statements.get(statement)?;
+                for conv in &kernel.conversions {
+                    let _ = writeln!(md, "reads `{}` from a copy converted to {} before each run\n", conv.source, escape(&conv.format_text));
+                }
+                md.push_str(&var_markdown(var, &var_facts(kernel, var)));
+            }
         }
         Some(md)
     }
@@ -147,6 +153,9 @@ fn var_markdown(var: &str, f: &VarFacts) -> String {
             let _ = writeln!(md, "{}{}", "  ".repeat(l.depth), l.header);
         }
         md.push_str("```\n");
+    }
+    if let Some(shared) = &f.shared {
+        let _ = writeln!(md, "\n{shared}");
     }
     md
 }

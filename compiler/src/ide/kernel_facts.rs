@@ -38,6 +38,9 @@ pub struct VarFacts {
     /// Plans of the variable and of its related variables, in loop order.
     pub plans: Vec<VarPlan>,
     pub loops: Vec<LoopFact>,
+    /// How threads share the loop over the variable, when it is the
+    /// outermost loop and runs on several threads.
+    pub shared: Option<String>,
 }
 
 /// The variables whose loops do the work of `var`: itself, the block
@@ -86,7 +89,14 @@ pub fn var_facts(k: &Kernel, var: &str) -> VarFacts {
     let tensors: Vec<&str> = k.nests.iter().flat_map(|n| n.problem.operands.iter().map(|o| o.tensor.as_str())).collect();
     let mut loops = Vec::new();
     Walk { f: &k.function, names: &names, tensors: &tensors }.block(&k.function.body, 0, &mut loops);
-    VarFacts { orders: k.nests.iter().map(|n| n.graph.order.clone()).collect(), related, plans, loops }
+    let outermost = k.nests.first().and_then(|n| n.graph.order.first()).filter(|v| names.contains(&v.as_str()));
+    let out = k.output();
+    let shared = match (k.function.parallel, outermost) {
+        (Some(crate::ir::Parallel::Rows), Some(v)) => Some(format!("the loop over `{v}` runs on several threads, each over its own share of the iterations, writing its own part of `{out}`")),
+        (Some(crate::ir::Parallel::Partials), Some(v)) => Some(format!("the loop over `{v}` runs on several threads, each over its own share of the iterations into a `{out}` of its own; they are added up after")),
+        _ => None,
+    };
+    VarFacts { orders: k.nests.iter().map(|n| n.graph.order.clone()).collect(), related, plans, loops, shared }
 }
 
 /// Whether an IR variable holds coordinates of `v`: `v`, or `v` followed by
@@ -154,10 +164,15 @@ impl Walk<'_> {
 pub fn statement_hint(k: &Kernel) -> (String, String) {
     let order: Vec<String> = k.nests.iter().map(|n| n.graph.order.join("→")).collect();
     let full_plans: Vec<String> = k.plans().map(|p| p.summary()).collect();
-    let full = format!("∀ {} | {}", order.join(" ; "), full_plans.join(" | "));
+    let mut full = format!("∀ {} | {}", order.join(" ; "), full_plans.join(" | "));
+    // Operands converted before the kernel come first: they cost a pass.
+    let converts: Vec<String> = k.conversions.iter().map(|c| format!("{}→{}", c.source, c.format_text)).collect();
+    if !converts.is_empty() {
+        full = format!("converts {} first | {full}", converts.join(", "));
+    }
     // Short form: only the variables whose loops do more than walk one
     // level, named by level (`A2`, not `A2:compressed`).
-    let mut parts: Vec<String> = Vec::new();
+    let mut parts: Vec<String> = converts;
     for p in k.plans() {
         if let Some(s) = short_strategy(p) {
             if !parts.contains(&s) {

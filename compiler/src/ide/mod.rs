@@ -108,8 +108,9 @@ impl Analysis {
         file.text(&self.db)
     }
 
-    /// One diagnostic per root cause; a kernel the compiler refuses says
-    /// which format change makes it compile, and carries that fix.
+    /// One diagnostic per root cause; a kernel the compiler refuses, or
+    /// runs only by converting an operand first, says which format change
+    /// makes it compile as stored, and carries that fix.
     pub fn diagnostics(&self, file: SourceFile) -> Vec<Diagnostic> {
         let kernels: Vec<(Span, String)> = db::parse_file(&self.db, file)
             .items
@@ -124,7 +125,10 @@ impl Analysis {
                 // or name errors inside the kernel).
                 let refused = |k: &String| {
                     let name = db::Name::new(&self.db, k.clone());
-                    db::compile_kernel(&self.db, file, name).as_ref().err().is_some_and(|ps| ps.iter().any(|p| p.message == out.message))
+                    match db::compile_kernel(&self.db, file, name) {
+                        Err(ps) => ps.iter().any(|p| p.message == out.message),
+                        Ok(c) => c.statements.iter().flat_map(|s| &s.conversions).any(|conv| conv.describe() == out.message),
+                    }
                 };
                 let owner = kernels.iter().find(|(s, k)| s.start <= d.span.start && d.span.end <= s.end && refused(k));
                 if let Some(s) = owner.and_then(|(_, k)| self.suggestion(file, k)) {
@@ -182,6 +186,11 @@ impl Analysis {
 
     /// Compile and time a kernel on its tensors' data.
     pub fn time_kernel(&self, file: SourceFile, kernel: &str, runs: usize, cancel: &std::sync::atomic::AtomicBool) -> Result<crate::language::run::KernelRun, String> {
-        crate::language::run::run_kernel(&self.db, file, kernel, runs, cancel)
+        self.time_kernel_on(file, kernel, runs, crate::threads::Threads::default(), cancel)
+    }
+
+    /// `time_kernel` with the kernels' outermost loops on up to `threads`.
+    pub fn time_kernel_on(&self, file: SourceFile, kernel: &str, runs: usize, threads: crate::threads::Threads, cancel: &std::sync::atomic::AtomicBool) -> Result<crate::language::run::KernelRun, String> {
+        crate::language::run::run_kernel(&self.db, file, kernel, runs, threads, cancel)
     }
 }

@@ -251,7 +251,7 @@ impl Emitter {
     /// The top-level block (everything emitted outside nested blocks).
     pub fn finish(mut self, name: &str) -> Function {
         let body = self.blocks.drain(..).next().unwrap_or_default();
-        Function { name: name.to_string(), vars: self.vars, body }
+        Function { name: name.to_string(), vars: self.vars, body, parallel: None }
     }
 
     /// Number of statements in the current block (a position to refer back to).

@@ -147,7 +147,30 @@ fn declarations(f: &Function, l: &Layout) -> String {
     let _ = writeln!(out, "   NULL with cap 0), set args.reserve = {sym}_realloc_reserve and");
     let _ = writeln!(out, "   args.runtime = &args. args.params[{sym}_P] holds parameter P.");
     let _ = writeln!(out, "   Input arrays must be well formed for their level formats (pos");
-    let _ = writeln!(out, "   nondecreasing, coordinates in range): the kernel does not check them. */");
+    match f.parallel {
+        None => {
+            let _ = writeln!(out, "   nondecreasing, coordinates in range): the kernel does not check them. */");
+        }
+        Some(mode) => {
+            let _ = writeln!(out, "   nondecreasing, coordinates in range): the kernel does not check them.");
+            let _ = writeln!(out, "   The outermost loop runs in shares: a call runs share tensor_thread of");
+            let _ = writeln!(out, "   tensor_threads (0 and 1, or both 0, for the whole loop), computing its");
+            let _ = writeln!(out, "   bounds itself, so calls of different shares may run at the same time.");
+            match mode {
+                Parallel::Rows => {
+                    let _ = writeln!(out, "   Shares write disjoint parts of one result: with tensor_phase 0 a call");
+                    let _ = writeln!(out, "   does everything; otherwise call once with phase 1 (sets the result up),");
+                    let _ = writeln!(out, "   then each share with phase 2, each with its own copy of args.arrays.");
+                }
+                Parallel::Partials => {
+                    let _ = writeln!(out, "   Shares add into the same positions: give share 0 the result and every");
+                    let _ = writeln!(out, "   other share a result of its own with empty arrays (len and cap 0), then");
+                    let _ = writeln!(out, "   add the other results' values into the first, in share order.");
+                }
+            }
+            let _ = writeln!(out, "*/");
+        }
+    }
     let _ = writeln!(out, "enum {sym}_array {{");
     for (a, writes) in &l.arrays {
         let how = match (writes, l.grown.contains(a)) {
@@ -160,9 +183,14 @@ fn declarations(f: &Function, l: &Layout) -> String {
     let _ = writeln!(out, "  {sym}_array_count\n}};");
     let _ = writeln!(out, "enum {sym}_param {{");
     for p in &l.params {
-        let what = match &p.slot {
+        let what = match (&p.slot, p.call_name()) {
+            (_, Some(CALL_THREAD)) => "the share of the outermost loop this call runs".to_string(),
+            (_, Some(CALL_THREADS)) => "the number of shares the outermost loop is split into".to_string(),
+            (_, Some(_)) => "0: run everything; 1: only the set-up; 2: only this share of the loop".to_string(),
+            _ => match &p.slot {
             ParamSlot::Level(k, name) => format!("parameter {name} of level {} of {}", k + 1, p.tensor),
             ParamSlot::Dim(d) => format!("dimension {} of {}", d + 1, p.tensor),
+            },
         };
         let _ = writeln!(out, "  {sym}_{}, /* {what} */", p.c_name());
     }

@@ -63,6 +63,9 @@ impl<'m> Interp<'m> {
             Expr::Float(v) => Value::F(*v),
             Expr::Bool(b) => Value::B(*b),
             Expr::Var(v) => *self.vars.get(*v as usize).ok_or("unknown variable")?,
+            // The interpreter always runs the whole kernel: thread 0 of 1,
+            // every phase.
+            Expr::Param(p) if p.call_name().is_some() => Value::I((p.call_name() == Some(CALL_THREADS)) as i64),
             Expr::Param(p) => Value::I(self.mem.param(p)?),
             Expr::Load(a, i) => {
                 let i = self.eval(i)?.int()?;

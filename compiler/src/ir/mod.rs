@@ -82,6 +82,20 @@ pub struct ParamRef {
 }
 
 impl ParamRef {
+    /// A parameter of the call rather than of a tensor (see [`Parallel`]).
+    /// Its tensor name is empty, which no tensor's is; it keeps the
+    /// `ParamSlot::Level` shape so that code matching on slots needs no
+    /// case for it (only the kernel's own callers ever supply it).
+    pub fn call(name: &'static str) -> Self {
+        ParamRef { tensor: String::new(), slot: ParamSlot::Level(0, name) }
+    }
+    /// Whether this is a parameter of the call (`ParamRef::call`).
+    pub fn call_name(&self) -> Option<&'static str> {
+        match (&self.slot, self.tensor.is_empty()) {
+            (ParamSlot::Level(_, name), true) => Some(name),
+            _ => None,
+        }
+    }
     pub fn level(tensor: &str, level: usize, name: &'static str) -> Self {
         ParamRef { tensor: tensor.to_string(), slot: ParamSlot::Level(level, name) }
     }
@@ -89,6 +103,9 @@ impl ParamRef {
         ParamRef { tensor: tensor.to_string(), slot: ParamSlot::Dim(d) }
     }
     pub fn c_name(&self) -> String {
+        if let Some(name) = self.call_name() {
+            return format!("tensor_{name}");
+        }
         match &self.slot {
             ParamSlot::Level(k, name) => format!("{}{}_{}", self.tensor, k + 1, name),
             ParamSlot::Dim(d) => format!("{}{}_dimension", self.tensor, d + 1),
@@ -178,6 +195,42 @@ pub struct Function {
     pub name: String,
     pub vars: Vec<VarInfo>,
     pub body: Block,
+    /// How the outermost loop may run on several threads (`None`: one call
+    /// runs the whole kernel, and the kernel reads no call parameters).
+    pub parallel: Option<Parallel>,
+}
+
+/// The call parameters of a kernel whose outermost loop runs in shares:
+/// `thread` of `threads` (0 of 1 is the whole loop), each call computing
+/// its share's bounds itself (`lower::parallel`).
+pub const CALL_THREAD: &str = "thread";
+pub const CALL_THREADS: &str = "threads";
+/// What a call of a `Parallel::Rows` kernel runs: 0 everything, 1 only the
+/// statements before the loop (allocation, zero fill), 2 only its share of
+/// the loop (after a phase-1 call sized the result).
+pub const CALL_PHASE: &str = "phase";
+
+/// How a kernel's outermost loop is shared among threads. Either way every
+/// thread only reads the inputs; what differs is where results go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Parallel {
+    /// Iterations write disjoint positions of a dense result (each binds a
+    /// different coordinate of one of the result's variables): the threads
+    /// share one result, set up once by a phase-1 call.
+    Rows,
+    /// Iterations may add into the same positions (a reduction, scalar or
+    /// dense): each thread runs the whole kernel into a result of its own,
+    /// and the results are summed in thread order afterwards.
+    Partials,
+}
+
+impl Parallel {
+    pub fn name(self) -> &'static str {
+        match self {
+            Parallel::Rows => "rows",
+            Parallel::Partials => "partials",
+        }
+    }
 }
 
 impl Expr {

@@ -23,6 +23,8 @@ pub enum RunError {
     WritesInput(String),
     #[error("the result grew beyond the memory available")]
     OutOfMemory,
+    #[error("threads disagree: {0}")]
+    Shares(String),
 }
 
 /// Native code and what owns its memory: a Cranelift module, or a shared
@@ -64,6 +66,13 @@ impl Code {
     }
 }
 
+// SAFETY: through a shared reference only `entry`, a plain function
+// pointer, is read (the module and library are touched only when dropped,
+// which takes ownership); the code it points to is immutable once
+// finalized and keeps no state between calls, so threads may call it at
+// the same time.
+unsafe impl Sync for Code {}
+
 impl Drop for Code {
     fn drop(&mut self) {
         if let Some(m) = self.module.take() {
@@ -76,6 +85,7 @@ impl Drop for Code {
 
 /// One array as the kernel sees it; `tensor_array_t` in the emitted C.
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct Slot_ {
     ptr: *mut u8,
     len: i64,
@@ -210,53 +220,184 @@ fn put_array(t: &mut Tensor, a: &ArrayRef, buf: Buf, len: usize) {
     }
 }
 
+/// Which part of a kernel one call runs: its call parameters
+/// (`ir::CALL_THREAD`, `CALL_THREADS`, `CALL_PHASE`), read only by kernels
+/// whose outermost loop runs in shares (`ir::Function::parallel`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Share {
+    pub thread: i64,
+    pub threads: i64,
+    pub phase: i64,
+}
+
+impl Share {
+    /// The whole kernel in one call.
+    pub const WHOLE: Share = Share { thread: 0, threads: 1, phase: 0 };
+}
+
+/// A kernel's argument block in the making: parameters, array slots, and
+/// the result's arrays, owned here while the kernel runs.
+struct Bound {
+    params: Vec<i64>,
+    slots: Vec<Slot_>,
+    growable: Growable,
+}
+
+impl Bound {
+    fn new(k: &super::CompiledKernel, inputs: &[Validated<'_>], output: &mut Tensor) -> Result<Bound, RunError> {
+        let find = |name: &str| inputs.iter().map(|v| v.tensor()).find(|t| t.name == name);
+        let mut params = Vec::with_capacity(k.params.len());
+        for p in &k.params {
+            if p.call_name().is_some() {
+                params.push(0); // set per call (`with_share`)
+                continue;
+            }
+            let t: &Tensor = if p.tensor == output.name { &*output } else { find(&p.tensor).ok_or_else(|| RunError::Missing(p.c_name()))? };
+            let v = match &p.slot {
+                ParamSlot::Dim(d) => t.dims.get(*d).map(|&n| n as i64),
+                ParamSlot::Level(l, name) => t.levels.get(*l).and_then(|s| s.params.get(name).copied()),
+            };
+            params.push(v.ok_or_else(|| RunError::Missing(p.c_name()))?);
+        }
+        let mut slots: Vec<Slot_> = Vec::with_capacity(k.arrays.len());
+        let mut growable = Growable { slots: std::ptr::null_mut(), bufs: BTreeMap::new(), tensor: output.name.clone() };
+        for (n, (a, writes)) in k.arrays.iter().enumerate() {
+            if a.tensor == output.name || matches!(a.slot, Slot::Scratch(..)) {
+                let mut buf = take_array(output, a).ok_or_else(|| RunError::Missing(a.c_name()))?;
+                let len = buf.len() as i64;
+                slots.push(Slot_ { ptr: buf.ptr(), len, cap: len });
+                growable.bufs.insert(n as i64, buf);
+            } else {
+                if *writes {
+                    return Err(RunError::WritesInput(a.c_name()));
+                }
+                let t = find(&a.tensor).ok_or_else(|| RunError::Missing(a.c_name()))?;
+                let (ptr, len) = match &a.slot {
+                    Slot::Vals => (t.vals.as_ptr() as *mut u8, t.vals.len()),
+                    Slot::Level(l, name) => {
+                        let v = t.levels.get(*l).and_then(|s| s.arrays.get(name)).ok_or_else(|| RunError::Missing(a.c_name()))?;
+                        (v.as_ptr() as *mut u8, v.len())
+                    }
+                    Slot::Scratch(..) => unreachable!("scratch arrays are owned above"), // ok: handled by the first branch
+                };
+                slots.push(Slot_ { ptr, len: len as i64, cap: len as i64 });
+            }
+        }
+        Ok(Bound { params, slots, growable })
+    }
+
+    /// One call of `k` on this frame's arrays, which the kernel may grow.
+    fn call(&mut self, k: &super::CompiledKernel, share: Share) -> i64 {
+        let params = with_share(k, &self.params, share);
+        self.growable.slots = self.slots.as_mut_ptr();
+        let mut args = Args { arrays: self.slots.as_mut_ptr(), params: params.as_ptr(), runtime: &mut self.growable, reserve };
+        (k.code.entry)(&mut args)
+    }
+
+    /// Hand the result's arrays back to `output`, cut to the lengths the
+    /// kernel produced.
+    fn finish(mut self, k: &super::CompiledKernel, output: &mut Tensor) {
+        let bufs = std::mem::take(&mut self.growable.bufs);
+        for (n, buf) in bufs {
+            let a = &k.arrays[n as usize].0;
+            put_array(output, a, buf, self.slots[n as usize].len.max(0) as usize);
+        }
+    }
+}
+
+/// `params` with the call parameters of `share`.
+fn with_share(k: &super::CompiledKernel, params: &[i64], share: Share) -> Vec<i64> {
+    let mut out = params.to_vec();
+    for (v, p) in out.iter_mut().zip(&k.params) {
+        match p.call_name() {
+            Some(crate::ir::CALL_THREAD) => *v = share.thread,
+            Some(crate::ir::CALL_THREADS) => *v = share.threads,
+            Some(_) => *v = share.phase,
+            None => {}
+        }
+    }
+    out
+}
+
 /// Run a compiled kernel. Inputs carry proof that `storage::validate`
 /// accepted them (the kernel reads them without bounds checks); `output` is
 /// updated in place (its arrays may be reallocated).
 pub fn run_kernel(k: &super::CompiledKernel, inputs: &[Validated<'_>], output: &mut Tensor) -> Result<(), RunError> {
-    let find = |name: &str| inputs.iter().map(|v| v.tensor()).find(|t| t.name == name);
-    let mut params = Vec::with_capacity(k.params.len());
-    for p in &k.params {
-        let t: &Tensor = if p.tensor == output.name { &*output } else { find(&p.tensor).ok_or_else(|| RunError::Missing(p.c_name()))? };
-        let v = match &p.slot {
-            ParamSlot::Dim(d) => t.dims.get(*d).map(|&n| n as i64),
-            ParamSlot::Level(l, name) => t.levels.get(*l).and_then(|s| s.params.get(name).copied()),
+    run_share(k, inputs, output, Share::WHOLE)
+}
+
+/// `run_kernel` for one share of the kernel's outermost loop.
+pub fn run_share(k: &super::CompiledKernel, inputs: &[Validated<'_>], output: &mut Tensor, share: Share) -> Result<(), RunError> {
+    let mut bound = Bound::new(k, inputs, output)?;
+    let status = bound.call(k, share);
+    bound.finish(k, output);
+    if status != 0 {
+        return Err(RunError::OutOfMemory);
+    }
+    Ok(())
+}
+
+/// The slots of a set-up result, shared by the threads of `run_rows`.
+struct SharedSlots(Vec<Slot_>);
+
+// SAFETY: the slots point at the inputs (only read) and at the result's
+// arrays, which `run_rows` keeps alive and unmoved until every thread has
+// joined; what the threads write through them is argued at `run_rows`.
+unsafe impl Sync for SharedSlots {}
+
+impl SharedSlots {
+    /// A thread's own copy (a method, so closures capture the whole
+    /// `SharedSlots` and not its non-`Sync` field).
+    fn copy(&self) -> Vec<Slot_> {
+        self.0.clone()
+    }
+}
+
+/// A runtime with no arrays: `reserve` refuses every request, so a call
+/// given it can never move an array other threads are using.
+fn frozen(tensor: &str) -> Growable {
+    Growable { slots: std::ptr::null_mut(), bufs: BTreeMap::new(), tensor: tensor.to_string() }
+}
+
+/// Run a `Parallel::Rows` kernel on `threads` threads sharing `output`: a
+/// phase-1 call sets the result up (allocates, zero fills), then each
+/// thread runs its share of the loop (phase 2) on a copy of the slots.
+///
+/// Race freedom: the lowerer marks a kernel `Rows` only when every
+/// iteration of the shared loop binds a different coordinate of a result
+/// variable, the result is dense (so those coordinates own disjoint
+/// positions), and the loop writes nothing but the result's values and
+/// reads them only at the position it writes (`lower::parallel`). The
+/// shares partition the loop's iterations, so no position is touched by
+/// two threads. No share can grow an array: the loop holds no `reserve`,
+/// and its runtime (`frozen`) would refuse one.
+pub fn run_rows(k: &super::CompiledKernel, inputs: &[Validated<'_>], output: &mut Tensor, threads: usize) -> Result<(), RunError> {
+    let mut bound = Bound::new(k, inputs, output)?;
+    let mut status = bound.call(k, Share { thread: 0, threads: 1, phase: 1 });
+    if status == 0 {
+        let shared = SharedSlots(bound.slots.clone());
+        let params = &bound.params;
+        let name = output.name.as_str();
+        let share = |thread: usize| -> i64 {
+            let params = with_share(k, params, Share { thread: thread as i64, threads: threads as i64, phase: 2 });
+            let mut slots = shared.copy();
+            let mut runtime = frozen(name);
+            let mut args = Args { arrays: slots.as_mut_ptr(), params: params.as_ptr(), runtime: &mut runtime, reserve };
+            (k.code.entry)(&mut args)
         };
-        params.push(v.ok_or_else(|| RunError::Missing(p.c_name()))?);
-    }
-    let mut slots: Vec<Slot_> = Vec::with_capacity(k.arrays.len());
-    let mut growable = Growable { slots: std::ptr::null_mut(), bufs: BTreeMap::new(), tensor: output.name.clone() };
-    for (n, (a, writes)) in k.arrays.iter().enumerate() {
-        if a.tensor == output.name || matches!(a.slot, Slot::Scratch(..)) {
-            let mut buf = take_array(output, a).ok_or_else(|| RunError::Missing(a.c_name()))?;
-            let len = buf.len() as i64;
-            slots.push(Slot_ { ptr: buf.ptr(), len, cap: len });
-            growable.bufs.insert(n as i64, buf);
-        } else {
-            if *writes {
-                return Err(RunError::WritesInput(a.c_name()));
+        let share = &share;
+        status = std::thread::scope(|scope| {
+            let others: Vec<_> = (1..threads).map(|t| scope.spawn(move || share(t))).collect();
+            let mut status = share(0);
+            for h in others {
+                // A share that panicked (it cannot: kernels do not unwind)
+                // counts as failed.
+                status |= h.join().unwrap_or(1);
             }
-            let t = find(&a.tensor).ok_or_else(|| RunError::Missing(a.c_name()))?;
-            let (ptr, len) = match &a.slot {
-                Slot::Vals => (t.vals.as_ptr() as *mut u8, t.vals.len()),
-                Slot::Level(l, name) => {
-                    let v = t.levels.get(*l).and_then(|s| s.arrays.get(name)).ok_or_else(|| RunError::Missing(a.c_name()))?;
-                    (v.as_ptr() as *mut u8, v.len())
-                }
-                Slot::Scratch(..) => unreachable!("scratch arrays are owned above"), // ok: handled by the first branch
-            };
-            slots.push(Slot_ { ptr, len: len as i64, cap: len as i64 });
-        }
+            status
+        });
     }
-    growable.slots = slots.as_mut_ptr();
-    let mut args = Args { arrays: slots.as_mut_ptr(), params: params.as_ptr(), runtime: &mut growable, reserve };
-    let status = (k.code.entry)(&mut args);
-    let lens: Vec<i64> = slots.iter().map(|s| s.len).collect();
-    let bufs = std::mem::take(&mut growable.bufs);
-    for (n, buf) in bufs {
-        let a = &k.arrays[n as usize].0;
-        put_array(output, a, buf, lens[n as usize].max(0) as usize);
-    }
+    bound.finish(k, output);
     if status != 0 {
         return Err(RunError::OutOfMemory);
     }

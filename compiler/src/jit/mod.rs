@@ -4,7 +4,7 @@
 mod call;
 mod translate;
 
-pub use call::{run_kernel, RunError};
+pub use call::{run_kernel, run_rows, run_share, RunError, Share};
 pub(crate) use call::Code;
 
 use crate::ir::{passes, ArrayRef, Function, ParamRef};
@@ -44,6 +44,8 @@ pub struct CompiledKernel {
     pub params: Vec<ParamRef>,
     pub compile_time: Duration,
     pub tier: Tier,
+    /// How the outermost loop may be shared among threads (`ir::Parallel`).
+    pub parallel: Option<crate::ir::Parallel>,
     code: call::Code,
 }
 
@@ -58,7 +60,7 @@ impl CompiledKernel {
     /// convention for `f` (see `backend::cc`).
     pub(crate) fn from_code(f: &Function, tier: Tier, compile_time: Duration, code: call::Code) -> Self {
         let f = passes::for_codegen(f);
-        CompiledKernel { name: f.name.clone(), arrays: f.arrays(), params: f.params(), compile_time, tier, code }
+        CompiledKernel { name: f.name.clone(), arrays: f.arrays(), params: f.params(), compile_time, tier, parallel: f.parallel, code }
     }
 }
 
@@ -117,7 +119,7 @@ pub fn compile(f: &Function) -> Result<CompiledKernel, String> {
     module.finalize_definitions().map_err(|e| format!("finalize: {e}"))?;
     let ptr = module.get_finalized_function(id);
     let code = call::Code::new(module, ptr);
-    Ok(CompiledKernel { name: f.name.clone(), arrays: f.arrays(), params: f.params(), compile_time: start.elapsed(), tier: Tier::Cranelift, code })
+    Ok(CompiledKernel { name: f.name.clone(), arrays: f.arrays(), params: f.params(), compile_time: start.elapsed(), tier: Tier::Cranelift, parallel: f.parallel, code })
 }
 
 /// The machine code Cranelift makes of `f`, as assembly text (`--emit asm`).

@@ -79,7 +79,8 @@ pub fn run_file(path: &Path, kernel: Option<&str>, o: &Options) -> Result<String
         }
     }
     let runs = o.time.unwrap_or(1);
-    let run = analysis.time_kernel(file, &name, runs, &AtomicBool::new(false))?;
+    let threads = o.threads.map_or_else(crate::threads::Threads::all, crate::threads::Threads::exactly);
+    let run = analysis.time_kernel_on(file, &name, runs, threads, &AtomicBool::new(false))?;
     let mut out = String::new();
     if o.json {
         let st = &run.statements;

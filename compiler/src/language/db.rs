@@ -462,8 +462,13 @@ fn diagnostics_with(db: &dyn Db, file: SourceFile, compiling: bool) -> Vec<Diagn
         match resolve_kernel(db, file, name) {
             Err(ps) => found.extend(ps.iter().map(abs)),
             Ok(_) if compiling => {
-                if let Err(ps) = compile_kernel(db, file, name) {
-                    found.extend(ps.iter().map(abs));
+                match compile_kernel(db, file, name) {
+                    Err(ps) => found.extend(ps.iter().map(abs)),
+                    // A kernel that runs only by converting an operand
+                    // first says so, at the access.
+                    Ok(c) => found.extend(c.statements.iter().flat_map(|s| &s.conversions).map(|conv| {
+                        (Diagnostic { span: shift(conv.span, base), message: conv.describe(), severity: Severity::Warning }, None)
+                    })),
                 }
             }
             Ok(_) => {}

@@ -59,8 +59,8 @@ fn gather(db: &dyn Db, resolved: &super::db::Resolved) -> Result<BTreeMap<String
 }
 
 /// Run kernel `name` of `file`: `runs` timed runs per statement after a
-/// warm-up. `cancel` stops between statements.
-pub fn run_kernel(db: &dyn Db, file: SourceFile, name: &str, runs: usize, cancel: &AtomicBool) -> Result<KernelRun, String> {
+/// warm-up, each on up to `threads`. `cancel` stops between statements.
+pub fn run_kernel(db: &dyn Db, file: SourceFile, name: &str, runs: usize, threads: crate::threads::Threads, cancel: &AtomicBool) -> Result<KernelRun, String> {
     let key = Name::new(db, name.to_string());
     let resolved = resolve_kernel(db, file, key).as_ref().map_err(|ps| ps.iter().map(|p| p.message.clone()).collect::<Vec<_>>().join("; "))?.clone();
     let compiled = compile_kernel(db, file, key).as_ref().map_err(|ps| ps.iter().map(|p| p.message.clone()).collect::<Vec<_>>().join("; "))?;
@@ -76,6 +76,7 @@ pub fn run_kernel(db: &dyn Db, file: SourceFile, name: &str, runs: usize, cancel
         let inputs: BTreeMap<String, CooTensor> = a.rhs.accesses().iter().filter_map(|acc| data.get(&acc.tensor).map(|t| (acc.tensor.clone(), t.clone()))).collect();
         let initial = data.get(&out_name).cloned();
         let mut p = prepare(name, a, &resolved.formats, &inputs, &out_dims, initial.as_ref()).map_err(|e| e.to_string())?;
+        p.threads = threads;
         let timing = p.time(runs.max(1)).map_err(|e| e.to_string())?;
         let bytes = p.inputs.iter().map(tensor_bytes).sum::<usize>() + tensor_bytes(&p.output);
         let result = p.result().map_err(|e| e.to_string())?;

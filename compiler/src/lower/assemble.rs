@@ -8,6 +8,7 @@ use super::{LowerError, Lowerer, Sink, State};
 use crate::format::level::{Assembly, LevelCtx};
 use crate::ir::{ArrayRef, Expr, Stmt};
 use crate::notation::BinOp;
+use std::collections::BTreeMap;
 
 impl<'p> Lowerer<'p> {
     /// First level of the append chain that `k` belongs to (an append level
@@ -306,14 +307,43 @@ impl<'p> Lowerer<'p> {
     }
 
     fn value(&mut self, st: &State, e: &LExpr) -> Expr {
+        let mut known = BTreeMap::new();
+        self.value_with(st, e, &mut known, true)
+    }
+
+    /// The value of `e`; `known` holds operand values already loaded (read
+    /// once, used by a guard and the product). At the top of a product
+    /// whose factors include values that may be fill, the product is 0
+    /// unless each of those is nonzero: fill is no entry, and `0 * inf`
+    /// must not become a NaN the tensor does not hold.
+    fn value_with(&mut self, st: &State, e: &LExpr, known: &mut BTreeMap<usize, Expr>, top: bool) -> Expr {
+        if let LExpr::Bin(BinOp::Mul, ..) = e {
+            if top {
+                let mut fill = Vec::new();
+                self.fill_factors(e, &mut fill);
+                if !fill.is_empty() {
+                    let mut nonzero = Expr::Bool(true);
+                    for op in fill {
+                        let v = self.value_with(st, &LExpr::Access(op), known, false);
+                        let v = self.e.bind("fill", v);
+                        known.insert(op, v.clone());
+                        nonzero = Expr::and(nonzero, Expr::ne(v, Expr::Float(0.0)));
+                    }
+                    let product = self.value_with(st, e, known, false);
+                    return Expr::select(nonzero, product, Expr::Float(0.0));
+                }
+            }
+        }
+        let top_of = |x: &LExpr| !matches!((e, x), (LExpr::Bin(BinOp::Mul, ..), LExpr::Bin(BinOp::Mul, ..)));
         match e {
             LExpr::Const(v) => Expr::Float(*v),
             LExpr::Neg(x) => {
-                let v = self.value(st, x);
+                let v = self.value_with(st, x, known, top);
                 Expr::neg(v)
             }
             LExpr::Bin(op, a, b) => {
-                let (x, y) = (self.value(st, a), self.value(st, b));
+                let x = self.value_with(st, a, known, top_of(a));
+                let y = self.value_with(st, b, known, top_of(b));
                 let op = match op {
                     BinOp::Add => crate::ir::BinOp::Add,
                     BinOp::Sub => crate::ir::BinOp::Sub,
@@ -321,6 +351,7 @@ impl<'p> Lowerer<'p> {
                 };
                 Expr::Bin(op, Box::new(x), Box::new(y))
             }
+            LExpr::Access(op) if known.contains_key(op) => known[op].clone(),
             LExpr::Access(op) => match st.found[*op].clone() {
                 Expr::Bool(true) => self.stored_value(st, *op),
                 // Read only where the operand was found: elsewhere its
@@ -335,6 +366,20 @@ impl<'p> Lowerer<'p> {
                     x
                 }
             },
+        }
+    }
+
+    /// Operands whose values may hold fill among the factors of the
+    /// product `e` (through nested products and negations).
+    fn fill_factors(&self, e: &LExpr, out: &mut Vec<usize>) {
+        match e {
+            LExpr::Bin(BinOp::Mul, a, b) => {
+                self.fill_factors(a, out);
+                self.fill_factors(b, out);
+            }
+            LExpr::Neg(x) => self.fill_factors(x, out),
+            LExpr::Access(op) if *op != super::lattice::DIM && self.p.operands[*op].format.values_may_hold_fill() && !out.contains(op) => out.push(*op),
+            _ => {}
         }
     }
 

@@ -461,6 +461,9 @@ impl<'p> Lowerer<'p> {
         let body = self.e.close();
         self.guard(found, body);
         let body = self.e.close();
+        if d == 0 {
+            self.record_outer(var, v, &it);
+        }
         self.e.push(Stmt::For { var, lo, hi, body });
         Ok(())
     }

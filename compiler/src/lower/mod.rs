@@ -7,22 +7,25 @@
 //! `loops` (merge and locate), `assemble` (result), `plan` (what was chosen).
 
 mod assemble;
+pub mod convert;
 pub mod graph;
 mod iterators;
 pub mod lattice;
 mod loops;
 pub mod operands;
+mod parallel;
 pub mod plan;
 mod prior;
 
 use crate::format::level::Assembly;
 use crate::format::TensorFormat;
 use crate::ir::{Emitter, Expr, Function};
-use crate::notation::reduce::{additive_terms, place_reductions, sums_hoist_to_root};
+use crate::notation::reduce::{additive_terms, distributed_terms, place_reductions, sums_hoist_to_root};
 use crate::notation::{Access, Assignment, Expr as NExpr, Index, Span};
 use graph::IterationGraph;
 use lattice::LExpr;
 use operands::{resolve, Problem, ResultAssembly};
+use convert::Conversion;
 use plan::VarPlan;
 use std::collections::BTreeMap;
 use thiserror::Error;
@@ -91,6 +94,9 @@ pub struct Kernel {
     /// The coordinate buffer the kernel writes instead of the result, which
     /// the caller packs into the result's format.
     pub buffer: Option<ResultBuffer>,
+    /// Operands the kernel reads from copies in another format, which the
+    /// caller converts before each run.
+    pub conversions: Vec<Conversion>,
 }
 
 /// A result assembled through a coordinate buffer: the kernel appends every
@@ -148,6 +154,8 @@ pub(crate) struct Lowerer<'p> {
     pub exact_stores: usize,
     /// Number of coordinates in the workspace's touched list.
     pub touched: Option<Expr>,
+    /// The outermost loop, when it is a plain `for` (`lower::parallel`).
+    pub outer: Option<parallel::OuterLoop>,
 }
 
 impl Problem {
@@ -187,13 +195,16 @@ fn with_hidden(a: &Assignment, formats: &BTreeMap<String, TensorFormat>) -> Assi
 
 /// Compile `a` given each tensor's format and dimensions.
 pub fn compile(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> Result<Kernel, LowerError> {
-    match prior::read_prior(a, formats, dims) {
-        Some(prior) => {
-            let kernel = compile_or_buffer(name, &prior.assignment, &prior.formats, &prior.dims)?;
-            Ok(Kernel { assignment: a.clone(), prior: Some(prior.name), ..kernel })
-        }
-        None => compile_or_buffer(name, a, formats, dims),
-    }
+    let prior = prior::read_prior(a, formats, dims);
+    let (statement, formats, dims) = match &prior {
+        Some(p) => (&p.assignment, &p.formats, &p.dims),
+        None => (a, formats, dims),
+    };
+    let kernel = match compile_or_buffer(name, statement, formats, dims) {
+        Err(e) if e.is_refusal() => convert::compile_converting(statement, formats, dims, e, &|s, f, d| compile_or_buffer(name, s, f, d))?,
+        r => r?,
+    };
+    Ok(Kernel { assignment: a.clone(), prior: prior.map(|p| p.name), ..kernel })
 }
 
 /// Assemble the result directly, or else through a coordinate buffer: a
@@ -227,7 +238,8 @@ fn compile_or_buffer(name: &str, a: &Assignment, formats: &BTreeMap<String, Tens
     match compile_statement(name, &through, &formats, &dims, ResultAssembly::Buffer) {
         Ok(kernel) => Ok(Kernel { assignment: a.clone(), buffer: Some(ResultBuffer { name: buffer, format }), ..kernel }),
         // A result in any order still fails: the reason lies in the inputs
-        // (say so), unless it is about the buffer, which the user never wrote.
+        // (say so), unless it is about the buffer, which the user never
+        // wrote (messages about the inputs quote only the right-hand side).
         Err(e) if e.span() != Some(a.lhs.span) => Err(e),
         Err(_) => Err(refusal),
     }
@@ -263,13 +275,13 @@ fn compile_statement(name: &str, a: &Assignment, formats: &BTreeMap<String, Tens
     let buffered = assembly == ResultAssembly::Buffer;
     let hoists = sums_hoist_to_root(&place_reductions(&with_hidden(a, formats)));
     if !hoists {
-        return compile_parts(name, a, split_terms(a, formats, buffered)?, formats, dims, assembly);
+        return compile_parts(name, a, split_terms(a, formats, dims, buffered)?, formats, dims, assembly);
     }
     match compile_parts(name, a, vec![a.clone()], formats, dims, assembly) {
         // Terms that cannot share one loop nest (an unordered operand in a
         // union, operands that want opposite loop orders): with a result
         // that takes updates in any order, each term runs as its own nest.
-        Err(e) if e.is_refusal() && additive_terms(&a.rhs).len() > 1 => match split_terms(a, formats, buffered) {
+        Err(e) if e.is_refusal() && additive_terms(&a.rhs).len() > 1 => match split_terms(a, formats, dims, buffered) {
             Ok(parts) => compile_parts(name, a, parts, formats, dims, assembly).map_err(|_| e),
             Err(_) => Err(e),
         },
@@ -291,11 +303,12 @@ fn compile_parts(
     // A buffer is initialised once and finalised once: every nest appends
     // to the same counters.
     let mut out_sizes = BTreeMap::new();
+    let mut outer = None;
     let last = parts.len().saturating_sub(1);
     for (n, part) in parts.iter().enumerate() {
         if !sums_hoist_to_root(&place_reductions(&with_hidden(part, formats))) {
             return Err(LowerError::Unsupported {
-                reason: format!("in `{part}`, a sum sits inside an addition; write the terms as separate `+=` statements"),
+                reason: format!("in `{}`, a sum sits inside an addition; write the terms as separate `+=` statements", part.rhs),
                 span: part.rhs.span(),
             });
         }
@@ -305,7 +318,7 @@ fn compile_parts(
         if assembly == ResultAssembly::Workspace {
             workspace_fits(&p, &graph)?;
         }
-        let mut l = Lowerer { p: &p, order: graph.order.clone(), e, plans: Vec::new(), out_sizes: std::mem::take(&mut out_sizes), accumulating_stores: 0, exact_stores: 0, touched: None };
+        let mut l = Lowerer { p: &p, order: graph.order.clone(), e, plans: Vec::new(), out_sizes: std::mem::take(&mut out_sizes), accumulating_stores: 0, exact_stores: 0, touched: None, outer: None };
         l.e.comment(format!("{part}"));
         let body_start = l.e.mark();
         if !buffered || n == 0 {
@@ -325,46 +338,48 @@ fn compile_parts(
         }
         let plans = std::mem::take(&mut l.plans);
         out_sizes = std::mem::take(&mut l.out_sizes);
+        outer = l.outer.take();
         e = l.e;
         nests.push(Nest { problem: p.clone(), graph, plans });
     }
+    // One nest only: the shares of several nests would have to agree on
+    // which thread owns which rows.
+    let parallel = match (nests.as_slice(), &outer) {
+        ([nest], Some(outer)) => parallel::share_outer(&mut e, &nest.problem, outer),
+        _ => None,
+    };
     let mut function = e.finish(name);
+    function.parallel = parallel;
     // TENSOR_NO_UNROLL=1 keeps single accumulators (to compare the IR).
     if std::env::var_os("TENSOR_NO_UNROLL").is_none() {
         crate::ir::unroll::two_accumulators(&mut function);
     }
-    Ok(Kernel { assignment: a.clone(), nests, function, prior: None, buffer: None })
-}
-
-/// A sum enclosing several additive terms (`-(sum_j (B(j) - C(k)))`): the
-/// terms cannot be computed apart.
-fn sum_over_terms(e: &crate::notation::reduce::RExpr) -> Option<Vec<String>> {
-    use crate::notation::reduce::RExpr;
-    match e {
-        RExpr::Sum(vars, x) if matches!(**x, RExpr::Bin(crate::notation::BinOp::Add | crate::notation::BinOp::Sub, ..) | RExpr::Neg(_)) => Some(vars.clone()),
-        RExpr::Neg(x) => sum_over_terms(x),
-        RExpr::Bin(crate::notation::BinOp::Add | crate::notation::BinOp::Sub, a, b) => sum_over_terms(a).or_else(|| sum_over_terms(b)),
-        _ => None,
-    }
+    Ok(Kernel { assignment: a.clone(), nests, function, prior: None, buffer: None, conversions: Vec::new() })
 }
 
 /// `y(i) = A(i,j)*x(j) + z(i)` as `y(i) = A(i,j)*x(j); y(i) += z(i)`: valid
-/// when the result can be updated in place (insert levels).
-fn split_terms(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, buffered: bool) -> Result<Vec<Assignment>, LowerError> {
+/// when the result can be updated in place (insert levels). A sum spanning
+/// several terms is distributed over them (`notation::reduce::distributed_terms`).
+fn split_terms(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>, buffered: bool) -> Result<Vec<Assignment>, LowerError> {
     let out_inserts = buffered
         || formats
             .get(&a.lhs.tensor)
             .is_some_and(|f| f.levels.iter().all(|l| matches!(l.assembly(), Assembly::Insert(_))));
-    if let Some(vars) = sum_over_terms(&place_reductions(&with_hidden(a, formats))) {
-        let vars: Vec<&str> = vars.iter().map(|v| v.split('#').next().unwrap_or(v)).collect();
+    let extent = |v: &str| {
+        a.rhs.accesses().iter().find_map(|acc| {
+            let k = acc.indices.iter().position(|i| i.name == v)?;
+            dims.get(&acc.tensor)?.get(k).copied()
+        })
+    };
+    let Some(terms) = distributed_terms(a, extent) else {
         return Err(LowerError::Unsupported {
             reason: format!(
-                "in `{a}`, the sum over {} spans the whole right-hand side while another index is summed inside one term; write the terms as separate `+=` statements",
-                vars.join(", ")
+                "in `{}`, a sum spans several terms and one of them uses its variable inside an addition of its own, so the terms cannot be computed apart; write the terms as separate `+=` statements",
+                a.rhs
             ),
             span: a.rhs.span(),
         });
-    }
+    };
     if !out_inserts {
         return Err(LowerError::Unsupported {
             reason: format!(
@@ -374,7 +389,7 @@ fn split_terms(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, buffere
             span: a.rhs.span(),
         });
     }
-    Ok(additive_terms(&a.rhs)
+    Ok(terms
         .into_iter()
         .enumerate()
         .map(|(n, (positive, term))| {

@@ -88,6 +88,69 @@ pub fn additive_terms(e: &Expr) -> Vec<(bool, Expr)> {
     out
 }
 
+/// The right-hand side as signed additive terms that can each be computed
+/// on its own (one loop nest per term). A sum spanning an addition
+/// distributes over its terms (`sum_j (B(i,j)*x(j) - C(i,j)*w(j))` is
+/// `sum_j B*x - sum_j C*w`), and a term inside such a sum that does not use
+/// its variable is added once per coordinate, so it is scaled by the
+/// variable's extent (`sum_j (B(j) + 2)` is `sum_j B(j) + |j|*2`).
+///
+/// `None` when a term alone would mean something else: a variable summed
+/// around the term is used inside an addition within it (`sum_j ((B(j) +
+/// 1) * c + D(j))`: alone, `(B(j) + 1) * c` would sum only `B`), or the
+/// extent of a variable is not known.
+pub fn distributed_terms(a: &Assignment, extent: impl Fn(&str) -> Option<usize>) -> Option<Vec<(bool, Expr)>> {
+    let reductions = a.reduction_vars();
+    let mut out = Vec::new();
+    distribute(&a.rhs, true, &[], &reductions, &extent, &mut out).then_some(out)
+}
+
+fn distribute(e: &Expr, positive: bool, around: &[String], reductions: &[String], extent: &dyn Fn(&str) -> Option<usize>, out: &mut Vec<(bool, Expr)>) -> bool {
+    match e {
+        Expr::Bin(op @ (BinOp::Add | BinOp::Sub), x, y, _) => {
+            // Variables used on both sides are summed over this addition.
+            let mut inner = around.to_vec();
+            inner.extend(reductions.iter().filter(|v| !around.contains(v) && uses(x, v) && uses(y, v)).cloned());
+            distribute(x, positive, &inner, reductions, extent, out) && distribute(y, positive == (*op == BinOp::Add), &inner, reductions, extent, out)
+        }
+        Expr::Neg(x, _) => distribute(x, !positive, around, reductions, extent, out),
+        term => {
+            let mut scale: f64 = 1.0;
+            for v in around {
+                if uses(term, v) {
+                    if !summed_at_top(term, v) {
+                        return false;
+                    }
+                } else {
+                    match extent(v) {
+                        Some(n) => scale *= n as f64,
+                        None => return false,
+                    }
+                }
+            }
+            let span = term.span();
+            let term = if scale == 1.0 { term.clone() } else { Expr::Bin(BinOp::Mul, Box::new(Expr::Const(scale, span)), Box::new(term.clone()), span) };
+            out.push((positive, term));
+            true
+        }
+    }
+}
+
+/// Whether summing `v` over the whole of `e` means the same as summing it
+/// where its uses meet: only products lie between (factors without `v`
+/// come out of the sum), not an addition with a side that lacks `v`.
+fn summed_at_top(e: &Expr, v: &str) -> bool {
+    match e {
+        Expr::Neg(x, _) => summed_at_top(x, v),
+        Expr::Bin(op, x, y, _) => match (uses(x, v), uses(y, v)) {
+            (true, false) => *op == BinOp::Mul && summed_at_top(x, v),
+            (false, true) => *op == BinOp::Mul && summed_at_top(y, v),
+            _ => true,
+        },
+        _ => true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,5 +164,21 @@ mod tests {
         assert!(!sums_hoist_to_root(&r));
         let b = parse_assignment("y(i) = A(i,j) * (x(j) + w(j))").unwrap();
         assert!(sums_hoist_to_root(&place_reductions(&b)));
+    }
+
+    fn terms(text: &str) -> Option<Vec<String>> {
+        let a = parse_assignment(text).unwrap();
+        distributed_terms(&a, |_| Some(5)).map(|t| t.into_iter().map(|(p, e)| format!("{}{e}", if p { "+" } else { "-" })).collect())
+    }
+
+    #[test]
+    fn sums_distribute_over_their_terms() {
+        assert_eq!(terms("y(i) = B(i,j) * x(j) - 2 * C(i,j) * w(j) + z(i)").unwrap(), ["+B(i,j) * x(j)", "-2 * C(i,j) * w(j)", "+z(i)"]);
+        // `3` sits inside the sum over j: added once per j.
+        assert_eq!(terms("a = B(j) + 3 - C(j)").unwrap(), ["+B(j)", "+5 * 3", "-C(j)"]);
+        // Inside a product, a factor without j comes out of the sum.
+        assert_eq!(terms("a = (B(j) + C(j)) * d + D(j)").unwrap().len(), 2);
+        // Alone, `(B(j) + 1) * d` would sum B only: not distributable.
+        assert_eq!(terms("a = (B(j) + 1) * d + D(j)"), None);
     }
 }

@@ -9,6 +9,7 @@ use tensor_compiler::coo::CooTensor;
 use tensor_compiler::execute::prepare;
 use tensor_compiler::format::{parse_format, Registry};
 use tensor_compiler::notation::parse_assignment;
+use tensor_compiler::threads::Threads;
 use tensor_compiler::{oracle, storage};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -94,24 +95,36 @@ fn attempt(case: &Case) -> Outcome {
         Ok(p) => p,
         Err(e) => return error_outcome(e.to_string()),
     };
-    if let Err(e) = prepared.run() {
-        return Outcome::new(Class::Crash, format!("run: {e}"));
+    let fresh = prepared.output.clone();
+    // Once as a user runs it, then, where the outermost loop can be shared,
+    // on 3 threads however small the case (uneven shares, some empty).
+    let mut runs = vec![None];
+    if prepared.compiled.parallel.is_some() {
+        runs.push(Some(3));
     }
-    if let Err(e) = storage::validate(&prepared.output) {
-        return Outcome::new(Class::Wrong, format!("the result breaks its own format: {e}"));
-    }
-    let got = match prepared.result() {
-        Ok(g) => g,
-        Err(e) => return Outcome::new(Class::Wrong, format!("the result cannot be read back: {e}")),
-    };
-    match compare(&got, &want) {
-        None => Outcome::new(Class::Pass, ""),
-        Some(diff) => {
-            let mut o = Outcome::new(Class::Wrong, diff);
+    for threads in runs {
+        if let Some(n) = threads {
+            prepared.output = fresh.clone();
+            prepared.threads = Threads::exactly(n);
+        }
+        let on = threads.map_or(String::new(), |n| format!("on {n} threads: "));
+        if let Err(e) = prepared.run() {
+            return Outcome::new(Class::Crash, format!("{on}run: {e}"));
+        }
+        if let Err(e) = storage::validate(&prepared.output) {
+            return Outcome::new(Class::Wrong, format!("{on}the result breaks its own format: {e}"));
+        }
+        let got = match prepared.result() {
+            Ok(g) => g,
+            Err(e) => return Outcome::new(Class::Wrong, format!("{on}the result cannot be read back: {e}")),
+        };
+        if let Some(diff) = compare(&got, &want) {
+            let mut o = Outcome::new(Class::Wrong, format!("{on}{diff}"));
             o.detail = format!("want:\n{}got:\n{}", indent(&tns_lines(&want.canonical())), indent(&tns_lines(&got.canonical())));
-            o
+            return o;
         }
     }
+    Outcome::new(Class::Pass, "")
 }
 
 /// The oracle's answer for `case`.

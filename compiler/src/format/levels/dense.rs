@@ -28,6 +28,9 @@ impl LevelFormat for Dense {
     fn assembly(&self) -> Assembly<'_> {
         Assembly::Insert(self)
     }
+    fn stores_fill(&self) -> bool {
+        true
+    }
     fn arrays(&self) -> Vec<&'static str> {
         Vec::new()
     }

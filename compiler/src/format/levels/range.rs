@@ -36,6 +36,9 @@ impl LevelFormat for Range {
     fn iteration(&self) -> Iteration<'_> {
         Iteration::CoordValue(self)
     }
+    fn stores_fill(&self) -> bool {
+        true
+    }
     fn arrays(&self) -> Vec<&'static str> {
         vec!["offset"]
     }

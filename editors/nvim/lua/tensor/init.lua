@@ -38,6 +38,8 @@ M.config = {
   -- false: use the Vim syntax file (syntax/tensor.vim) only.
   treesitter = true,
   time_on_save = false,
+  -- Most threads a timed kernel may use (0: every core, for kernels big enough).
+  threads = 0,
   -- Passed to vim.diagnostic.config for this server's diagnostics.
   diagnostics = { virtual_text = { spacing = 2, prefix = '●' }, signs = true, underline = true, severity_sort = true },
   inlay_hints = true,
@@ -364,7 +366,7 @@ function M.attach(buf)
     name = 'tensor-lsp',
     cmd = cmd,
     root_dir = vim.fn.getcwd(),
-    init_options = { timeOnSave = M.config.time_on_save },
+    init_options = { timeOnSave = M.config.time_on_save, threads = M.config.threads },
     handlers = { ['workspace/codeLens/refresh'] = on_lens_refresh },
     on_init = function(c)
       if not ns_configured then

@@ -1,0 +1,181 @@
+//! Operand conversions: a statement the loops cannot run over an operand
+//! in its own format (operands that visit their indices in conflicting
+//! orders, an unordered level that must be merged, a level that must be
+//! located but cannot) runs over a copy of that operand converted to
+//! another format before the kernel. This is the paper's reordering
+//! conversion, done at run time by `storage::convert` and timed with the
+//! kernel.
+//!
+//! The search is by compiling: each access in turn is read from a copy in
+//! each alternative format (nearest first: another mode order of the same
+//! levels, then the presets), and the first statement that compiles wins.
+//! Only the statement's refusal triggers it, so kernels that compile as
+//! written never pay for it.
+
+use super::{Kernel, LowerError};
+use crate::format::alternatives::alternatives;
+use crate::format::TensorFormat;
+use crate::notation::{Access, Assignment, Expr, Span};
+use std::collections::BTreeMap;
+
+/// One operand access read from a converted copy.
+#[derive(Clone, Debug)]
+pub struct Conversion {
+    /// The operand as stored.
+    pub source: String,
+    /// The copy the kernel reads instead.
+    pub copy: String,
+    pub format: TensorFormat,
+    /// The copy's format as written (`CSC`, `dense,compressed:1,0`).
+    pub format_text: String,
+    /// Why the kernel cannot read the operand as stored: the refusal the
+    /// conversion avoids, for the user.
+    pub reason: String,
+    /// The converted access in the statement.
+    pub span: Span,
+}
+
+impl Conversion {
+    /// What the user is told: which operand is converted, to what, and why.
+    pub fn describe(&self) -> String {
+        format!("`{}` is converted to {} before each run, because {}", self.source, self.format_text, self.reason)
+    }
+}
+
+/// How many alternatives per access the search tries: past the mode
+/// orders and the common presets, a conversion is unlikely to be what
+/// helps.
+const PER_ACCESS: usize = 8;
+
+/// The statement compiled with one operand (or one access of it) read
+/// from a converted copy, or the original refusal when no single
+/// conversion makes it compile.
+pub(super) fn compile_converting(
+    a: &Assignment,
+    formats: &BTreeMap<String, TensorFormat>,
+    dims: &BTreeMap<String, Vec<usize>>,
+    refusal: LowerError,
+    compile: &dyn Fn(&Assignment, &BTreeMap<String, TensorFormat>, &BTreeMap<String, Vec<usize>>) -> Result<Kernel, LowerError>,
+) -> Result<Kernel, LowerError> {
+    search(a, formats, dims, refusal, compile, MAX_CONVERSIONS)
+}
+
+/// At most this many operands are converted for one statement (two
+/// unordered operands merged with others need two).
+const MAX_CONVERSIONS: usize = 2;
+
+/// A conversion that trades the refusal for another one is followed by a
+/// second conversion for at most this many of them (each costs a search).
+const FOLLOWED: usize = 4;
+
+fn search(
+    a: &Assignment,
+    formats: &BTreeMap<String, TensorFormat>,
+    dims: &BTreeMap<String, Vec<usize>>,
+    refusal: LowerError,
+    compile: &dyn Fn(&Assignment, &BTreeMap<String, TensorFormat>, &BTreeMap<String, Vec<usize>>) -> Result<Kernel, LowerError>,
+    depth: usize,
+) -> Result<Kernel, LowerError> {
+    let accesses: Vec<&Access> = a.rhs.accesses();
+    // What may be read from one copy: every access of a tensor (a tensor
+    // read twice in the same order needs both converted), or one access (a
+    // tensor read in two orders, `B(i,j) * B(j,i)`).
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (n, acc) in accesses.iter().enumerate() {
+        let all: Vec<usize> = (0..accesses.len()).filter(|&m| accesses[m].tensor == acc.tensor).collect();
+        if all.len() > 1 && all[0] == n {
+            groups.push(all);
+        }
+        groups.push(vec![n]);
+    }
+    // (rank of the alternative, group number, group, alternative): every
+    // group's nearest alternatives are tried before anyone's farther ones,
+    // later accesses first (a refusal usually blames a later operand
+    // against an earlier one).
+    let mut tries = Vec::new();
+    for (g, group) in groups.iter().enumerate() {
+        let acc = accesses[group[0]];
+        let (Some(format), Some(d)) = (formats.get(&acc.tensor), dims.get(&acc.tensor)) else { continue };
+        let elements = d.iter().try_fold(1usize, |p, &x| p.checked_mul(x)).unwrap_or(usize::MAX);
+        for (rank, alt) in alternatives(format, acc.indices.len(), elements).into_iter().take(PER_ACCESS).enumerate() {
+            tries.push((rank, groups.len() - g, group.clone(), alt));
+        }
+    }
+    tries.sort_by_key(|t| (t.0, t.1));
+    // Conversions that got past the refusal into another, worth following.
+    let mut progress = Vec::new();
+    for (_, _, group, alt) in tries {
+        let acc = accesses[group[0]];
+        let mut copy = format!("{}_converted", acc.tensor);
+        while formats.contains_key(&copy) || dims.contains_key(&copy) {
+            copy.push('_');
+        }
+        let mut f = formats.clone();
+        f.insert(copy.clone(), alt.format.clone());
+        let mut d = dims.clone();
+        d.insert(copy.clone(), dims[&acc.tensor].clone());
+        let statement = Assignment { rhs: rename_accesses(&a.rhs, &group, &copy), ..a.clone() };
+        let conversion = Conversion { source: acc.tensor.clone(), copy, format: alt.format, format_text: alt.text, reason: refusal.to_string(), span: acc.span };
+        match compile(&statement, &f, &d) {
+            Ok(kernel) => return Ok(with_conversion(a, conversion, kernel)),
+            Err(e) if depth > 1 && e.is_refusal() && e != refusal && progress.len() < FOLLOWED => progress.push((statement, f, d, e, conversion)),
+            Err(_) => {}
+        }
+    }
+    for (statement, f, d, e, conversion) in progress {
+        if let Ok(kernel) = search(&statement, &f, &d, e, compile, depth - 1) {
+            return Ok(with_conversion(a, conversion, kernel));
+        }
+    }
+    Err(refusal)
+}
+
+/// `kernel` (compiled from `a` with `conversion` applied) as the kernel of
+/// `a`: its conversions run first.
+fn with_conversion(a: &Assignment, conversion: Conversion, kernel: Kernel) -> Kernel {
+    let mut conversions = vec![conversion];
+    conversions.extend(kernel.conversions.iter().cloned());
+    Kernel { assignment: a.clone(), conversions, ..kernel }
+}
+
+/// `e` with its accesses numbered `which` (in `Expr::accesses` order)
+/// reading `to`.
+fn rename_accesses(e: &Expr, which: &[usize], to: &str) -> Expr {
+    fn go(e: &Expr, n: &[usize], seen: &mut usize, to: &str) -> Expr {
+        match e {
+            Expr::Access(a) => {
+                let here = n.contains(seen);
+                *seen += 1;
+                if here {
+                    Expr::Access(Access { tensor: to.to_string(), ..a.clone() })
+                } else {
+                    e.clone()
+                }
+            }
+            Expr::Const(..) => e.clone(),
+            Expr::Neg(x, s) => Expr::Neg(Box::new(go(x, n, seen, to)), *s),
+            Expr::Bin(op, x, y, s) => {
+                let x = go(x, n, seen, to);
+                Expr::Bin(*op, Box::new(x), Box::new(go(y, n, seen, to)), *s)
+            }
+        }
+    }
+    go(e, which, &mut 0, to)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notation::parse_assignment;
+
+    #[test]
+    fn renames_only_the_chosen_accesses() {
+        let a = parse_assignment("A(i,j) = B(i,j) * B(j,i) + B(i,j)").unwrap();
+        let r = rename_accesses(&a.rhs, &[1], "T");
+        let names: Vec<&str> = r.accesses().iter().map(|x| x.tensor.as_str()).collect();
+        assert_eq!(names, ["B", "T", "B"]);
+        let r = rename_accesses(&a.rhs, &[0, 2], "T");
+        let names: Vec<&str> = r.accesses().iter().map(|x| x.tensor.as_str()).collect();
+        assert_eq!(names, ["T", "B", "T"]);
+    }
+}

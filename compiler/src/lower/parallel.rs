@@ -1,0 +1,477 @@
+//! Running the outermost loop of a kernel on several threads, where that
+//! is race-free (taco's `parallelize` rules):
+//!
+//! - **Rows**: each share binds its own coordinates of one of the result's
+//!   variables (every iteration a different one; or, over an ordered
+//!   non-unique level, share bounds moved past runs of equal coordinates)
+//!   and the result is dense, so shares write disjoint positions and
+//!   threads share the result. The statements before the loop (allocation,
+//!   zero fill) run once, in a call of their own.
+//! - **Partials**: the result is dense (or a scalar) but iterations may add
+//!   into the same positions (the loop is over a reduction variable, or over
+//!   an unordered non-unique level): each thread runs the whole kernel into
+//!   a result of its own, summed in thread order afterwards.
+//!
+//! Anything else runs on one thread: results assembled by append, through
+//! a workspace or a coordinate buffer, hashed results, kernels of several
+//! loop nests, and outermost loops that are not a plain `for`.
+//!
+//! Each call computes its own share of the loop from the call parameters
+//! `thread` and `threads`: shares are contiguous ranges of the loop's
+//! iterations, balanced by the positions under each iteration when the
+//! iterated level has a compact, position-iterable child (CSR's rows by
+//! their nonzeros) and by iteration count otherwise. The bounds are taken
+//! as running maxima, so they never decrease whatever the storage holds:
+//! the shares always partition the loop, each iteration in exactly one.
+
+use super::iterators::{Kind, LevelIter};
+use super::operands::{Problem, ResultAssembly};
+use super::Lowerer;
+use crate::format::level::{Assembly, Iteration, LevelCtx};
+use crate::ir::{ArrayRef, BinOp, CmpOp, Emitter, Expr, Parallel, ParamRef, Slot, Stmt, Ty, VarId, CALL_PHASE, CALL_THREAD, CALL_THREADS};
+use std::collections::BTreeSet;
+
+/// The outermost loop of a nest, as the lowerer emitted it.
+#[derive(Clone, Debug)]
+pub(crate) struct OuterLoop {
+    var: VarId,
+    /// The index variable whose coordinates the loop visits.
+    index: String,
+    /// Whether every thread visits different coordinates of `index`.
+    distinct: bool,
+    weight: Option<Weight>,
+    /// For a non-unique ordered level, its coordinate at a position: share
+    /// bounds move past runs of equal coordinates, so a coordinate's
+    /// iterations all fall in one share.
+    runs: Option<Coordinate>,
+}
+
+/// A level's coordinate at position `at`.
+#[derive(Clone, Debug)]
+struct Coordinate {
+    at: VarId,
+    coord: Expr,
+}
+
+/// The positions under one iteration, `[lo, hi)` of the iterated level's
+/// child, as expressions of the iteration (`lo_at`, `hi_at`).
+#[derive(Clone, Debug)]
+struct Weight {
+    lo_at: VarId,
+    lo: Expr,
+    hi_at: VarId,
+    hi: Expr,
+}
+
+impl<'p> Lowerer<'p> {
+    /// Note the `for` loop over `var` that iterates `v` with `it` as the
+    /// outermost loop of the nest.
+    pub(super) fn record_outer(&mut self, var: VarId, v: &str, it: &LevelIter<'p>) {
+        // Value iteration and whole dimensions count coordinates; position
+        // iteration repeats a coordinate only on a non-unique level, where
+        // an ordered one keeps the repeats together.
+        let runs = match it.kind {
+            Kind::Position(_) if !it.unique && it.ordered => self.coordinate(it),
+            _ => None,
+        };
+        let distinct = match it.kind {
+            Kind::Position(_) => (it.unique || runs.is_some()) && !it.dedup,
+            Kind::Value(_) | Kind::Dimension => true,
+        };
+        let weight = self.weight(it);
+        self.outer = Some(OuterLoop { var, index: v.to_string(), distinct, weight, runs });
+    }
+
+    /// The coordinate of the outermost level `it` iterates by position, at
+    /// a position, when expressions alone give it.
+    fn coordinate(&mut self, it: &LevelIter<'p>) -> Option<Coordinate> {
+        let (Kind::Position(f), Some(0)) = (it.kind, it.level) else { return None };
+        let o = &self.p.operands[it.op];
+        let at = self.e.fresh("share_at", Ty::I64);
+        self.e.open();
+        let (coord, found) = f.pos_access(&LevelCtx::new(&o.tensor, 0), &mut self.e, Expr::Var(at), &[]);
+        let pre = self.e.close();
+        (pre.is_empty() && found == Expr::Bool(true)).then_some(Coordinate { at, coord })
+    }
+
+    /// The positions of the level below the iterated one, when they say how
+    /// much work an iteration holds: a compact child iterated by position
+    /// (its bounds never decrease from one parent to the next), reached by
+    /// expressions alone.
+    fn weight(&mut self, it: &LevelIter<'p>) -> Option<Weight> {
+        let k = it.level?;
+        let o = &self.p.operands[it.op];
+        // The outermost loop iterates a first level: its parent position is 0.
+        let child = o.format.levels.get(k + 1).filter(|_| k == 0)?;
+        let Iteration::CoordPosition(f) = child.iteration() else { return None };
+        // A branchless child has one position per parent: no news.
+        if !child.properties().compact || child.properties().branchless {
+            return None;
+        }
+        let (c, c1) = (LevelCtx::new(&o.tensor, k), LevelCtx::new(&o.tensor, k + 1));
+        let lo_at = self.e.fresh("share_at", Ty::I64);
+        let hi_at = self.e.fresh("share_at", Ty::I64);
+        self.e.open();
+        let pos = |e: &mut Emitter, at: VarId| match it.kind {
+            Kind::Position(_) => Some(Expr::Var(at)),
+            Kind::Value(g) => {
+                let (p, found) = g.coord_access(&c, e, Expr::Int(0), &[Expr::Var(at)]);
+                (found == Expr::Bool(true)).then_some(p)
+            }
+            Kind::Dimension => None,
+        };
+        let bounds = match (pos(&mut self.e, lo_at), pos(&mut self.e, hi_at)) {
+            (Some(lo_pos), Some(hi_pos)) => Some((f.pos_bounds(&c1, &mut self.e, lo_pos).0, f.pos_bounds(&c1, &mut self.e, hi_pos).1)),
+            _ => None,
+        };
+        let pre = self.e.close();
+        let (lo, hi) = bounds.filter(|_| pre.is_empty())?;
+        Some(Weight { lo_at, lo, hi_at, hi })
+    }
+}
+
+/// How the outermost loop of a nest computing `p` may be shared, judged
+/// from how the result is assembled.
+fn mode(p: &Problem, outer: &OuterLoop) -> Option<Parallel> {
+    if p.assembly != ResultAssembly::Direct {
+        return None;
+    }
+    let o = p.output();
+    // Dense levels give every coordinate its own position, computed
+    // without writing anything shared: partial results line up too.
+    let dense = o.format.levels.iter().all(|l| l.properties().full && l.locate().is_some() && matches!(l.assembly(), Assembly::Insert(_)));
+    if !dense {
+        return None;
+    }
+    if outer.distinct && o.level_vars.contains(&outer.index) {
+        Some(Parallel::Rows)
+    } else {
+        Some(Parallel::Partials)
+    }
+}
+
+fn loads(e: &Expr, f: &mut dyn FnMut(&ArrayRef, &Expr)) {
+    e.walk(&mut |x| {
+        if let Expr::Load(a, i) = x {
+            f(a, i);
+        }
+    });
+}
+
+/// Whether `block` reads the result's arrays (those of tensor `out`, and
+/// with `scratch` the kernel's scratch arrays too) only to add to what it
+/// stores there: `a[p] = a[p] + e` with `e` not reading them. Then a
+/// result's final values are its first values plus every addition, in
+/// whatever thread each one happens.
+fn reads_result_only_to_add(block: &[Stmt], out: &str, scratch: bool) -> bool {
+    let result = |a: &ArrayRef| a.tensor == out || (scratch && matches!(a.slot, Slot::Scratch(..)));
+    let free = |e: &Expr| {
+        let mut ok = true;
+        loads(e, &mut |a, _| ok &= !result(a));
+        ok
+    };
+    let mut ok = true;
+    crate::ir::walk_block(&block.to_vec(), &mut |s| match s {
+        Stmt::Store(a, i, v) => {
+            let added = match v {
+                Expr::Bin(BinOp::Add, x, e) => matches!(&**x, Expr::Load(b, j) if b == a && **j == *i) && free(e),
+                _ => false,
+            };
+            ok &= free(i) && (added || free(v));
+        }
+        s => ok &= crate::ir::stmt_exprs(s).into_iter().all(free),
+    });
+    ok
+}
+
+/// Whether a loop body sharing the result with other threads writes only
+/// the result's values, reading them only to add to them, and never grows
+/// an array.
+fn rows_body_fits(body: &[Stmt], out: &str) -> bool {
+    let vals = ArrayRef::vals(out);
+    let mut ok = reads_result_only_to_add(body, out, true);
+    crate::ir::walk_block(&body.to_vec(), &mut |s| match s {
+        Stmt::Store(a, ..) => ok &= *a == vals,
+        Stmt::Reserve { .. } | Stmt::SortPairs { .. } => ok = false,
+        _ => {}
+    });
+    ok
+}
+
+/// The assignments in `s` to variables it does not declare itself (state
+/// it carries out, or across iterations when `s` is a loop).
+fn sets_outside(s: &Stmt) -> Vec<(VarId, Expr)> {
+    let (mut declared, mut sets) = (BTreeSet::new(), Vec::new());
+    crate::ir::walk_block(&vec![s.clone()], &mut |x| match x {
+        Stmt::Let(v, _) | Stmt::For { var: v, .. } => {
+            declared.insert(*v);
+        }
+        Stmt::Set(v, e) => sets.push((*v, e.clone())),
+        _ => {}
+    });
+    sets.retain(|(v, _)| !declared.contains(v));
+    sets
+}
+
+fn assigns_outside(s: &Stmt) -> bool {
+    !sets_outside(s).is_empty()
+}
+
+fn uses_var(e: &Expr, v: VarId) -> bool {
+    let mut found = false;
+    e.walk(&mut |x| found |= *x == Expr::Var(v));
+    found
+}
+
+/// Whether what the loop of a `Partials` kernel carries from one iteration
+/// to the next is only sums: float variables set to 0 before the loop,
+/// only added to in it (`t = t + e`), and after it only stored into or
+/// added to the result. A thread's sums then cover its share, and the
+/// threads' results add up to the whole.
+fn carried_sums_fit(before: &[Stmt], the_loop: &Stmt, after: &[Stmt], vars: &[crate::ir::VarInfo]) -> bool {
+    sets_outside(the_loop).iter().all(|(t, e)| {
+        let t = *t;
+        let sum = matches!(e, Expr::Bin(BinOp::Add, x, r) if **x == Expr::Var(t) && !uses_var(r, t));
+        let float = vars.get(t as usize).is_some_and(|v| v.ty == Ty::F64);
+        let starts_at_zero = before.iter().any(|s| matches!(s, Stmt::Let(v, Expr::Float(z)) if *v == t && *z == 0.0));
+        let mut stored_only = true;
+        crate::ir::walk_block(&after.to_vec(), &mut |s| match s {
+            Stmt::Store(a, i, v) => {
+                let value = match v {
+                    Expr::Bin(BinOp::Add, x, y) if matches!(&**x, Expr::Load(b, j) if b == a && **j == *i) => &**y,
+                    v => v,
+                };
+                stored_only &= !uses_var(i, t) && (*value == Expr::Var(t) || !uses_var(value, t));
+            }
+            s => stored_only &= crate::ir::stmt_exprs(s).into_iter().all(|e| !uses_var(e, t)),
+        });
+        sum && float && starts_at_zero && stored_only
+    })
+}
+
+/// Whether the statements around a loop whose rows threads share can be
+/// split into a set-up call and the loop's calls: the set-up's effects
+/// (everything but `let`s) may be skipped by the loop's calls, since the
+/// `let`s they keep read no array the kernel writes and no variable the
+/// set-up assigns; nothing with an effect follows the loop.
+fn rows_frame_fits(before: &[Stmt], bounds: [&Expr; 2], after: &[Stmt], out: &str) -> bool {
+    let pure = |e: &Expr| {
+        let mut ok = true;
+        loads(e, &mut |a, _| ok &= a.tensor != out && !matches!(a.slot, Slot::Scratch(..)));
+        ok
+    };
+    let set_up_fits = before.iter().all(|s| match s {
+        Stmt::Let(_, e) => pure(e),
+        Stmt::Comment(_) => true,
+        Stmt::Set(..) => false,
+        s => !assigns_outside(s),
+    });
+    set_up_fits && bounds.into_iter().all(pure) && after.iter().all(|s| matches!(s, Stmt::Let(..) | Stmt::Comment(_)))
+}
+
+/// Make the outermost loop of the nest in `e`'s top-level block run in
+/// shares, if that is race-free; returns how results are kept apart.
+pub(super) fn share_outer(e: &mut Emitter, p: &Problem, outer: &OuterLoop) -> Option<Parallel> {
+    let mode = mode(p, outer)?;
+    let out = p.output().tensor.clone();
+    let mut body = e.take();
+    let fits = match body.iter().position(|s| matches!(s, Stmt::For { var, .. } if *var == outer.var)) {
+        Some(k) => match (&body[k], mode) {
+            // Shares run apart: nothing may flow from one iteration to the next.
+            (l @ Stmt::For { body: inner, lo, hi, .. }, Parallel::Rows) => {
+                rows_body_fits(inner, &out) && !assigns_outside(l) && rows_frame_fits(&body[..k], [lo, hi], &body[k + 1..], &out)
+            }
+            // Threads' results are added up: the kernel may only add to
+            // its result (its scratch arrays are each call's own).
+            (l, Parallel::Partials) => reads_result_only_to_add(&body, &out, false) && carried_sums_fit(&body[..k], l, &body[k + 1..], &e.vars),
+            _ => false,
+        }
+        .then_some(k),
+        None => None,
+    };
+    let after = match fits {
+        Some(k) => body.split_off(k + 1),
+        None => Vec::new(),
+    };
+    let (Some(Stmt::For { var, lo, hi, body: inner }), true) = (body.last().cloned(), fits.is_some()) else {
+        for s in body {
+            e.push(s);
+        }
+        return None;
+    };
+    body.pop();
+    let phase = Expr::Param(ParamRef::call(CALL_PHASE));
+    let mut set_up = Vec::new();
+    for s in body {
+        match (mode, s) {
+            (Parallel::Rows, s @ (Stmt::Let(..) | Stmt::Comment(_))) => {
+                gate(e, &mut set_up, Expr::cmp(CmpOp::Ne, phase.clone(), Expr::Int(2)));
+                e.push(s);
+            }
+            (Parallel::Rows, s) => set_up.push(s),
+            (Parallel::Partials, s) => e.push(s),
+        }
+    }
+    gate(e, &mut set_up, Expr::cmp(CmpOp::Ne, phase.clone(), Expr::Int(2)));
+    e.comment(match mode {
+        Parallel::Rows => format!("each thread runs a share of the loop, writing its own rows of {out}"),
+        Parallel::Partials => format!("each thread runs a share of the loop into its own {out}, added up afterwards"),
+    });
+    e.open();
+    let (begin, end) = share_bounds(e, lo, hi, outer.weight.as_ref(), outer.runs.as_ref());
+    e.push(Stmt::For { var, lo: begin, hi: end, body: inner });
+    let share = e.close();
+    match mode {
+        Parallel::Rows => e.push(Stmt::If { cond: Expr::cmp(CmpOp::Ne, phase, Expr::Int(1)), then: share, els: Vec::new() }),
+        Parallel::Partials => share.into_iter().for_each(|s| e.push(s)),
+    }
+    for s in after {
+        e.push(s);
+    }
+    Some(mode)
+}
+
+/// Emit `pending` (if any) under `if cond`.
+fn gate(e: &mut Emitter, pending: &mut Vec<Stmt>, cond: Expr) {
+    if !pending.is_empty() {
+        e.push(Stmt::If { cond, then: std::mem::take(pending), els: Vec::new() });
+    }
+}
+
+/// The bounds `[begin, end)` of this call's share of the iterations
+/// `[lo, hi)`. Boundary `s` of `threads` is the first iteration before
+/// which at least `s / threads` of the work lies (work: one per iteration,
+/// plus the positions under it when weighed), searched from boundary
+/// `s - 1` on, so boundaries never decrease; boundary `threads` is `hi`.
+/// With `runs`, a boundary inside a run of equal coordinates moves to its
+/// end.
+fn share_bounds(e: &mut Emitter, lo: Expr, hi: Expr, weight: Option<&Weight>, runs: Option<&Coordinate>) -> (Expr, Expr) {
+    let thread = Expr::Param(ParamRef::call(CALL_THREAD));
+    let threads = Expr::Param(ParamRef::call(CALL_THREADS));
+    let lo = e.bind("share_lo", lo);
+    let hi = e.bind("share_hi", hi);
+    let begin = e.let_var("share_begin", lo.clone());
+    let end = e.let_var("share_end", hi.clone());
+    let split = Expr::and(Expr::cmp(CmpOp::Gt, threads.clone(), Expr::Int(1)), Expr::lt(lo.clone(), hi.clone()));
+    e.if_(split, |e| {
+        let mut total = Expr::sub(hi.clone(), lo.clone());
+        // Read only at iterations inside `[lo, hi)`: `lo` and `m - 1`.
+        let base = weight.map(|w| {
+            e.push(Stmt::Let(w.lo_at, lo.clone()));
+            let base = e.let_var("share_base", w.lo.clone());
+            e.push(Stmt::Let(w.hi_at, Expr::sub(hi.clone(), Expr::Int(1))));
+            total = Expr::add(total.clone(), Expr::sub(w.hi.clone(), base.clone()));
+            base
+        });
+        let total = e.let_var("share_total", total);
+        let b = e.let_var("share_b", lo.clone());
+        e.for_("share_s", Expr::Int(1), Expr::add(thread.clone(), Expr::Int(2)), |e, s| {
+            let last = e.block(|e| e.set(&b, hi.clone()));
+            let search = e.block(|e| {
+                let target = e.let_var("share_target", Expr::div(Expr::mul(total.clone(), s.clone()), threads.clone()));
+                let a = e.let_var("share_a", b.clone());
+                let z = e.let_var("share_z", hi.clone());
+                e.while_(Expr::lt(a.clone(), z.clone()), |e| {
+                    let m = e.let_var("share_m", Expr::add(a.clone(), Expr::div(Expr::sub(z.clone(), a.clone()), Expr::Int(2))));
+                    let cost = e.let_var("share_cost", Expr::sub(m.clone(), lo.clone()));
+                    if let (Some(w), Some(base)) = (weight, &base) {
+                        e.if_(Expr::cmp(CmpOp::Gt, m.clone(), lo.clone()), |e| {
+                            e.push(Stmt::Set(w.hi_at, Expr::sub(m.clone(), Expr::Int(1))));
+                            e.set(&cost, Expr::add(cost.clone(), Expr::sub(w.hi.clone(), base.clone())));
+                        });
+                    }
+                    let found = e.block(|e| e.set(&z, m.clone()));
+                    let not = e.block(|e| e.set(&a, Expr::add(m.clone(), Expr::Int(1))));
+                    e.push(Stmt::If { cond: Expr::cmp(CmpOp::Ge, cost.clone(), target.clone()), then: found, els: not });
+                });
+                if let Some(r) = runs {
+                    // `a - 1` and `a` are both positions of `[lo, hi)` here.
+                    let more = e.let_var("share_more", Expr::and(Expr::cmp(CmpOp::Gt, a.clone(), lo.clone()), Expr::lt(a.clone(), hi.clone())));
+                    e.while_(more.clone(), |e| {
+                        e.push(Stmt::Let(r.at, Expr::sub(a.clone(), Expr::Int(1))));
+                        let before = e.let_var("share_prev", r.coord.clone());
+                        e.push(Stmt::Set(r.at, a.clone()));
+                        let same = Expr::eq(r.coord.clone(), before);
+                        let next = e.block(|e| e.set(&a, Expr::add(a.clone(), Expr::Int(1))));
+                        let stop = e.block(|e| e.set(&more, Expr::Bool(false)));
+                        e.push(Stmt::If { cond: same, then: next, els: stop });
+                        e.if_(Expr::cmp(CmpOp::Ge, a.clone(), hi.clone()), |e| e.set(&more, Expr::Bool(false)));
+                    });
+                }
+                e.set(&b, a.clone());
+            });
+            e.push(Stmt::If { cond: Expr::eq(s.clone(), threads.clone()), then: last, els: search });
+            e.if_(Expr::eq(s.clone(), thread.clone()), |e| e.set(&begin, b.clone()));
+            e.if_(Expr::eq(s.clone(), Expr::add(thread.clone(), Expr::Int(1))), |e| e.set(&end, b.clone()));
+        });
+    });
+    (begin, end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vals(t: &str) -> ArrayRef {
+        ArrayRef::vals(t)
+    }
+
+    #[test]
+    fn only_additions_to_the_result_may_read_it() {
+        let i = Expr::Int(3);
+        let add = Stmt::Store(vals("y"), i.clone(), Expr::add(Expr::load(vals("y"), i.clone()), Expr::load(vals("A"), i.clone())));
+        let store = Stmt::Store(vals("y"), i.clone(), Expr::load(vals("A"), i.clone()));
+        assert!(reads_result_only_to_add(&[add.clone(), store], "y", true));
+        // Scaling, reading another position, reading it in a `let`: no.
+        let scale = Stmt::Store(vals("y"), i.clone(), Expr::mul(Expr::load(vals("y"), i.clone()), Expr::Float(2.0)));
+        let other = Stmt::Store(vals("y"), i.clone(), Expr::add(Expr::load(vals("y"), Expr::Int(4)), Expr::Float(1.0)));
+        let read = Stmt::Let(0, Expr::load(vals("y"), Expr::Int(0)));
+        for bad in [scale, other, read] {
+            assert!(!reads_result_only_to_add(&[add.clone(), bad.clone()], "y", true), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn shared_rows_write_only_the_result_values_and_never_grow() {
+        let i = Expr::Int(3);
+        let add = Stmt::Store(vals("y"), i.clone(), Expr::add(Expr::load(vals("y"), i.clone()), Expr::Float(1.0)));
+        assert!(rows_body_fits(&[add.clone()], "y"));
+        let scratch = ArrayRef { tensor: "y".into(), slot: Slot::Scratch("w".into(), crate::ir::ElemTy::F64) };
+        for bad in [Stmt::Reserve { array: vals("y"), len: Expr::Int(9) }, Stmt::Store(scratch, i.clone(), Expr::Float(1.0))] {
+            assert!(!rows_body_fits(&[add.clone(), bad.clone()], "y"), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn partial_kernels_carry_only_sums_across_iterations() {
+        let vars: Vec<crate::ir::VarInfo> = [("t", Ty::F64), ("i", Ty::I64), ("c", Ty::I64)].iter().map(|(n, ty)| crate::ir::VarInfo { name: n.to_string(), ty: *ty }).collect();
+        let (t, i) = (Expr::Var(0), Expr::Var(1));
+        let add = |v: VarId, e: Expr| Stmt::Set(v, Expr::add(Expr::Var(v), e));
+        let the_loop = |body: Vec<Stmt>| Stmt::For { var: 1, lo: Expr::Int(0), hi: Expr::Int(9), body };
+        let sum = the_loop(vec![add(0, Expr::load(vals("x"), i.clone()))]);
+        let zero = [Stmt::Let(0, Expr::Float(0.0))];
+        let store = [Stmt::Store(vals("a"), Expr::Int(0), t.clone())];
+        assert!(carried_sums_fit(&zero, &sum, &store, &vars));
+        // A sum that starts elsewhere, is scaled after, or an integer carried.
+        assert!(!carried_sums_fit(&[Stmt::Let(0, Expr::Float(1.0))], &sum, &store, &vars));
+        let scaled = [Stmt::Store(vals("a"), Expr::Int(0), Expr::mul(t.clone(), Expr::Float(2.0)))];
+        assert!(!carried_sums_fit(&zero, &sum, &scaled, &vars));
+        let counter = the_loop(vec![add(2, Expr::Int(1))]);
+        assert!(!carried_sums_fit(&[Stmt::Let(2, Expr::Int(0))], &counter, &[], &vars));
+    }
+
+    #[test]
+    fn the_set_up_is_separable_from_the_loop() {
+        let n = Expr::Int(9);
+        let zero_fill = Stmt::For { var: 1, lo: Expr::Int(0), hi: n.clone(), body: vec![Stmt::Store(vals("y"), Expr::Var(1), Expr::Float(0.0))] };
+        let size = Stmt::Let(0, n.clone());
+        assert!(rows_frame_fits(&[size.clone(), zero_fill.clone()], [&Expr::Int(0), &n], &[], "y"));
+        // A set-up that assigns a variable the loop may read; a `let` that
+        // reads the result; an effect after the loop.
+        let counter = Stmt::For { var: 1, lo: Expr::Int(0), hi: n.clone(), body: vec![Stmt::Set(0, Expr::Var(1))] };
+        assert!(!rows_frame_fits(&[size.clone(), counter], [&Expr::Int(0), &n], &[], "y"));
+        let reads = Stmt::Let(2, Expr::load(vals("y"), Expr::Int(0)));
+        assert!(!rows_frame_fits(&[reads], [&Expr::Int(0), &n], &[], "y"));
+        assert!(!rows_frame_fits(&[size], [&Expr::Int(0), &n], &[zero_fill], "y"));
+    }
+}

@@ -1,0 +1,144 @@
+//! Statements the loops cannot run over an operand in its own format run
+//! over a copy converted at run time (operands in conflicting orders,
+//! unordered operands merged with others, a tensor read in two orders),
+//! and sums spanning several terms distribute over them. Each kernel is
+//! checked against the dense reference evaluator and the IR interpreter.
+
+mod common;
+use common::*;
+use std::collections::BTreeMap;
+use tensor_compiler::coo::CooTensor;
+use tensor_compiler::execute::prepare;
+use tensor_compiler::notation::parse_assignment;
+
+fn data(entries: &[(&str, Vec<usize>, f64)], seed: u64) -> BTreeMap<String, CooTensor> {
+    let mut rng = Rng(seed);
+    entries.iter().map(|(n, d, dens)| (n.to_string(), random(d, *dens, &mut rng))).collect()
+}
+
+fn ok(r: Result<(), String>) {
+    if let Err(e) = r {
+        panic!("{e}");
+    }
+}
+
+/// The tensors `expr` converts before its kernel, and to which formats.
+fn conversions(expr: &str, specs: &[(&str, &str)], d: &BTreeMap<String, CooTensor>, out_dims: &[usize]) -> Vec<(String, String)> {
+    let a = parse_assignment(expr).unwrap();
+    let mut orders: BTreeMap<String, usize> = d.iter().map(|(k, v)| (k.clone(), v.order())).collect();
+    orders.insert(a.lhs.tensor.clone(), out_dims.len());
+    let mut all = specs.to_vec();
+    for name in orders.keys() {
+        if !all.iter().any(|(n, _)| n == name) {
+            all.push((name.as_str(), "dense"));
+        }
+    }
+    let p = prepare("kernel", &a, &formats_of(&all, &orders), d, out_dims, None).unwrap_or_else(|e| panic!("{expr}: {e}"));
+    p.kernel.conversions.iter().map(|c| (c.source.clone(), c.format_text.clone())).collect()
+}
+
+#[test]
+fn operands_in_conflicting_orders_are_converted() {
+    for seed in 1..4 {
+        let d = data(&[("B", vec![30, 30], 0.15), ("C", vec![30, 30], 0.15)], seed);
+        for (b, c) in [("CSR", "CSR"), ("CSC", "CSC"), ("COO", "CSR"), ("DCSR", "CSR"), ("CSR", "COO")] {
+            for y in ["dense", "CSR", "CSC", "COO", "hashed,dense"] {
+                let specs = [("B", b), ("C", c), ("A", y)];
+                ok(check("A(i,j) = B(i,j) * C(j,i)", &specs, &d, &[30, 30]));
+                ok(check("A(i,j) = B(i,j) * C(j,i) + B(i,j)", &specs, &d, &[30, 30]));
+            }
+        }
+        // One tensor read in two orders: one access reads a copy.
+        for b in ["CSR", "CSC", "COO", "DCSR"] {
+            ok(check("A(i,j) = B(i,j) * B(j,i)", &[("B", b), ("A", "CSR")], &d, &[30, 30]));
+            ok(check("a = B(i,j) * B(j,i)", &[("B", b)], &d, &[]));
+        }
+    }
+    let d = data(&[("B", vec![30, 30], 0.15), ("C", vec![30, 30], 0.15)], 7);
+    assert_eq!(conversions("A(i,j) = B(i,j) * C(j,i)", &[("B", "CSR"), ("C", "CSR")], &d, &[30, 30]), [("C".to_string(), "CSC".to_string())]);
+    // Formats that agree need no conversion.
+    assert!(conversions("A(i,j) = B(i,j) * C(j,i)", &[("B", "CSR"), ("C", "CSC")], &d, &[30, 30]).is_empty());
+}
+
+#[test]
+fn a_tensor_read_twice_in_the_wrong_order_is_converted_once_for_both() {
+    for seed in 1..4 {
+        let d = data(&[("B", vec![12, 9], 0.3), ("C", vec![12, 9], 0.3), ("X", vec![12, 9], 0.3)], seed);
+        for y in ["dense", "dense,dense:1,0", "CSR"] {
+            let specs = [("B", "CSR"), ("C", "CSR"), ("X", "CSC"), ("Y", y)];
+            ok(check("Y(i,j) = B(i,j) * X(i,j) + C(i,j) * X(i,j)", &specs, &d, &[12, 9]));
+        }
+        let d3 = data(&[("B", vec![4, 5, 6], 0.3), ("E", vec![4, 5, 6], 0.3)], seed);
+        for e in ["compressed,dense,compressed:2,0,1", "CSF:1,2,0", "COO:2,1,0"] {
+            ok(check("A(i,j,k) = B(i,j,k) * E(i,j,k)", &[("B", "CSF"), ("E", e), ("A", "dense")], &d3, &[4, 5, 6]));
+        }
+    }
+}
+
+#[test]
+fn unordered_operands_merged_with_others_are_sorted_first() {
+    for seed in 1..5 {
+        let d = data(&[("b", vec![40], 0.3), ("c", vec![40], 0.3), ("x", vec![40], 0.3), ("a", vec![40], 0.3), ("z", vec![40], 1.0)], seed);
+        for y in ["dense", "sparse", "hash"] {
+            for c in ["compressed(unordered)", "hash"] {
+                ok(check("y(i) = b(i) * c(i) + x(i)", &[("b", "sparse"), ("c", c), ("x", "sparse"), ("y", y)], &d, &[40]));
+            }
+            // Two unordered operands: two conversions.
+            ok(check(
+                "y(i) = -1.5 * b(i) * a(i) * z(i) + x(i) * z(i) * b(i) + z(i) * x(i) * c(i)",
+                &[("b", "compressed(unordered)"), ("a", "COO"), ("z", "dense"), ("x", "compressed(unordered)"), ("c", "sparse"), ("y", y)],
+                &d,
+                &[40],
+            ));
+        }
+        let m = data(&[("B", vec![20, 20], 0.2), ("C", vec![20, 20], 0.2)], seed);
+        ok(check("Y(i,j) = B(i,j) + C(i,j)", &[("B", "hashed,dense"), ("C", "CSR"), ("Y", "CSR")], &m, &[20, 20]));
+        ok(check("Y(i,j) = B(i,j) + C(i,j)", &[("B", "dense,compressed(unordered)"), ("C", "CSR"), ("Y", "CSR")], &m, &[20, 20]));
+    }
+}
+
+#[test]
+fn the_result_read_transposed_on_its_right_hand_side() {
+    for seed in 1..4 {
+        let d = data(&[("A", vec![15, 15], 0.2), ("B", vec![15, 15], 0.2)], seed);
+        for f in ["CSR", "CSC", "COO", "dense"] {
+            ok(check("A(i,j) = A(j,i) * B(i,j)", &[("A", f), ("B", "CSR")], &d, &[15, 15]));
+            ok(check("A(i,j) = A(j,i) + B(i,j)", &[("A", f), ("B", "CSR")], &d, &[15, 15]));
+        }
+    }
+}
+
+#[test]
+fn sums_spanning_several_terms_distribute_over_them() {
+    for seed in 1..5 {
+        let d = data(
+            &[("B", vec![9, 7], 0.3), ("C", vec![9, 7], 0.3), ("x", vec![7], 0.5), ("w", vec![7], 0.5), ("z", vec![9], 0.5), ("b", vec![7], 0.5), ("c", vec![7], 0.5)],
+            seed,
+        );
+        for (fb, fc) in [("CSR", "COO"), ("dense", "CSC"), ("BCSR(2)", "DCSR")] {
+            for y in ["dense", "sparse", "hash"] {
+                let specs = [("B", fb), ("C", fc), ("x", "dense"), ("w", "sparse"), ("z", "sparse"), ("y", y)];
+                ok(check("y(i) = B(i,j) * x(j) - 2 * C(i,j) * w(j) + z(i)", &specs, &d, &[9]));
+                ok(check("y(i) = B(i,j) * x(j) + C(i,j) * w(j) + 3", &specs, &d, &[9]));
+            }
+        }
+        // A term without the summed variable is added once per coordinate.
+        ok(check("a = b(j) + 3 - c(j)", &[("b", "sparse"), ("c", "sparse")], &d, &[]));
+        ok(check("a = C(k,i) + 3 + B(k,i) * C(k,i) + 2", &[("B", "CSR"), ("C", "COO")], &d, &[]));
+        ok(check("y(i) = (B(i,j) + C(i,j)) * z(i) + C(i,j) * x(j)", &[("B", "CSR"), ("C", "CSR"), ("y", "sparse")], &d, &[9]));
+    }
+}
+
+#[test]
+fn conversions_are_told_and_counted_in_the_run() {
+    // The command line says which operand is converted and why.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tensorc"))
+        .args(["A(i,j) = B(i,j) * C(j,i)", "-f", "B:CSR", "-f", "C:CSR", "-f", "A:dense", "-d", "B:6,6", "-d", "C:6,6", "--emit", "c"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("note: `C` is converted to CSC before each run, because no loop order works"), "{stderr}");
+    assert!(stdout.starts_with("/* converted before the kernel: C_converted is C stored as CSC */"), "{stdout}");
+}

@@ -1,0 +1,309 @@
+//! Kernels whose outermost loop runs on several threads: every kind the
+//! lowerer shares (rows of a dense result; partial results of reductions)
+//! gives the single-threaded answer and the oracle's on random inputs, on
+//! 1, 2, 3 and 7 threads and on more threads than the loop has iterations,
+//! with empty inputs too, on both tiers (the cc tier is skipped, with a
+//! line saying so, when there is no C compiler). Kernels that cannot be
+//! shared say so and run on one thread.
+
+mod common;
+use common::*;
+use std::collections::BTreeMap;
+use tensor_compiler::backend::cc;
+use tensor_compiler::coo::CooTensor;
+use tensor_compiler::execute::{prepare, Prepared};
+use tensor_compiler::ir::Parallel;
+use tensor_compiler::jit::Tier;
+use tensor_compiler::notation::parse_assignment;
+use tensor_compiler::oracle;
+use tensor_compiler::threads::Threads;
+
+/// A kernel to share: expression, formats (others dense), how it is shared.
+struct Case {
+    expr: &'static str,
+    formats: &'static [(&'static str, &'static str)],
+    mode: Option<Parallel>,
+}
+
+const fn case(expr: &'static str, formats: &'static [(&'static str, &'static str)], mode: Option<Parallel>) -> Case {
+    Case { expr, formats, mode }
+}
+
+use Parallel::{Partials, Rows};
+
+const CASES: &[Case] = &[
+    // Rows: each iteration owns its coordinate of a result variable.
+    case("y(i) = A(i,j) * x(j)", &[("A", "CSR")], Some(Rows)),
+    case("y(i) = A(i,j) * x(j)", &[("A", "DCSR")], Some(Rows)),
+    case("y(i) = A(i,j) * x(j)", &[("A", "CSR"), ("x", "sparse")], Some(Rows)),
+    case("y(i) = A(i,j) * x(j)", &[("A", "CSR"), ("x", "hash")], Some(Rows)),
+    case("y(i) += A(i,j) * x(j)", &[("A", "DCSR")], Some(Rows)),
+    case("C(i,k) = A(i,j) * B(j,k)", &[("A", "CSR")], Some(Rows)),
+    case("C(i,k) = A(i,j) * B(j,k)", &[("A", "CSR"), ("B", "CSR")], Some(Rows)),
+    case("C(i,j) = A(i,j) * B(i,j)", &[("A", "CSR")], Some(Rows)),
+    case("C(i,j) = A(j,i)", &[("A", "CSR")], Some(Rows)),
+    case("y(i) = A(i,j,k) * B(j,k)", &[("A", "CSF")], Some(Rows)),
+    case("y(i) = 2 * x(i)", &[], Some(Rows)),
+    // (a COO row's entries stay in one share)
+    case("y(i) = A(i,j) * x(j)", &[("A", "COO")], Some(Rows)),
+    case("y(i) += A(i,j) * x(j)", &[("A", "COO")], Some(Rows)),
+    case("C(i,k) = A(i,j,k) * x(j)", &[("A", "COO")], Some(Rows)),
+    // Partials: reductions, and loops that may meet a coordinate twice.
+    case("a = x(i) * z(i)", &[], Some(Partials)),
+    case("a = A(i,j) * B(i,j)", &[("A", "CSR"), ("B", "CSR")], Some(Partials)),
+    case("y(j) = A(i,j) * x(i)", &[("A", "CSR")], Some(Partials)),
+    case("y(i) = A(i,j) * x(j)", &[("A", "CSC")], Some(Partials)),
+    case("y(i) = A(i,j) * x(j)", &[("A", "ELL")], Some(Partials)),
+    case("y(i) = A(i,j) * x(j)", &[("A", "DIA")], Some(Partials)),
+    case("y(i) = A(i,j) * x(j)", &[("A", "BCSR(2)")], Some(Partials)),
+    case("y(j) = A(i,j) * x(i)", &[("A", "COO")], Some(Partials)),
+    // One thread: sparse results, several nests, merged outer loops.
+    case("C(i,j) = A(i,j) + B(i,j)", &[("A", "CSR"), ("B", "CSR"), ("C", "CSR")], None),
+    case("C(i,k) = A(i,j) * B(j,k)", &[("A", "CSR"), ("B", "CSR"), ("C", "CSR")], None),
+    case("y(i) = A(i,j) * x(j) + z(i)", &[("A", "CSR")], None),
+    case("y(i) = x(i) + z(i)", &[("x", "sparse"), ("z", "sparse")], None),
+    case("C(i,j) = A(i,j)", &[("A", "CSR"), ("C", "dense,hashed")], None),
+];
+
+/// Dimensions by index name; `rows` is the extent of `i`.
+fn extent(var: &str, rows: usize) -> usize {
+    match var {
+        "i" => rows,
+        "j" => 11,
+        _ => 5,
+    }
+}
+
+struct Data {
+    a: tensor_compiler::notation::Assignment,
+    formats: BTreeMap<String, tensor_compiler::format::TensorFormat>,
+    data: BTreeMap<String, CooTensor>,
+    out_dims: Vec<usize>,
+    initial: Option<CooTensor>,
+}
+
+fn data(c: &Case, rows: usize, seed: u64) -> Data {
+    let a = parse_assignment(c.expr).unwrap();
+    let dims = |acc: &tensor_compiler::notation::Access| -> Vec<usize> { acc.indices.iter().map(|i| extent(&i.name, rows)).collect() };
+    let mut rng = Rng(seed);
+    let mut data = BTreeMap::new();
+    for acc in a.rhs.accesses() {
+        data.entry(acc.tensor.clone()).or_insert_with(|| random(&dims(acc), 0.3, &mut rng));
+    }
+    let out_dims = dims(&a.lhs);
+    let initial = a.accumulate.then(|| random(&out_dims, 0.5, &mut rng));
+    let mut orders: BTreeMap<String, usize> = data.iter().map(|(k, v)| (k.clone(), v.order())).collect();
+    orders.insert(a.lhs.tensor.clone(), out_dims.len());
+    let mut all: Vec<(&str, &str)> = c.formats.to_vec();
+    for name in orders.keys() {
+        if !all.iter().any(|(n, _)| n == name) {
+            all.push((name.as_str(), "dense"));
+        }
+    }
+    let formats = formats_of(&all, &orders);
+    Data { a, formats, data, out_dims, initial }
+}
+
+impl Data {
+    fn prepare(&self, tier: Tier) -> Prepared {
+        let mut p = prepare("kernel", &self.a, &self.formats, &self.data, &self.out_dims, self.initial.as_ref()).unwrap_or_else(|e| panic!("{}: {e}", self.a));
+        if tier == Tier::Cc {
+            p.compiled = cc::compile(&p.kernel.function).unwrap_or_else(|e| panic!("{}: {e}", self.a));
+        }
+        p
+    }
+
+    fn run(&self, tier: Tier, threads: Threads) -> (CooTensor, usize) {
+        let mut p = self.prepare(tier);
+        p.threads = threads;
+        let used = p.threads_used().unwrap();
+        p.run().unwrap_or_else(|e| panic!("{} on {threads:?}: {e}", self.a));
+        tensor_compiler::storage::validate(&p.output).unwrap_or_else(|e| panic!("{} on {threads:?}: {e}", self.a));
+        (p.result().unwrap(), used)
+    }
+}
+
+/// A private cache for the cc tier's objects; `None` (and a line saying
+/// so) without a C compiler.
+fn cc_tier(test: &str) -> Option<Tier> {
+    static INIT: std::sync::Once = std::sync::Once::new();
+    INIT.call_once(|| std::env::set_var("TENSOR_CACHE_DIR", std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("parallel-cc")));
+    match cc::compiler() {
+        Ok(_) => Some(Tier::Cc),
+        Err(e) => {
+            println!("skipped the cc tier of {test}: {e}");
+            None
+        }
+    }
+}
+
+/// Every case on `tier` with `rows` rows: the marking, then each thread
+/// count against one thread and the oracle.
+fn check_cases(tier: Tier, rows: usize, seeds: std::ops::Range<u64>) {
+    for c in CASES {
+        for seed in seeds.clone() {
+            let d = data(c, rows, seed);
+            let p = d.prepare(tier);
+            assert_eq!(p.kernel.function.parallel, c.mode, "{} {:?}: shared as {:?}\n{}", c.expr, c.formats, p.kernel.function.parallel, p.kernel.function);
+            let want = oracle::evaluate(&d.a, &d.data, &d.out_dims, d.initial.as_ref()).unwrap();
+            let (one, _) = d.run(tier, Threads::exactly(1));
+            close(&one, &want).unwrap_or_else(|e| panic!("{} {:?} on 1 thread ({tier:?}): {e}", c.expr, c.formats));
+            for n in [2, 3, 7, rows + 5] {
+                let (got, used) = d.run(tier, Threads::exactly(n));
+                let ctx = format!("{} {:?}, {rows} rows, seed {seed}, {n} threads ({tier:?})", c.expr, c.formats);
+                match c.mode {
+                    Some(Rows) => assert_eq!(used, n, "{ctx}"),
+                    Some(Partials) => assert!((1..=n).contains(&used), "{ctx}: {used} threads"),
+                    None => assert_eq!(used, 1, "{ctx}"),
+                }
+                close(&got, &want).unwrap_or_else(|e| panic!("{ctx}: against the oracle: {e}"));
+                close(&got, &one).unwrap_or_else(|e| panic!("{ctx}: against one thread: {e}"));
+                if c.mode != Some(Partials) {
+                    // Shared rows are computed exactly as on one thread.
+                    assert_eq!(got.canonical(), one.canonical(), "{ctx}: differs from one thread");
+                }
+                // A thread count always gives the same sums.
+                let (again, _) = d.run(tier, Threads::exactly(n));
+                assert_eq!(again.canonical(), got.canonical(), "{ctx}: not deterministic");
+            }
+        }
+    }
+}
+
+#[test]
+fn shared_kernels_agree_with_one_thread_and_the_oracle() {
+    check_cases(Tier::Cranelift, 40, 1..4);
+}
+
+#[test]
+fn more_threads_than_rows_and_no_rows_at_all() {
+    for rows in [0, 1, 3] {
+        check_cases(Tier::Cranelift, rows, 1..2);
+    }
+}
+
+#[test]
+fn the_cc_tier_shares_the_same_way() {
+    let Some(tier) = cc_tier("the_cc_tier_shares_the_same_way") else { return };
+    check_cases(tier, 40, 1..2);
+    for rows in [0, 3] {
+        check_cases(tier, rows, 1..2);
+    }
+}
+
+/// Shares balance CSR rows by their nonzeros: one dense row among empty
+/// ones gets a thread of its own, and the answer is still exact.
+#[test]
+fn shares_follow_the_nonzeros_of_skewed_rows() {
+    let mut a = CooTensor::new(vec![100, 100]);
+    for j in 0..100 {
+        a.push(&[97, j], 1.0 + j as f64);
+    }
+    a.push(&[3, 4], 2.0);
+    let x = random(&[100], 1.0, &mut Rng(7));
+    let c = &CASES[0];
+    let mut d = data(c, 100, 1);
+    d.data.insert("A".into(), a);
+    d.data.insert("x".into(), x);
+    let want = oracle::evaluate(&d.a, &d.data, &d.out_dims, None).unwrap();
+    for n in [2, 3, 4, 150] {
+        let (got, used) = d.run(Tier::Cranelift, Threads::exactly(n));
+        assert_eq!(used, n);
+        close(&got, &want).unwrap_or_else(|e| panic!("{n} threads: {e}"));
+    }
+}
+
+/// By default small kernels stay on the calling thread; one thread is
+/// today's single call whatever the kernel.
+#[test]
+fn small_kernels_and_one_thread_use_one_call() {
+    let d = data(&CASES[0], 40, 1);
+    let mut p = d.prepare(Tier::Cranelift);
+    p.threads = Threads::up_to(8);
+    assert_eq!(p.threads_used().unwrap(), 1);
+    p.threads = Threads::exactly(1);
+    assert_eq!(p.threads_used().unwrap(), 1);
+    p.threads = Threads::exactly(8);
+    assert_eq!(p.threads_used().unwrap(), 8);
+}
+
+/// The interpreter runs the shared kernels whole (thread 0 of 1).
+#[test]
+fn the_interpreter_runs_shared_kernels_whole() {
+    for c in CASES.iter().filter(|c| c.mode.is_some()) {
+        let d = data(c, 9, 3);
+        let want = oracle::evaluate(&d.a, &d.data, &d.out_dims, d.initial.as_ref()).unwrap();
+        let mut p = d.prepare(Tier::Cranelift);
+        p.run_interpreted().unwrap_or_else(|e| panic!("{}: {e}", c.expr));
+        close(&p.result().unwrap(), &want).unwrap_or_else(|e| panic!("{}: {e}", c.expr));
+    }
+}
+
+/// Where the first of two shares ends: with the nonzeros all in the first
+/// half of the rows, balancing by rows plus nonzeros puts the boundary
+/// near row 27 of 100 (21 m = (100 + 50 * 20) / 2), not at row 50.
+#[test]
+fn a_share_covers_rows_by_their_work() {
+    let mut a = CooTensor::new(vec![100, 100]);
+    for i in 0..50 {
+        for j in 0..20 {
+            a.push(&[i, j * 5], 1.0);
+        }
+    }
+    let mut x = CooTensor::new(vec![100]);
+    for j in 0..100 {
+        x.push(&[j], 1.0);
+    }
+    for tier in [Some(Tier::Cranelift), cc_tier("a_share_covers_rows_by_their_work")].into_iter().flatten() {
+        let mut d = data(&CASES[0], 100, 1);
+        d.data.insert("A".into(), a.clone());
+        d.data.insert("x".into(), x.clone());
+        let mut p = d.prepare(tier);
+        let inputs: Vec<_> = p.inputs.iter().map(|t| tensor_compiler::storage::validate(t).unwrap()).collect();
+        let share = tensor_compiler::jit::Share { thread: 0, threads: 2, phase: 0 };
+        tensor_compiler::jit::run_share(&p.compiled, &inputs, &mut p.output, share).unwrap();
+        let written: Vec<usize> = (0..100).filter(|&i| p.output.vals[i] != 0.0).collect();
+        assert_eq!(written, (0..27).collect::<Vec<_>>(), "{tier:?}");
+    }
+}
+
+/// COO SpMV shares rows: a run of one row's entries never straddles two
+/// shares, however the work splits. Each share, run alone, writes rows no
+/// other share writes, and together they write every row with entries.
+#[test]
+fn coo_rows_stay_in_one_share() {
+    let mut a = CooTensor::new(vec![10, 100]);
+    for (i, n) in [(0, 1), (2, 3), (4, 60), (5, 1), (9, 20)] {
+        for j in 0..n {
+            a.push(&[i, j], 1.0);
+        }
+    }
+    let mut x = CooTensor::new(vec![100]);
+    for j in 0..100 {
+        x.push(&[j], 1.0);
+    }
+    let c = CASES.iter().find(|c| c.formats == [("A", "COO")] && c.expr.starts_with("y(i) =")).unwrap();
+    for tier in [Some(Tier::Cranelift), cc_tier("coo_rows_stay_in_one_share")].into_iter().flatten() {
+        let mut d = data(c, 10, 1);
+        d.data.insert("A".into(), a.clone());
+        d.data.insert("x".into(), x.clone());
+        for threads in [2, 3, 4, 7, 30] {
+            let mut owner = [None; 10];
+            for t in 0..threads {
+                let mut p = d.prepare(tier);
+                let inputs: Vec<_> = p.inputs.iter().map(|t| tensor_compiler::storage::validate(t).unwrap()).collect();
+                let share = tensor_compiler::jit::Share { thread: t, threads, phase: 0 };
+                tensor_compiler::jit::run_share(&p.compiled, &inputs, &mut p.output, share).unwrap();
+                for (i, v) in p.output.vals.iter().enumerate() {
+                    if *v != 0.0 {
+                        assert_eq!(owner[i], None, "row {i} in shares {:?} and {t} of {threads} ({tier:?})", owner[i]);
+                        assert_eq!(*v, [1.0, 0.0, 3.0, 0.0, 60.0, 1.0, 0.0, 0.0, 0.0, 20.0][i], "row {i}, share {t} of {threads}");
+                        owner[i] = Some(t);
+                    }
+                }
+            }
+            let rows: Vec<usize> = (0..10).filter(|&i| owner[i].is_some()).collect();
+            assert_eq!(rows, [0, 2, 4, 5, 9], "{threads} threads ({tier:?})");
+        }
+    }
+}
