@@ -333,6 +333,11 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
     for c in &prepared.kernel.conversions {
         eprintln!("note: {}", c.describe());
     }
+    if prepared.kernel.buffer.is_some() {
+        let out = &s.assignment.lhs.tensor;
+        let format = s.formats.get(out).map(|f| f.display_name()).unwrap_or_default();
+        eprintln!("note: `{out}` is assembled through a coordinate buffer: the loops cannot write {format} in the order they produce entries, so the kernel appends them in any order and they are packed into {format} after each run (inside the timer; --time says how long packing takes)");
+    }
     // An explicit count is used wherever the loop can be shared, however
     // small the kernel; the default leaves small kernels on one thread.
     prepared.threads = o.threads.map_or_else(crate::threads::Threads::all, crate::threads::Threads::exactly);
@@ -384,8 +389,8 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
                 Some(n) => prepared.time(n.max(1)).map_err(|e| e.to_string())?,
                 None => {
                     let t0 = std::time::Instant::now();
-                    prepared.run().map_err(|e| e.to_string())?;
-                    Timing { compile: prepared.compiled.compile_time, runs: vec![t0.elapsed()] }
+                    let phases = prepared.run().map_err(|e| e.to_string())?;
+                    Timing { compile: prepared.compiled.compile_time, runs: vec![t0.elapsed()], phases: vec![phases] }
                 }
             };
             timings.push(TierTiming { tier: prepared.compiled.tier, timing });
@@ -415,8 +420,11 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
             "backend": served.tier.name(),
             "threads": threads_used,
             "shared_loop": prepared.compiled.parallel.map(crate::ir::Parallel::name),
+            "convert_ms": ms(timing.median_convert()),
+            "pack_ms": ms(timing.median_pack()),
             "tiers": timings.iter().map(|t| (t.tier.name().to_string(), serde_json::json!({
                 "median_ms": ms(t.timing.median()), "min_ms": ms(t.timing.min()), "runs": t.timing.runs.len(), "compile_ms": ms(t.timing.compile),
+                "convert_ms": ms(t.timing.median_convert()), "pack_ms": ms(t.timing.median_pack()),
             }))).collect::<serde_json::Map<_, _>>(),
             "result": { "name": s.assignment.lhs.tensor, "dims": s.out_dims, "nnz": result.nnz(), "checksum": result.vals.iter().sum::<f64>() },
         });
@@ -436,6 +444,16 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
         let label = if timings.len() > 1 { format!(" ({})", t.tier.name()) } else { String::new() };
         let _ = writeln!(out, "compile: {:.3} ms{label}", ms(t.timing.compile));
         let _ = writeln!(out, "time:    median {:.3} ms, min {:.3} ms over {} run(s){label}", ms(t.timing.median()), ms(t.timing.min()), t.timing.runs.len());
+        let mut around = Vec::new();
+        if !prepared.kernel.conversions.is_empty() {
+            around.push(format!("converting operands {:.3} ms", ms(t.timing.median_convert())));
+        }
+        if prepared.kernel.buffer.is_some() {
+            around.push(format!("packing the result {:.3} ms", ms(t.timing.median_pack())));
+        }
+        if !around.is_empty() {
+            let _ = writeln!(out, "         of which {} (medians){label}", around.join(", "));
+        }
     }
     Ok(out)
 }

@@ -93,17 +93,40 @@ pub struct Prepared {
 #[derive(Clone, Debug)]
 pub struct Timing {
     pub compile: Duration,
+    /// Each run's whole time, what the user waits for.
     pub runs: Vec<Duration>,
+    /// The parts of each run spent outside the kernel, run for run.
+    pub phases: Vec<Phases>,
+}
+
+/// Time a run spends around the kernel itself, inside its timer.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Phases {
+    /// Converting operands the kernel reads in another format.
+    pub convert: Duration,
+    /// Packing the result from the coordinate buffer the kernel wrote.
+    pub pack: Duration,
+}
+
+fn median_of(mut r: Vec<Duration>) -> Duration {
+    r.sort();
+    r.get(r.len() / 2).copied().unwrap_or_default()
 }
 
 impl Timing {
     pub fn median(&self) -> Duration {
-        let mut r = self.runs.clone();
-        r.sort();
-        r.get(r.len() / 2).copied().unwrap_or_default()
+        median_of(self.runs.clone())
     }
     pub fn min(&self) -> Duration {
         self.runs.iter().min().copied().unwrap_or_default()
+    }
+    /// Median time of converting operands, over the runs.
+    pub fn median_convert(&self) -> Duration {
+        median_of(self.phases.iter().map(|p| p.convert).collect())
+    }
+    /// Median time of packing the result from its buffer, over the runs.
+    pub fn median_pack(&self) -> Duration {
+        median_of(self.phases.iter().map(|p| p.pack).collect())
     }
 }
 
@@ -174,7 +197,7 @@ pub fn prepare(
 
 impl Prepared {
     /// Run once (validating operands first: cheap, linear).
-    pub fn run(&mut self) -> Result<(), ExecError> {
+    pub fn run(&mut self) -> Result<Phases, ExecError> {
         let inputs = self.inputs.iter().map(storage::validate).collect::<Result<Vec<_>, _>>()?;
         call(&self.kernel, &self.compiled, &inputs, &mut self.output, &mut self.buffer, self.threads)
     }
@@ -190,15 +213,16 @@ impl Prepared {
         let initial = self.output.clone();
         call(&self.kernel, &self.compiled, &refs, &mut self.output, &mut self.buffer, self.threads)?;
         let mut times = Vec::with_capacity(runs);
+        let mut phases = Vec::with_capacity(runs);
         for _ in 0..runs {
             if accumulate {
                 self.output = initial.clone();
             }
             let t0 = Instant::now();
-            call(&self.kernel, &self.compiled, &refs, &mut self.output, &mut self.buffer, self.threads)?;
+            phases.push(call(&self.kernel, &self.compiled, &refs, &mut self.output, &mut self.buffer, self.threads)?);
             times.push(t0.elapsed());
         }
-        Ok(Timing { compile: self.compiled.compile_time, runs: times })
+        Ok(Timing { compile: self.compiled.compile_time, runs: times, phases })
     }
 
     /// How many threads a run uses (`threads::used`).
@@ -236,27 +260,37 @@ fn converted_operands(kernel: &Kernel, inputs: &[storage::Validated<'_>]) -> Res
 /// in another format are converted first (inside the timer: the user pays for them), and a
 /// result written through a coordinate buffer is packed after (the kernel
 /// writes the buffer; the result is rebuilt from it).
-fn call(kernel: &Kernel, compiled: &CompiledKernel, inputs: &[storage::Validated<'_>], output: &mut Tensor, buffer: &mut Option<Tensor>, threads: Threads) -> Result<(), ExecError> {
+/// Returns how long the conversions and the packing took.
+fn call(kernel: &Kernel, compiled: &CompiledKernel, inputs: &[storage::Validated<'_>], output: &mut Tensor, buffer: &mut Option<Tensor>, threads: Threads) -> Result<Phases, ExecError> {
     if !kernel.conversions.is_empty() {
+        let t0 = Instant::now();
         let copies = converted_operands(kernel, inputs)?;
         let mut all = inputs.to_vec();
         for c in &copies {
             all.push(storage::validate(c)?);
         }
-        return call_converted(compiled, &all, output, buffer, threads);
+        let convert = t0.elapsed();
+        let pack = call_converted(compiled, &all, output, buffer, threads)?;
+        return Ok(Phases { convert, pack });
     }
-    call_converted(compiled, inputs, output, buffer, threads)
+    let pack = call_converted(compiled, inputs, output, buffer, threads)?;
+    Ok(Phases { convert: Duration::ZERO, pack })
 }
 
-fn call_converted(compiled: &CompiledKernel, inputs: &[storage::Validated<'_>], output: &mut Tensor, buffer: &mut Option<Tensor>, threads: Threads) -> Result<(), ExecError> {
+/// Run the kernel; returns how long packing its buffer took (zero without one).
+fn call_converted(compiled: &CompiledKernel, inputs: &[storage::Validated<'_>], output: &mut Tensor, buffer: &mut Option<Tensor>, threads: Threads) -> Result<Duration, ExecError> {
     match buffer {
-        None => crate::threads::run(compiled, inputs, output, threads)?,
+        None => {
+            crate::threads::run(compiled, inputs, output, threads)?;
+            Ok(Duration::ZERO)
+        }
         Some(buffer) => {
             jit::run_kernel(compiled, inputs, buffer)?;
+            let t0 = Instant::now();
             *output = pack_buffer(buffer, output)?;
+            Ok(t0.elapsed())
         }
     }
-    Ok(())
 }
 
 /// The result packed from a coordinate buffer: its entries in any order,

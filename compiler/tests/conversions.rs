@@ -142,3 +142,28 @@ fn conversions_are_told_and_counted_in_the_run() {
     assert!(stderr.contains("note: `C` is converted to CSC before each run, because no loop order works"), "{stderr}");
     assert!(stdout.starts_with("/* converted before the kernel: C_converted is C stored as CSC */"), "{stdout}");
 }
+
+/// Runs `tensorc` with `args`; returns (stdout, stderr) of a successful run.
+fn tensorc(args: &[&str]) -> (String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tensorc")).args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{stderr}");
+    (String::from_utf8_lossy(&out.stdout).to_string(), stderr)
+}
+
+#[test]
+fn time_spent_converting_and_packing_is_reported() {
+    // A result in a format with hidden levels goes through a buffer: the
+    // note says so, and the timing splits out the packing.
+    let (stdout, stderr) = tensorc(&["A(i,j) = B(i,j)", "-f", "B:CSR", "-f", "A:DIA", "-d", "B:40,40", "--time", "3", "--backend", "cranelift"]);
+    assert!(stderr.contains("note: `A` is assembled through a coordinate buffer") && stderr.contains("packed into DIA after each run"), "{stderr}");
+    assert!(stdout.contains("of which packing the result"), "{stdout}");
+    // Conversions likewise, in the text and in the JSON report.
+    let (stdout, _) = tensorc(&["A(i,j) = B(i,j) * C(j,i)", "-f", "B:CSR", "-f", "C:CSR", "-f", "A:dense", "-d", "B:30,30", "-d", "C:30,30", "--time", "3", "--backend", "cranelift"]);
+    assert!(stdout.contains("of which converting operands"), "{stdout}");
+    let (json, _) = tensorc(&["A(i,j) = B(i,j) * C(j,i)", "-f", "B:CSR", "-f", "C:CSR", "-f", "A:dense", "-d", "B:30,30", "-d", "C:30,30", "--time", "3", "--json", "--backend", "cranelift"]);
+    let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    let (convert, median) = (v["convert_ms"].as_f64().unwrap(), v["median_ms"].as_f64().unwrap());
+    assert!(convert > 0.0 && convert <= median * 1.5 + 0.01, "{json}");
+    assert_eq!(v["pack_ms"].as_f64(), Some(0.0), "{json}");
+}
