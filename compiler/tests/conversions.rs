@@ -143,6 +143,28 @@ fn conversions_are_told_and_counted_in_the_run() {
     assert!(stdout.starts_with("/* converted before the kernel: C_converted is C stored as CSC */"), "{stdout}");
 }
 
+#[test]
+fn products_over_an_addition_holding_a_sum_are_multiplied_out() {
+    for seed in 1..5 {
+        let d = data(&[("B", vec![9, 7], 0.3), ("C", vec![7, 7], 0.3), ("x", vec![7], 0.5), ("b", vec![9], 0.5), ("z", vec![9], 0.5), ("a", vec![], 1.0)], seed);
+        for fb in ["CSR", "COO", "DIA", "BCSR(2)", "CSC"] {
+            for y in ["dense", "sparse", "hash"] {
+                let specs = [("B", fb), ("x", "dense"), ("b", "sparse"), ("z", "sparse"), ("y", y)];
+                ok(check("y(i) = (B(i,j) * x(j) + b(i)) * a", &specs, &d, &[9]));
+                ok(check("y(i) = z(i) * (B(i,j) * x(j) - b(i))", &specs, &d, &[9]));
+                ok(check("y(i) = ((B(i,j) * x(j) + b(i)) * a + z(i)) * 2", &specs, &d, &[9]));
+            }
+        }
+        // A product that would recompute its sum is still refused, with the
+        // statement's own reason.
+        let a = parse_assignment("y(j) = C(j,k) * (x(k) + C(k,l) * x(l))").unwrap();
+        let orders: BTreeMap<String, usize> = [("C", 2), ("x", 1), ("y", 1)].iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        let formats = formats_of(&[("C", "CSR"), ("x", "dense"), ("y", "dense")], &orders);
+        let err = prepare("kernel", &a, &formats, &d, &[7], None).err().expect("refused").to_string();
+        assert!(err.contains("a sum sits inside an addition"), "{err}");
+    }
+}
+
 /// Runs `tensorc` with `args`; returns (stdout, stderr) of a successful run.
 fn tensorc(args: &[&str]) -> (String, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_tensorc")).args(args).output().unwrap();

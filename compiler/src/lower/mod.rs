@@ -275,6 +275,15 @@ fn compile_statement(name: &str, a: &Assignment, formats: &BTreeMap<String, Tens
     let buffered = assembly == ResultAssembly::Buffer;
     let hoists = sums_hoist_to_root(&place_reductions(&with_hidden(a, formats)));
     if !hoists {
+        // `(A(i,j)*x(j) + b(i)) * a`: multiplied out, the sum is a term of
+        // its own. Kept only when that compiles; else the statement's own
+        // reason is given.
+        let hidden = |acc: &Access| formats.get(&acc.tensor).is_some_and(|f| (0..f.levels.len()).any(|k| matches!(f.map.level_var(k), crate::format::LevelVar::Hidden(_))));
+        if let Some(expanded) = crate::notation::expand::expand_summed_products(a, &hidden) {
+            if let Ok(kernel) = compile_statement(name, &expanded, formats, dims, assembly) {
+                return Ok(Kernel { assignment: a.clone(), ..kernel });
+            }
+        }
         return compile_parts(name, a, split_terms(a, formats, dims, buffered)?, formats, dims, assembly);
     }
     match compile_parts(name, a, vec![a.clone()], formats, dims, assembly) {
