@@ -333,6 +333,9 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
     for c in &prepared.kernel.conversions {
         eprintln!("note: {}", c.describe());
     }
+    for t in &prepared.kernel.temporaries {
+        eprintln!("note: `{}` sits inside an addition inside a product, so it is computed first into a dense temporary: {t}", t.rhs);
+    }
     if prepared.kernel.buffer.is_some() {
         let out = &s.assignment.lhs.tensor;
         let format = s.formats.get(out).map(|f| f.display_name()).unwrap_or_default();

@@ -327,7 +327,8 @@ impl crate::ir::interp::Memory for InterpMemory<'_> {
         storage::TensorMemoryView(t).load(a, i)
     }
     fn store(&mut self, a: &crate::ir::ArrayRef, i: i64, v: crate::ir::interp::Value) -> Result<(), String> {
-        if a.tensor != self.output.name {
+        // Scratch arrays (a workspace row, a temporary) belong to the call.
+        if a.tensor != self.output.name && !matches!(a.slot, crate::ir::Slot::Scratch(..)) {
             return Err(format!("store into input {}", a.c_name()));
         }
         let i = usize::try_from(i).map_err(|_| "negative index")?;

@@ -14,6 +14,7 @@ pub mod passes;
 pub mod print;
 pub mod unroll;
 mod sort;
+pub mod splice;
 
 pub use build::Emitter;
 

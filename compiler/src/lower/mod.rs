@@ -16,6 +16,7 @@ pub mod operands;
 mod parallel;
 pub mod plan;
 mod prior;
+mod temporary;
 
 use crate::format::level::Assembly;
 use crate::format::TensorFormat;
@@ -97,6 +98,9 @@ pub struct Kernel {
     /// Operands the kernel reads from copies in another format, which the
     /// caller converts before each run.
     pub conversions: Vec<Conversion>,
+    /// Sums computed first into dense temporaries, in the order the kernel
+    /// computes them (`lower::temporary`): each a statement writing one.
+    pub temporaries: Vec<Assignment>,
 }
 
 /// A result assembled through a coordinate buffer: the kernel appends every
@@ -200,11 +204,23 @@ pub fn compile(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorForm
         Some(p) => (&p.assignment, &p.formats, &p.dims),
         None => (a, formats, dims),
     };
-    let kernel = match compile_or_buffer(name, statement, formats, dims) {
-        Err(e) if e.is_refusal() => convert::compile_converting(statement, formats, dims, e, &|s, f, d| compile_or_buffer(name, s, f, d))?,
-        r => r?,
-    };
+    let kernel = compile_resolved(name, statement, formats, dims)?;
     Ok(Kernel { assignment: a.clone(), prior: prior.map(|p| p.name), ..kernel })
+}
+
+/// A statement whose result is not read on its right-hand side: assembled
+/// directly or through a buffer; else with a temporary for a sum nested in
+/// a product's addition; else over converted operands.
+fn compile_resolved(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> Result<Kernel, LowerError> {
+    match compile_or_buffer(name, a, formats, dims) {
+        Err(e) if e.is_refusal() => {
+            if let Some(kernel) = temporary::compile_with_temporary(a, formats, dims, &|s, f, d| compile_resolved(name, s, f, d)) {
+                return Ok(kernel);
+            }
+            convert::compile_converting(a, formats, dims, e, &|s, f, d| compile_or_buffer(name, s, f, d))
+        }
+        r => r,
+    }
 }
 
 /// Assemble the result directly, or else through a coordinate buffer: a
@@ -272,18 +288,24 @@ fn workspace_fits(p: &Problem, graph: &IterationGraph) -> Result<(), LowerError>
 }
 
 fn compile_statement(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>, assembly: ResultAssembly) -> Result<Kernel, LowerError> {
+    compile_statement_expanding(name, a, formats, dims, assembly, true)
+}
+
+fn compile_statement_expanding(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>, assembly: ResultAssembly, expand: bool) -> Result<Kernel, LowerError> {
     let buffered = assembly == ResultAssembly::Buffer;
     let hoists = sums_hoist_to_root(&place_reductions(&with_hidden(a, formats)));
-    if !hoists {
+    if !hoists && expand {
         // `(A(i,j)*x(j) + b(i)) * a`: multiplied out, the sum is a term of
         // its own. Kept only when that compiles; else the statement's own
         // reason is given.
         let hidden = |acc: &Access| formats.get(&acc.tensor).is_some_and(|f| (0..f.levels.len()).any(|k| matches!(f.map.level_var(k), crate::format::LevelVar::Hidden(_))));
         if let Some(expanded) = crate::notation::expand::expand_summed_products(a, &hidden) {
-            if let Ok(kernel) = compile_statement(name, &expanded, formats, dims, assembly) {
+            if let Ok(kernel) = compile_statement_expanding(name, &expanded, formats, dims, assembly, false) {
                 return Ok(Kernel { assignment: a.clone(), ..kernel });
             }
         }
+    }
+    if !hoists {
         return compile_parts(name, a, split_terms(a, formats, dims, buffered)?, formats, dims, assembly);
     }
     match compile_parts(name, a, vec![a.clone()], formats, dims, assembly) {
@@ -363,7 +385,7 @@ fn compile_parts(
     if std::env::var_os("TENSOR_NO_UNROLL").is_none() {
         crate::ir::unroll::two_accumulators(&mut function);
     }
-    Ok(Kernel { assignment: a.clone(), nests, function, prior: None, buffer: None, conversions: Vec::new() })
+    Ok(Kernel { assignment: a.clone(), nests, function, prior: None, buffer: None, conversions: Vec::new(), temporaries: Vec::new() })
 }
 
 /// `y(i) = A(i,j)*x(j) + z(i)` as `y(i) = A(i,j)*x(j); y(i) += z(i)`: valid
