@@ -3,7 +3,7 @@
 //! everything a loop carries (cursor, end, coordinate, dedup run) lives here.
 //! Each iterator has a readable name, shown to the user by the editor.
 
-use super::lattice::DIM;
+use super::ids::{IterId, OperandId};
 use super::operands::{Operand, Problem};
 use crate::format::level::{CoordPositionIteration, CoordValueIteration, Iteration, LevelCtx};
 use crate::ir::{Emitter, Expr};
@@ -19,10 +19,11 @@ pub enum Kind<'f> {
     Dimension,
 }
 
-/// An iterator over the variable of one loop, for one operand (or `DIM`).
+/// An iterator over the variable of one loop, for one operand (or the
+/// dimension itself).
 #[derive(Clone)]
 pub struct LevelIter<'f> {
-    pub op: usize,
+    pub op: IterId,
     pub level: Option<usize>,
     pub kind: Kind<'f>,
     pub full: bool,
@@ -46,7 +47,7 @@ impl<'f> LevelIter<'f> {
             Iteration::CoordValue(it) => Kind::Value(it),
         };
         LevelIter {
-            op: o.id,
+            op: IterId::Operand(o.id),
             level: Some(k),
             kind,
             full: props.full,
@@ -61,9 +62,9 @@ impl<'f> LevelIter<'f> {
     }
 
     /// An iterator over the whole dimension of `var`, standing for operand
-    /// `op` (or `DIM`).
-    pub fn dimension(op: usize, var: &str, p: &Problem) -> Self {
-        let who = if op == DIM { String::new() } else { format!(" for {}", p.operands[op].tensor) };
+    /// `op` (or for none: `IterId::Dimension`).
+    pub fn dimension(op: IterId, var: &str, p: &Problem) -> Self {
+        let who = op.operand().map_or(String::new(), |o| format!(" for {}", p.operands[o].tensor));
         LevelIter {
             op,
             level: None,
@@ -77,6 +78,12 @@ impl<'f> LevelIter<'f> {
             dedup: false,
             name: format!("dimension({var}){who}"),
         }
+    }
+
+    /// The operand whose level this iterates; only asked of level
+    /// iterators (`level` is set), which always belong to one.
+    pub fn owner(&self) -> OperandId {
+        self.op.operand().unwrap_or(OperandId::OUTPUT)
     }
 
     pub fn is_position(&self) -> bool {
@@ -106,11 +113,11 @@ pub fn pos_name(o: &Operand, k: usize) -> String {
     format!("p{}{}", o.tensor, k + 1)
 }
 
-pub fn coord_name(var: &str, o: Option<&Operand>) -> String {
-    match o {
+pub fn coord_name(p: &Problem, var: &str, o: &Operand) -> String {
+    match p.hidden_var(var) {
         // Hidden variables already carry their tensor's name.
-        Some(o) if !var.ends_with(&o.tensor) => format!("{var}{}", o.tensor),
-        _ => var.to_string(),
+        Some(h) if h.operand == o.id => var.to_string(),
+        _ => format!("{var}{}", o.tensor),
     }
 }
 

@@ -6,8 +6,9 @@
 //! (deduplication, fusion), and emits a loop per point with a case per
 //! dominated point.
 
+use super::ids::{IterId, OperandId};
 use super::iterators::{child_bounds, coord_name, pos_name, Cursor, Kind, LevelIter};
-use super::lattice::{LExpr, Lattice, Point, DIM};
+use super::lattice::{LExpr, Lattice, Point};
 use super::plan::{LoopPlan, VarPlan};
 use super::{LowerError, Lowerer, Sink, State};
 use crate::format::level::LevelCtx;
@@ -20,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// `ordered(i)` tells whether operand `i` enumerates coordinates in order;
 /// when both factors of a product could be located, the ordered one is
 /// iterated (an appended result needs order).
-fn coiter(e: &LExpr, point: &BTreeSet<usize>, locatable: &dyn Fn(usize) -> bool, ordered: &dyn Fn(usize) -> bool) -> BTreeSet<usize> {
+fn coiter(e: &LExpr, point: &BTreeSet<OperandId>, locatable: &dyn Fn(OperandId) -> bool, ordered: &dyn Fn(OperandId) -> bool) -> BTreeSet<OperandId> {
     match e {
         LExpr::Access(i) if point.contains(i) => [*i].into(),
         LExpr::Access(_) | LExpr::Const(_) => BTreeSet::new(),
@@ -33,8 +34,8 @@ fn coiter(e: &LExpr, point: &BTreeSet<usize>, locatable: &dyn Fn(usize) -> bool,
             if cb.is_empty() {
                 return ca;
             }
-            let all_loc = |s: &BTreeSet<usize>| s.iter().all(|&i| locatable(i));
-            let all_ord = |s: &BTreeSet<usize>| s.iter().all(|&i| ordered(i));
+            let all_loc = |s: &BTreeSet<OperandId>| s.iter().all(|&i| locatable(i));
+            let all_ord = |s: &BTreeSet<OperandId>| s.iter().all(|&i| ordered(i));
             match (all_loc(&ca), all_loc(&cb)) {
                 (true, true) if !all_ord(&ca) && all_ord(&cb) => cb,
                 (_, true) => ca,
@@ -48,9 +49,9 @@ fn coiter(e: &LExpr, point: &BTreeSet<usize>, locatable: &dyn Fn(usize) -> bool,
 
 /// Whether `e` can be nonzero, given the found flags of its located
 /// operands (the others are present by the case that computes `e`).
-fn present(e: &LExpr, found: &BTreeMap<usize, Expr>) -> Expr {
+fn present(e: &LExpr, found: &BTreeMap<IterId, Expr>) -> Expr {
     match e {
-        LExpr::Access(i) => found.get(i).cloned().unwrap_or(Expr::Bool(true)),
+        LExpr::Access(i) => found.get(&IterId::Operand(*i)).cloned().unwrap_or(Expr::Bool(true)),
         LExpr::Const(_) => Expr::Bool(true),
         LExpr::Neg(x) => present(x, found),
         LExpr::Bin(BinOp::Mul, a, b) => Expr::and(present(a, found), present(b, found)),
@@ -61,10 +62,10 @@ fn present(e: &LExpr, found: &BTreeMap<usize, Expr>) -> Expr {
 /// How one lattice point is merged.
 #[derive(Clone, Debug)]
 struct Strategy {
-    coiter: Vec<usize>,
-    located: Vec<usize>,
+    coiter: Vec<IterId>,
+    located: Vec<IterId>,
     /// A full iterator whose coordinate is every coordinate in order.
-    driver: Option<usize>,
+    driver: Option<IterId>,
 }
 
 impl<'p> Lowerer<'p> {
@@ -86,11 +87,11 @@ impl<'p> Lowerer<'p> {
                 if !o.fully_locatable() {
                     return Err(LowerError::Internal(format!("{} reaches {v} out of order", o.describe())));
                 }
-                its.push(LevelIter::dimension(op, &v, p));
+                its.push(LevelIter::dimension(IterId::Operand(op), &v, p));
             }
         }
         let out_needs = self.output_needs(&st, &v);
-        if its.is_empty() && !out_needs && p.hidden.contains(&v) {
+        if its.is_empty() && !out_needs && p.is_hidden(&v) {
             // The hidden variable of an operand absent from this case.
             return self.lower(d + 1, st, expr);
         }
@@ -99,21 +100,21 @@ impl<'p> Lowerer<'p> {
         // co-factors enumerate. Only the rest enter the merge lattice, so
         // the lattice's full-level simplification can never drop a point
         // whose coordinates a located operand was meant to cover.
-        let ids: BTreeSet<usize> = its.iter().map(|i| i.op).collect();
-        let locatable = |i: usize| its.iter().any(|it| it.op == i && it.locatable);
-        let ordered = |i: usize| its.iter().any(|it| it.op == i && it.ordered);
+        let ids: BTreeSet<OperandId> = its.iter().filter_map(|i| i.op.operand()).collect();
+        let locatable = |i: OperandId| its.iter().any(|it| it.op == IterId::Operand(i) && it.locatable);
+        let ordered = |i: OperandId| its.iter().any(|it| it.op == IterId::Operand(i) && it.ordered);
         let merged = coiter(&expr, &ids, &locatable, &ordered);
-        let located_everywhere: Vec<usize> = ids.difference(&merged).copied().collect();
-        let full: BTreeSet<usize> = its.iter().filter(|i| i.full && merged.contains(&i.op)).map(|i| i.op).collect();
+        let located_everywhere: Vec<IterId> = ids.difference(&merged).map(|&o| IterId::Operand(o)).collect();
+        let full: BTreeSet<OperandId> = its.iter().filter_map(|i| i.op.operand().filter(|o| i.full && merged.contains(o))).collect();
         let levels_left = u32::try_from(self.order.len() - d).unwrap_or(u32::MAX);
         let mut lattice = Lattice::new(&expr, &merged, &full, levels_left);
-        if its.is_empty() || lattice.points.iter().any(|pt| pt.iters.contains(&DIM)) {
-            if lattice.points.is_empty() || !lattice.points[0].iters.contains(&DIM) {
+        if its.is_empty() || lattice.points.iter().any(|pt| pt.iters.contains(&IterId::Dimension)) {
+            if lattice.points.is_empty() || !lattice.points[0].iters.contains(&IterId::Dimension) {
                 lattice.add_dimension();
             }
-            its.push(LevelIter::dimension(DIM, &v, p));
+            its.push(LevelIter::dimension(IterId::Dimension, &v, p));
         }
-        let by_op: BTreeMap<usize, LevelIter<'p>> = its.into_iter().map(|i| (i.op, i)).collect();
+        let by_op: BTreeMap<IterId, LevelIter<'p>> = its.into_iter().map(|i| (i.op, i)).collect();
         let mut st = st;
         let strategies: Vec<Strategy> = lattice.points.iter().map(|pt| self.strategy(pt, &by_op, &located_everywhere)).collect();
         let by_op = self.convert(&v, &lattice, &strategies, by_op, &st)?;
@@ -147,16 +148,13 @@ impl<'p> Lowerer<'p> {
     /// operand of the lattice may only be located when a full driver
     /// enumerates every coordinate (otherwise a later loop would visit it
     /// again).
-    fn strategy(&self, pt: &Point, its: &BTreeMap<usize, LevelIter<'p>>, located_everywhere: &[usize]) -> Strategy {
-        let locatable = |i: usize| its.get(&i).is_some_and(|it| it.locatable);
+    fn strategy(&self, pt: &Point, its: &BTreeMap<IterId, LevelIter<'p>>, located_everywhere: &[IterId]) -> Strategy {
+        let locatable = |i: IterId| its.get(&i).is_some_and(|it| it.locatable);
         let mut co = pt.iters.clone();
-        if pt.iters.contains(&DIM) {
-            co.insert(DIM);
-        }
         for (op, it) in its {
             // Out-of-order operands stand in for their dimension only in
             // unions, where they keep every coordinate alive.
-            if matches!(it.kind, Kind::Dimension) && *op != DIM && pt.iters.contains(op) && !co.contains(op) && !locatable(*op) {
+            if matches!(it.kind, Kind::Dimension) && *op != IterId::Dimension && pt.iters.contains(op) && !co.contains(op) && !locatable(*op) {
                 co.insert(*op);
             }
         }
@@ -167,7 +165,7 @@ impl<'p> Lowerer<'p> {
         }
         // Full levels: co-iterate one (a driver enumerating every coordinate)
         // and locate the other locatable ones (section 5.2).
-        let fulls: Vec<usize> = co.iter().copied().filter(|i| its.get(i).is_some_and(|it| it.full)).collect();
+        let fulls: Vec<IterId> = co.iter().copied().filter(|i| its.get(i).is_some_and(|it| it.full)).collect();
         let driver = fulls
             .iter()
             .copied()
@@ -190,9 +188,9 @@ impl<'p> Lowerer<'p> {
         v: &str,
         lattice: &Lattice,
         strategies: &[Strategy],
-        mut its: BTreeMap<usize, LevelIter<'p>>,
+        mut its: BTreeMap<IterId, LevelIter<'p>>,
         st: &State,
-    ) -> Result<BTreeMap<usize, LevelIter<'p>>, LowerError> {
+    ) -> Result<BTreeMap<IterId, LevelIter<'p>>, LowerError> {
         let appended = self.appends_var(st, v);
         for (pt, s) in lattice.points.iter().zip(strategies) {
             let merging = s.coiter.len() > 1;
@@ -209,8 +207,9 @@ impl<'p> Lowerer<'p> {
                         span: self.p.assignment.span,
                     });
                 }
-                if !it.unique && it.is_position() && (needs_order || !self.fusable(*op, st)) {
-                    self.check_chainable(*op, it, pt)?;
+                let Some(o) = op.operand() else { continue };
+                if !it.unique && it.is_position() && (needs_order || !self.fusable(o, st)) {
+                    self.check_chainable(o, it, pt)?;
                     it.dedup = true;
                 }
             }
@@ -222,7 +221,7 @@ impl<'p> Lowerer<'p> {
     /// its own, fused with its branchless children) when everything merged
     /// with its children can be located and the result can take scattered
     /// updates.
-    fn fusable(&self, op: usize, st: &State) -> bool {
+    fn fusable(&self, op: OperandId, st: &State) -> bool {
         let p = self.p;
         let o = &p.operands[op];
         let k = st.pos[op].len();
@@ -249,7 +248,7 @@ impl<'p> Lowerer<'p> {
         out_scatters && inputs_locatable
     }
 
-    fn check_chainable(&self, op: usize, it: &LevelIter<'p>, _pt: &Point) -> Result<(), LowerError> {
+    fn check_chainable(&self, op: OperandId, it: &LevelIter<'p>, _pt: &Point) -> Result<(), LowerError> {
         let o = &self.p.operands[op];
         let Some(k) = it.level else { return Ok(()) };
         if k + 1 == o.format.levels.len() {
@@ -271,10 +270,10 @@ impl<'p> Lowerer<'p> {
         Ok(())
     }
 
-    fn record_plan(&mut self, v: &str, lattice: &Lattice, strategies: &[Strategy], its: &BTreeMap<usize, LevelIter<'p>>) {
-        let name = |i: &usize| its.get(i).map_or("?".to_string(), |it| it.display());
+    fn record_plan(&mut self, v: &str, lattice: &Lattice, strategies: &[Strategy], its: &BTreeMap<IterId, LevelIter<'p>>) {
+        let name = |i: &IterId| its.get(i).map_or("?".to_string(), |it| it.display());
         let p = self.p;
-        let opname = |i: usize| if i == DIM { format!("dim({v})") } else { p.operands[i].access.to_string() };
+        let opname = |i: IterId| i.operand().map_or_else(|| format!("dim({v})"), |o| p.operands[o].access.to_string());
         let loops = lattice
             .points
             .iter()
@@ -313,11 +312,11 @@ impl<'p> Lowerer<'p> {
         let p = self.p;
         match (it.kind, it.level) {
             (Kind::Position(f), Some(k)) => {
-                let o = &p.operands[it.op];
+                let o = &p.operands[it.owner()];
                 let c = LevelCtx::new(&o.tensor, k);
                 let anc = self.ancestors(o, st);
                 let (coord, found) = f.pos_access(&c, &mut self.e, cur.at.clone(), &anc);
-                let coord = self.e.bind(&coord_name(v, Some(o)), coord);
+                let coord = self.e.bind(&coord_name(p, v, o), coord);
                 let run_end = if it.dedup {
                     let seg = self.e.let_var(&format!("{}_seg", pos_name(o, k)), Expr::add(cur.at.clone(), Expr::Int(1)));
                     // Scan ahead over duplicates of this coordinate.
@@ -334,11 +333,11 @@ impl<'p> Lowerer<'p> {
                 (coord, cur.at.clone(), found, run_end)
             }
             (Kind::Value(f), Some(k)) => {
-                let o = &p.operands[it.op];
+                let o = &p.operands[it.owner()];
                 let c = LevelCtx::new(&o.tensor, k);
                 let mut coords = self.ancestors(o, st);
                 coords.push(cur.at.clone());
-                let parent = st.pos[it.op].last().cloned().unwrap_or(Expr::Int(0));
+                let parent = st.pos[it.owner()].last().cloned().unwrap_or(Expr::Int(0));
                 let (pos, found) = f.coord_access(&c, &mut self.e, parent, &coords);
                 let pos = self.e.bind(&pos_name(o, k), pos);
                 (cur.at.clone(), pos, found, None)
@@ -356,10 +355,10 @@ impl<'p> Lowerer<'p> {
             let (_, pos, found, _) = self.deref(it, cur, v, st);
             return (self.e.bind(v, c), pos, found, None);
         };
-        let o = &p.operands[it.op];
+        let o = &p.operands[it.owner()];
         let c = LevelCtx::new(&o.tensor, k);
         let anc = self.ancestors(o, st);
-        let coord = self.e.let_var(&coord_name(v, Some(o)), Expr::Int(exhausted));
+        let coord = self.e.let_var(&coord_name(p, v, o), Expr::Int(exhausted));
         let seg = it.dedup.then(|| self.e.let_var(&format!("{}_seg", pos_name(o, k)), Expr::add(cur.at.clone(), Expr::Int(1))));
         self.e.open();
         let (x, _) = f.pos_access(&c, &mut self.e, cur.at.clone(), &anc);
@@ -378,7 +377,7 @@ impl<'p> Lowerer<'p> {
     }
 
     /// Locate `op`'s next level at coordinate `coord`: (position, found).
-    pub(super) fn locate(&mut self, op: usize, coord: Expr, st: &State) -> Result<(Expr, Expr), LowerError> {
+    pub(super) fn locate(&mut self, op: OperandId, coord: Expr, st: &State) -> Result<(Expr, Expr), LowerError> {
         let p = self.p;
         let o = &p.operands[op];
         let k = st.pos[op].len();
@@ -414,11 +413,11 @@ impl<'p> Lowerer<'p> {
 
     /// One iterator, one point: a plain `for` loop (or no loop at all for a
     /// fused branchless level).
-    fn single_loop(&mut self, d: usize, v: &str, st: &State, lattice: &Lattice, s: &Strategy, its: &BTreeMap<usize, LevelIter<'p>>) -> Result<(), LowerError> {
+    fn single_loop(&mut self, d: usize, v: &str, st: &State, lattice: &Lattice, s: &Strategy, its: &BTreeMap<IterId, LevelIter<'p>>) -> Result<(), LowerError> {
         let pt = &lattice.points[0];
         let it = its[&s.coiter[0]].clone();
-        let present = st.found.get(it.op).is_none_or(|f| *f == Expr::Bool(true));
-        let fused = present && it.branchless && it.is_position() && !it.dedup && st.run_end.get(it.op).is_none_or(|r| r.is_none());
+        let present = it.op.operand().is_none_or(|o| st.found[o] == Expr::Bool(true));
+        let fused = present && it.branchless && it.is_position() && !it.dedup && it.op.operand().is_none_or(|o| st.run_end[o].is_none());
         let (lo, hi) = if fused {
             self.raw_bounds(&it, st)
         } else {
@@ -480,8 +479,8 @@ impl<'p> Lowerer<'p> {
         lattice: &Lattice,
         pt: &Point,
         s: &Strategy,
-        it: (usize, Expr, Option<Expr>),
-        its: &BTreeMap<usize, LevelIter<'p>>,
+        it: (IterId, Expr, Option<Expr>),
+        its: &BTreeMap<IterId, LevelIter<'p>>,
     ) -> Result<(), LowerError> {
         let coord = self.e.bind(v, coord);
         let located = self.locate_all(s, &coord, st, its)?;
@@ -504,8 +503,8 @@ impl<'p> Lowerer<'p> {
     fn cursor_name(&self, it: &LevelIter<'p>, v: &str) -> String {
         let p = self.p;
         match (it.kind, it.level) {
-            (Kind::Position(_), Some(k)) => pos_name(&p.operands[it.op], k),
-            (Kind::Value(_), Some(_)) => coord_name(v, Some(&p.operands[it.op])),
+            (Kind::Position(_), Some(k)) => pos_name(&p.operands[it.owner()], k),
+            (Kind::Value(_), Some(_)) => coord_name(p, v, &p.operands[it.owner()]),
             _ => v.to_string(),
         }
     }
@@ -515,12 +514,12 @@ impl<'p> Lowerer<'p> {
         let p = self.p;
         match (it.kind, it.level) {
             (Kind::Position(f), Some(k)) => {
-                let o = &p.operands[it.op];
+                let o = &p.operands[it.owner()];
                 let c = LevelCtx::new(&o.tensor, k);
-                let parent = st.pos[it.op].last().cloned().unwrap_or(Expr::Int(0));
-                let found = st.found[it.op].clone();
+                let parent = st.pos[it.owner()].last().cloned().unwrap_or(Expr::Int(0));
+                let found = st.found[it.owner()].clone();
                 if found == Expr::Bool(true) {
-                    return child_bounds(f, &c, &mut self.e, parent, st.run_end[it.op].clone());
+                    return child_bounds(f, &c, &mut self.e, parent, st.run_end[it.owner()].clone());
                 }
                 // An operand absent at its parent (a linear union's missing
                 // term, a locate that failed) has no children; its parent
@@ -529,7 +528,7 @@ impl<'p> Lowerer<'p> {
                 let lo = self.e.let_var(&format!("{name}_lo"), Expr::Int(0));
                 let hi = self.e.let_var(&format!("{name}_hi"), Expr::Int(0));
                 self.e.open();
-                let (l, h) = child_bounds(f, &c, &mut self.e, parent, st.run_end[it.op].clone());
+                let (l, h) = child_bounds(f, &c, &mut self.e, parent, st.run_end[it.owner()].clone());
                 self.e.set(&lo, l);
                 self.e.set(&hi, h);
                 let then = self.e.close();
@@ -546,13 +545,13 @@ impl<'p> Lowerer<'p> {
         match (it.kind, it.level) {
             (Kind::Position(_), Some(k)) => {
                 let (lo, hi) = self.raw_bounds(it, st);
-                let name = pos_name(&p.operands[it.op], k);
+                let name = pos_name(&p.operands[it.owner()], k);
                 let lo = self.e.bind(&format!("{name}_begin"), lo);
                 let hi = self.e.bind(&format!("{name}_end"), hi);
                 Cursor { at: lo, end: hi }
             }
             (Kind::Value(f), Some(k)) => {
-                let o = &p.operands[it.op];
+                let o = &p.operands[it.owner()];
                 let c = LevelCtx::new(&o.tensor, k);
                 let anc = self.ancestors(o, st);
                 let (lo, hi) = f.coord_bounds(&c, &mut self.e, &anc);
@@ -576,8 +575,8 @@ impl<'p> Lowerer<'p> {
 
     /// A loop per lattice point, co-iterating its operands two-way-merge
     /// style, with a case per dominated point.
-    fn merge_loops(&mut self, d: usize, v: &str, st: &State, lattice: &Lattice, strategies: &[Strategy], its: &BTreeMap<usize, LevelIter<'p>>) -> Result<(), LowerError> {
-        let mut cursors: BTreeMap<usize, Cursor> = BTreeMap::new();
+    fn merge_loops(&mut self, d: usize, v: &str, st: &State, lattice: &Lattice, strategies: &[Strategy], its: &BTreeMap<IterId, LevelIter<'p>>) -> Result<(), LowerError> {
+        let mut cursors: BTreeMap<IterId, Cursor> = BTreeMap::new();
         for s in strategies {
             for op in &s.coiter {
                 if !cursors.contains_key(op) {
@@ -590,11 +589,11 @@ impl<'p> Lowerer<'p> {
             // With a full driver the loop runs over every coordinate (so the
             // lattice points dropped for lacking it are covered); the other
             // iterators are read only while in bounds.
-            let bounded: Vec<usize> = match s.driver {
+            let bounded: Vec<IterId> = match s.driver {
                 Some(dr) => vec![dr],
                 None => s.coiter.clone(),
             };
-            let in_bounds = |op: &usize| Expr::lt(cursors[op].at.clone(), cursors[op].end.clone());
+            let in_bounds = |op: &IterId| Expr::lt(cursors[op].at.clone(), cursors[op].end.clone());
             // A linear union without a driver runs while any iterator has
             // coordinates left; exhausted ones read past every coordinate.
             let any = lattice.linear && s.driver.is_none();
@@ -605,7 +604,7 @@ impl<'p> Lowerer<'p> {
             };
             let exhausted = if any { i64::MAX } else { -1 };
             self.e.open();
-            let mut derefs: BTreeMap<usize, (Expr, Expr, Expr, Option<Expr>)> = BTreeMap::new();
+            let mut derefs: BTreeMap<IterId, (Expr, Expr, Expr, Option<Expr>)> = BTreeMap::new();
             for op in &s.coiter {
                 let guarded = any || !bounded.contains(op);
                 let dr = if guarded { self.deref_guarded(&its[op], &cursors[op], v, st, exhausted) } else { self.deref(&its[op], &cursors[op], v, st) };
@@ -636,7 +635,7 @@ impl<'p> Lowerer<'p> {
             }
             // Advance every iterator that produced this coordinate; the
             // driver last, since the coordinate may be its cursor.
-            let mut order: Vec<usize> = s.coiter.iter().copied().filter(|op| Some(*op) != s.driver).collect();
+            let mut order: Vec<IterId> = s.coiter.iter().copied().filter(|op| Some(*op) != s.driver).collect();
             order.extend(s.driver);
             for op in &order {
                 let cur = &cursors[op];
@@ -665,11 +664,11 @@ impl<'p> Lowerer<'p> {
         st: &State,
         pt: &Point,
         s: &Strategy,
-        derefs: &BTreeMap<usize, (Expr, Expr, Expr, Option<Expr>)>,
-        located: &BTreeMap<usize, (Expr, Expr)>,
-        its: &BTreeMap<usize, LevelIter<'p>>,
+        derefs: &BTreeMap<IterId, (Expr, Expr, Expr, Option<Expr>)>,
+        located: &BTreeMap<IterId, (Expr, Expr)>,
+        its: &BTreeMap<IterId, LevelIter<'p>>,
     ) -> Result<(), LowerError> {
-        let mut found_of: BTreeMap<usize, Expr> = BTreeMap::new();
+        let mut found_of: BTreeMap<IterId, Expr> = BTreeMap::new();
         let mut resolved = Vec::new();
         for op in &s.coiter {
             let (c, pos, found, run_end) = &derefs[op];
@@ -702,9 +701,9 @@ impl<'p> Lowerer<'p> {
         st: &State,
         cases: &[&Point],
         s: &Strategy,
-        derefs: &BTreeMap<usize, (Expr, Expr, Expr, Option<Expr>)>,
-        located: &BTreeMap<usize, (Expr, Expr)>,
-        its: &BTreeMap<usize, LevelIter<'p>>,
+        derefs: &BTreeMap<IterId, (Expr, Expr, Expr, Option<Expr>)>,
+        located: &BTreeMap<IterId, (Expr, Expr)>,
+        its: &BTreeMap<IterId, LevelIter<'p>>,
         n: usize,
     ) -> Result<(), LowerError> {
         let Some(q) = cases.get(n) else { return Ok(()) };
@@ -727,8 +726,8 @@ impl<'p> Lowerer<'p> {
         // Factors located outside the lattice: the case applies where its
         // expression can be nonzero, and each value reads as 0 where its
         // operand was not found.
-        let mut found_of: BTreeMap<usize, Expr> = BTreeMap::new();
-        for op in q.expr.operands() {
+        let mut found_of: BTreeMap<IterId, Expr> = BTreeMap::new();
+        for op in q.expr.operands().into_iter().map(IterId::Operand) {
             if let (false, Some((pos, found))) = (q.iters.contains(&op), located.get(&op)) {
                 found_of.insert(op, found.clone());
                 resolved.push((op, pos.clone(), None, found.clone()));
@@ -762,29 +761,31 @@ impl<'p> Lowerer<'p> {
         coord: Expr,
         st: &State,
         q: &Point,
-        resolved: &[(usize, Expr, Option<Expr>, Expr)],
-        its: &BTreeMap<usize, LevelIter<'p>>,
+        resolved: &[(IterId, Expr, Option<Expr>, Expr)],
+        its: &BTreeMap<IterId, LevelIter<'p>>,
     ) -> Result<(), LowerError> {
         let mut st = st.clone();
         st.bound.insert(v.to_string(), coord.clone());
         for (op, pos, run_end, found) in resolved {
-            if *op != DIM && its.get(op).is_some_and(|it| it.level.is_some()) {
-                st.pos[*op].push(pos.clone());
-                st.run_end[*op] = run_end.clone();
-                st.found[*op] = Expr::and(st.found[*op].clone(), found.clone());
+            let Some(o) = op.operand() else { continue };
+            if its.get(op).is_some_and(|it| it.level.is_some()) {
+                st.pos[o].push(pos.clone());
+                st.run_end[o] = run_end.clone();
+                st.found[o] = Expr::and(st.found[o].clone(), found.clone());
             }
         }
         self.after_bind(d + 1, st, q.expr.clone())
     }
 
     /// Locate, at the merged coordinate, every operand the strategy locates.
-    fn locate_all(&mut self, s: &Strategy, coord: &Expr, st: &State, its: &BTreeMap<usize, LevelIter<'p>>) -> Result<BTreeMap<usize, (Expr, Expr)>, LowerError> {
+    fn locate_all(&mut self, s: &Strategy, coord: &Expr, st: &State, its: &BTreeMap<IterId, LevelIter<'p>>) -> Result<BTreeMap<IterId, (Expr, Expr)>, LowerError> {
         let mut out = BTreeMap::new();
         for op in &s.located {
-            if *op == DIM || its.get(op).is_none_or(|it| it.level.is_none()) {
+            let Some(o) = op.operand() else { continue };
+            if its.get(op).is_none_or(|it| it.level.is_none()) {
                 continue;
             }
-            let found = self.locate(*op, coord.clone(), st)?;
+            let found = self.locate(o, coord.clone(), st)?;
             out.insert(*op, found);
         }
         Ok(out)

@@ -9,6 +9,7 @@
 mod assemble;
 pub mod convert;
 pub mod graph;
+pub mod ids;
 mod iterators;
 pub mod lattice;
 mod loops;

@@ -86,7 +86,7 @@ impl<'p> Lowerer<'p> {
     /// a position, when expressions alone give it.
     fn coordinate(&mut self, it: &LevelIter<'p>) -> Option<Coordinate> {
         let (Kind::Position(f), Some(0)) = (it.kind, it.level) else { return None };
-        let o = &self.p.operands[it.op];
+        let o = &self.p.operands[it.op.operand()?];
         let at = self.e.fresh("share_at", Ty::I64);
         self.e.open();
         let (coord, found) = f.pos_access(&LevelCtx::new(&o.tensor, 0), &mut self.e, Expr::Var(at), &[]);
@@ -100,7 +100,7 @@ impl<'p> Lowerer<'p> {
     /// expressions alone.
     fn weight(&mut self, it: &LevelIter<'p>) -> Option<Weight> {
         let k = it.level?;
-        let o = &self.p.operands[it.op];
+        let o = &self.p.operands[it.op.operand()?];
         // The outermost loop iterates a first level: its parent position is 0.
         let child = o.format.levels.get(k + 1).filter(|_| k == 0)?;
         let Iteration::CoordPosition(f) = child.iteration() else { return None };
