@@ -62,10 +62,7 @@ pub fn prepare_output(name: &str, format: &TensorFormat, dims: &[usize], size_hi
             s.arrays.insert(a, Vec::new());
         }
         match l.assembly() {
-            crate::format::level::Assembly::Insert(_) => {
-                let width = s.params.get("N").or_else(|| s.params.get("W")).copied().unwrap_or(extents[k] as i64);
-                positions = positions.saturating_mul(width.max(0) as u128);
-            }
+            crate::format::level::Assembly::Insert(_) => positions = positions.saturating_mul(l.output_width(extents[k], size_hint)),
             _ => all_insert = false,
         }
         levels.push(s);

@@ -125,6 +125,15 @@ pub enum Assembly<'a> {
     Append(&'a dyn Append),
 }
 
+/// Where a level stands in a run of levels sharing one interleaved
+/// coordinate array (AoS COO): the run's first level owns the array, the
+/// levels after it are fields of its records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AosRole {
+    Owner,
+    Field,
+}
+
 /// A run of entries `[lo, hi)` (indices into the sorted entry list) that
 /// hang under position `pos` of a level.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -261,6 +270,38 @@ pub trait LevelFormat: fmt::Debug + Send + Sync {
     fn stores_fill(&self) -> bool {
         false
     }
+    /// Whether this level alone is a dense level: full, with a position for
+    /// every coordinate of its span and no index arrays to build (a tensor
+    /// of such levels holds every coordinate, so generated data for it has
+    /// density 1).
+    fn is_dense(&self) -> bool {
+        self.properties().full && self.stores_fill() && self.arrays().is_empty()
+    }
+    /// Where this level may stand in a format: `Err(reason)` when level `k`
+    /// of `levels` breaks a rule of its own (a level that reads another
+    /// level's arrays needs that level where it looks).
+    fn structure_rule(&self, k: usize, levels: &[std::sync::Arc<dyn LevelFormat>]) -> Result<(), String> {
+        let _ = (k, levels);
+        Ok(())
+    }
+    /// A cheap upper estimate of this level's positions under `parent_size`
+    /// parent positions, for a level of `extent` coordinates holding `nnz`
+    /// entries: used to refuse absurd expansions before packing allocates.
+    /// A level that stores every coordinate of its span has `extent`
+    /// positions per parent; any other has at most one per entry (and
+    /// per parent, for levels that keep an empty slot per parent).
+    fn positions_bound(&self, parent_size: u128, extent: usize, nnz: usize) -> u128 {
+        if self.stores_fill() {
+            parent_size.saturating_mul(extent as u128)
+        } else {
+            parent_size.saturating_add(1).max(nnz as u128)
+        }
+    }
+    /// The role this level can take in an interleaved (AoS) coordinate
+    /// array, when its level-list entry carries the `aos` flag.
+    fn aos_role(&self) -> Option<AosRole> {
+        None
+    }
     /// Names of the index arrays this level owns.
     fn arrays(&self) -> Vec<&'static str>;
     /// Parameters an output level of this format needs before assembly,
@@ -268,6 +309,13 @@ pub trait LevelFormat: fmt::Debug + Send + Sync {
     fn output_params(&self, extent: usize, size_hint: usize) -> Vec<(&'static str, i64)> {
         let _ = (extent, size_hint);
         Vec::new()
+    }
+    /// Positions per parent of an output level set up with
+    /// `output_params(extent, size_hint)`, for levels assembled by insert:
+    /// what a result made only of insert levels allocates.
+    fn output_width(&self, extent: usize, size_hint: usize) -> u128 {
+        let _ = size_hint;
+        extent as u128
     }
     /// Build this level's storage from its parent's positions.
     fn pack(&self, input: &PackInput) -> Result<PackOutput, String>;

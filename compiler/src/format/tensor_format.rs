@@ -4,7 +4,7 @@
 
 use super::coord_map::{BlockCoord, CoordMap};
 use super::error::FormatError;
-use super::level::LevelFormat;
+use super::level::{AosRole, LevelFormat};
 use super::levels::CrdLayout;
 use super::registry::{LevelArgs, Registry};
 use std::fmt;
@@ -52,15 +52,7 @@ impl TensorFormat {
             return Err(FormatError::LevelCount { format: name.to_string(), levels: levels.len(), order, hint: String::new() });
         }
         for (k, l) in levels.iter().enumerate() {
-            if l.name() == "offset" && (k < 2 || !levels[k - 1].arrays().contains(&"offset")) {
-                return Err(FormatError::BadProperty {
-                    level: l.spec(),
-                    reason: "an offset level must follow a level that owns an `offset` array (range)".into(),
-                });
-            }
-            if l.name() == "range" && (k == 0 || k + 1 == levels.len()) {
-                return Err(FormatError::BadProperty { level: l.spec(), reason: "a range level needs a parent and a child level".into() });
-            }
+            l.structure_rule(k, &levels).map_err(|reason| FormatError::BadProperty { level: l.spec(), reason })?;
         }
         Ok(TensorFormat { levels, map, preset: None })
     }
@@ -89,7 +81,7 @@ impl TensorFormat {
 
     /// Whether every level is dense (no index arrays at all).
     pub fn is_all_dense(&self) -> bool {
-        self.levels.iter().all(|l| l.name() == "dense")
+        self.levels.iter().all(|l| l.is_dense())
     }
 
     /// Level list text (`compressed(nonunique),singleton`), without order.
@@ -205,13 +197,22 @@ pub fn parse_level_list(text: &str, registry: &Registry) -> Result<Vec<Arc<dyn L
         }
         i += 1;
     }
-    assign_aos_layouts(&mut args)?;
+    assign_aos_layouts(&mut args, registry)?;
     args.iter().map(|a| registry.build(a)).collect()
 }
 
-/// A run `compressed(aos), singleton(aos)...` shares one interleaved array
-/// owned by its first level.
-fn assign_aos_layouts(args: &mut [LevelArgs]) -> Result<(), FormatError> {
+/// The AoS role of a level-list entry flagged `aos`: what its level type
+/// offers (`LevelFormat::aos_role`), asked of the type built bare (the
+/// entry's own layout is what is being decided, and its other flags are
+/// checked when it is built for real).
+fn aos_role(a: &LevelArgs, registry: &Registry) -> Option<AosRole> {
+    registry.build(&LevelArgs { name: a.name.clone(), ..Default::default() }).ok()?.aos_role()
+}
+
+/// A run of an AoS owner (`compressed(aos)`) and its fields
+/// (`singleton(aos)...`) shares one interleaved array owned by its first
+/// level.
+fn assign_aos_layouts(args: &mut [LevelArgs], registry: &Registry) -> Result<(), FormatError> {
     let mut k = 0;
     while k < args.len() {
         if !args[k].has("aos") {
@@ -219,10 +220,10 @@ fn assign_aos_layouts(args: &mut [LevelArgs]) -> Result<(), FormatError> {
             continue;
         }
         let mut end = k + 1;
-        while end < args.len() && args[end].has("aos") && args[end].name.eq_ignore_ascii_case("singleton") {
+        while end < args.len() && args[end].has("aos") && aos_role(&args[end], registry) == Some(AosRole::Field) {
             end += 1;
         }
-        if !args[k].name.eq_ignore_ascii_case("compressed") || end - k < 2 {
+        if aos_role(&args[k], registry) != Some(AosRole::Owner) || end - k < 2 {
             return Err(FormatError::BadProperty {
                 level: args[k].name.clone(),
                 reason: "`aos` levels come as compressed(aos) followed by one or more singleton(aos)".into(),

@@ -66,7 +66,7 @@ fn related(k: &Kernel, var: &str) -> Vec<Related> {
             }
             for lv in &o.level_vars {
                 let derived_from = p.derived.iter().any(|d| d.outer == *lv || d.inner == *lv);
-                if p.hidden.contains(lv) && !derived_from {
+                if p.is_hidden(lv) && !derived_from {
                     add(lv, format!("hidden level variable of `{}` ({})", o.access, o.format.display_name()));
                 }
             }

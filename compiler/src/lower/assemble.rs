@@ -2,6 +2,7 @@
 //! initialisation before the loops, per-level work as result coordinates
 //! become known, the values at the leaves, and finalisation after.
 
+use super::ids::OperandId;
 use super::lattice::LExpr;
 use super::operands::ResultAssembly;
 use super::{LowerError, Lowerer, Sink, State};
@@ -217,7 +218,7 @@ impl<'p> Lowerer<'p> {
         let c = LevelCtx::new(&o.tensor, k);
         match o.format.levels[k].assembly() {
             Assembly::Insert(ins) => {
-                let (pos, found) = self.locate(0, coord.clone(), &st)?;
+                let (pos, found) = self.locate(OperandId::OUTPUT, coord.clone(), &st)?;
                 self.e.open();
                 ins.insert_coord(&c, &mut self.e, pos.clone(), coord);
                 let insert = self.e.close();
@@ -316,7 +317,7 @@ impl<'p> Lowerer<'p> {
     /// whose factors include values that may be fill, the product is 0
     /// unless each of those is nonzero: fill is no entry, and `0 * inf`
     /// must not become a NaN the tensor does not hold.
-    fn value_with(&mut self, st: &State, e: &LExpr, known: &mut BTreeMap<usize, Expr>, top: bool) -> Expr {
+    fn value_with(&mut self, st: &State, e: &LExpr, known: &mut BTreeMap<OperandId, Expr>, top: bool) -> Expr {
         if let LExpr::Bin(BinOp::Mul, ..) = e {
             if top {
                 let mut fill = Vec::new();
@@ -371,20 +372,20 @@ impl<'p> Lowerer<'p> {
 
     /// Operands whose values may hold fill among the factors of the
     /// product `e` (through nested products and negations).
-    fn fill_factors(&self, e: &LExpr, out: &mut Vec<usize>) {
+    fn fill_factors(&self, e: &LExpr, out: &mut Vec<OperandId>) {
         match e {
             LExpr::Bin(BinOp::Mul, a, b) => {
                 self.fill_factors(a, out);
                 self.fill_factors(b, out);
             }
             LExpr::Neg(x) => self.fill_factors(x, out),
-            LExpr::Access(op) if *op != super::lattice::DIM && self.p.operands[*op].format.values_may_hold_fill() && !out.contains(op) => out.push(*op),
+            LExpr::Access(op) if self.p.operands[*op].format.values_may_hold_fill() && !out.contains(op) => out.push(*op),
             _ => {}
         }
     }
 
     /// The value operand `op` stores at its resolved position.
-    fn stored_value(&mut self, st: &State, op: usize) -> Expr {
+    fn stored_value(&mut self, st: &State, op: OperandId) -> Expr {
         let o = &self.p.operands[op];
         let vals = ArrayRef::vals(&o.tensor);
         let pos = st.pos[op].last().cloned().unwrap_or(Expr::Int(0));

@@ -4,6 +4,7 @@
 //! possible; results assembled by append also need their coordinates in
 //! order, before any reduction.
 
+use super::ids::OperandId;
 use super::operands::{Operand, Problem};
 use super::LowerError;
 use crate::format::level::Assembly;
@@ -15,7 +16,7 @@ pub struct IterationGraph {
     /// Loop order, outermost first.
     pub order: Vec<String>,
     /// Operands whose paths were not used to order loops (accessed by locate).
-    pub soft: Vec<usize>,
+    pub soft: Vec<OperandId>,
     pub paths: Vec<(String, Vec<String>)>,
 }
 
@@ -30,7 +31,7 @@ impl fmt::Display for IterationGraph {
     }
 }
 
-type Edge = (String, String, usize);
+type Edge = (String, String, OperandId);
 
 fn deps(p: &Problem, v: &str) -> Vec<String> {
     match p.derivation(v) {
@@ -55,7 +56,7 @@ fn path_edges(p: &Problem, o: &Operand, out: &mut Vec<Edge>) {
     }
 }
 
-fn edges(p: &Problem, soft: &BTreeSet<usize>) -> Vec<Edge> {
+fn edges(p: &Problem, soft: &BTreeSet<OperandId>) -> Vec<Edge> {
     let mut out = Vec::new();
     for o in &p.operands {
         if soft.contains(&o.id) {
@@ -68,7 +69,7 @@ fn edges(p: &Problem, soft: &BTreeSet<usize>) -> Vec<Edge> {
         if o.output {
             // Appended coordinates are final: reductions run inside them.
             let mut reductions: Vec<String> = p.assignment.reduction_vars();
-            reductions.extend(p.hidden.iter().cloned());
+            reductions.extend(p.hidden.iter().map(|h| h.name.clone()));
             for v in &o.level_vars {
                 for r in &reductions {
                     for a in deps(p, v) {
@@ -143,7 +144,7 @@ pub fn build(p: &Problem) -> Result<IterationGraph, LowerError> {
         Err(stuck) => stuck,
     };
     // Let operands reachable by locate alone give up their order.
-    let soft: BTreeSet<usize> = p.inputs().iter().filter(|o| o.fully_locatable()).map(|o| o.id).collect();
+    let soft: BTreeSet<OperandId> = p.inputs().iter().filter(|o| o.fully_locatable()).map(|o| o.id).collect();
     if !soft.is_empty() {
         if let Ok(order) = topo(p, &edges(p, &soft)) {
             return Ok(IterationGraph { order, soft: soft.into_iter().collect(), paths });
@@ -153,7 +154,7 @@ pub fn build(p: &Problem) -> Result<IterationGraph, LowerError> {
 }
 
 fn cycle_error(p: &Problem, edges: &[Edge], stuck: &[String]) -> LowerError {
-    let mut involved: Vec<usize> = edges.iter().filter(|(a, b, _)| stuck.contains(a) && stuck.contains(b)).map(|e| e.2).collect();
+    let mut involved: Vec<OperandId> = edges.iter().filter(|(a, b, _)| stuck.contains(a) && stuck.contains(b)).map(|e| e.2).collect();
     involved.sort_unstable();
     involved.dedup();
     let names: Vec<String> = involved.iter().map(|&i| {

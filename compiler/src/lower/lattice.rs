@@ -3,6 +3,7 @@
 //! be merged, with the sub-expression each set computes. Intersection for
 //! `*`, union for `+` and `-`; simplified by the full property.
 
+use super::ids::{IterId, OperandId};
 use crate::notation::{BinOp, Expr};
 use std::collections::BTreeSet;
 use std::fmt;
@@ -10,14 +11,11 @@ use std::fmt;
 /// The right-hand side over operand numbers (the output is operand 0).
 #[derive(Clone, Debug, PartialEq)]
 pub enum LExpr {
-    Access(usize),
+    Access(OperandId),
     Const(f64),
     Neg(Box<LExpr>),
     Bin(BinOp, Box<LExpr>, Box<LExpr>),
 }
-
-/// Pseudo-operand standing for "every coordinate of the dimension".
-pub const DIM: usize = usize::MAX;
 
 impl LExpr {
     /// Number the accesses of `e` from 1, left to right (as `resolve` does).
@@ -26,7 +24,7 @@ impl LExpr {
             match e {
                 Expr::Access(_) => {
                     *next += 1;
-                    LExpr::Access(*next)
+                    LExpr::Access(OperandId(*next))
                 }
                 Expr::Const(v, _) => LExpr::Const(*v),
                 Expr::Neg(x, _) => LExpr::Neg(Box::new(go(x, next))),
@@ -39,9 +37,9 @@ impl LExpr {
         go(e, &mut 0)
     }
 
-    pub fn operands(&self) -> BTreeSet<usize> {
+    pub fn operands(&self) -> BTreeSet<OperandId> {
         let mut out = BTreeSet::new();
-        fn go(e: &LExpr, out: &mut BTreeSet<usize>) {
+        fn go(e: &LExpr, out: &mut BTreeSet<OperandId>) {
             match e {
                 LExpr::Access(i) => {
                     out.insert(*i);
@@ -58,7 +56,7 @@ impl LExpr {
         out
     }
 
-    pub fn display(&self, names: &dyn Fn(usize) -> String) -> String {
+    pub fn display(&self, names: &dyn Fn(OperandId) -> String) -> String {
         match self {
             LExpr::Access(i) => names(*i),
             LExpr::Const(v) => format!("{v}"),
@@ -78,8 +76,8 @@ impl LExpr {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Point {
     /// Operands iterating the variable that must have a nonzero here
-    /// (`DIM`: every coordinate).
-    pub iters: BTreeSet<usize>,
+    /// (`IterId::Dimension`: every coordinate).
+    pub iters: BTreeSet<IterId>,
     pub expr: LExpr,
 }
 
@@ -127,7 +125,7 @@ fn count_points(e: &LExpr) -> usize {
 
 /// Whether `e` can be nonzero where none of the operands `merged` has a
 /// value (constants and operands outside `merged` count as present).
-fn nonzero_without(e: &LExpr, merged: &BTreeSet<usize>) -> bool {
+fn nonzero_without(e: &LExpr, merged: &BTreeSet<OperandId>) -> bool {
     match e {
         LExpr::Access(i) => !merged.contains(i),
         LExpr::Const(_) => true,
@@ -154,10 +152,10 @@ fn neg(e: LExpr) -> LExpr {
     LExpr::Neg(Box::new(e))
 }
 
-fn build(e: &LExpr, its: &BTreeSet<usize>) -> Vec<Point> {
+fn build(e: &LExpr, its: &BTreeSet<OperandId>) -> Vec<Point> {
     match e {
         LExpr::Access(i) => {
-            let iters = if its.contains(i) { [*i].into() } else { BTreeSet::new() };
+            let iters = if its.contains(i) { [IterId::Operand(*i)].into() } else { BTreeSet::new() };
             vec![Point { iters, expr: e.clone() }]
         }
         LExpr::Const(_) => vec![Point { iters: BTreeSet::new(), expr: e.clone() }],
@@ -188,17 +186,17 @@ fn build(e: &LExpr, its: &BTreeSet<usize>) -> Vec<Point> {
 impl Lattice {
     /// The lattice of `e` for a variable iterated by the operands `its`;
     /// `full` are those whose level holds every coordinate.
-    pub fn new(e: &LExpr, its: &BTreeSet<usize>, full: &BTreeSet<usize>, levels_left: u32) -> Lattice {
+    pub fn new(e: &LExpr, its: &BTreeSet<OperandId>, full: &BTreeSet<OperandId>, levels_left: u32) -> Lattice {
         let ts = terms(e);
         let merged = e.operands().intersection(its).count();
         let pure_union = merged > 2 && ts.iter().all(|t| t.operands().intersection(its).count() <= 1);
         if pure_union || too_many_bodies(count_points(e), levels_left) {
-            let mut iters: BTreeSet<usize> = e.operands().intersection(its).copied().collect();
+            let mut iters: BTreeSet<IterId> = e.operands().intersection(its).map(|&o| IterId::Operand(o)).collect();
             // Where no merged operand is present, a constant or located
             // factors may still make the expression nonzero: then the loop
             // covers the whole dimension.
             if iters.is_empty() || nonzero_without(e, its) {
-                iters.insert(DIM);
+                iters.insert(IterId::Dimension);
             }
             let point = Point { iters, expr: e.clone() };
             return Lattice { points: vec![point.clone()], all: vec![point], linear: true };
@@ -213,7 +211,7 @@ impl Lattice {
         // dimension.
         if points.iter().any(|p| p.iters.is_empty()) {
             for p in &mut points {
-                p.iters.insert(DIM);
+                p.iters.insert(IterId::Dimension);
             }
         }
         points.sort_by_key(|p| std::cmp::Reverse(p.iters.len()));
@@ -221,7 +219,7 @@ impl Lattice {
         // Property-based simplification: a loop that would start once a
         // full operand is exhausted never runs, since by then every
         // coordinate has been visited.
-        let full_here: BTreeSet<usize> = points.iter().flat_map(|p| p.iters.iter().copied()).filter(|i| *i == DIM || full.contains(i)).collect();
+        let full_here: BTreeSet<IterId> = points.iter().flat_map(|p| p.iters.iter().copied()).filter(|i| i.operand().is_none_or(|o| full.contains(&o))).collect();
         if !full_here.is_empty() {
             points.retain(|p| full_here.is_subset(&p.iters));
         }
@@ -237,7 +235,7 @@ impl Lattice {
     /// Add the dimension pseudo-operand to every point.
     pub fn add_dimension(&mut self) {
         for p in self.points.iter_mut().chain(self.all.iter_mut()) {
-            p.iters.insert(DIM);
+            p.iters.insert(IterId::Dimension);
         }
     }
 }
@@ -245,8 +243,8 @@ impl Lattice {
 impl fmt::Display for Lattice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for p in &self.points {
-            let its: Vec<String> = p.iters.iter().map(|i| if *i == DIM { "dim".into() } else { format!("#{i}") }).collect();
-            writeln!(f, "[{}] {}", its.join(", "), p.expr.display(&|i| format!("#{i}")))?;
+            let its: Vec<String> = p.iters.iter().map(|i| i.operand().map_or("dim".into(), |o| o.to_string())).collect();
+            writeln!(f, "[{}] {}", its.join(", "), p.expr.display(&|o| o.to_string()))?;
         }
         Ok(())
     }

@@ -2,14 +2,18 @@
 //! capabilities and properties (section 5 of the paper).
 //!
 //! operands -> iteration graph -> per variable: merge lattice, co-iterate vs
-//! locate, iterator conversions -> loops, with the result assembled by insert
-//! or append. Split by concern: `operands`, `graph`, `lattice`, `iterators`,
-//! `loops` (merge and locate), `assemble` (result), `plan` (what was chosen).
+//! locate, iterator adapters -> loops, with the result assembled by insert
+//! or append. Split by concern: `operands`, `graph`, `lattice`, `ids` (typed
+//! identities), `iterate` (the iterator protocol), `loops` (strategies and
+//! adapters), `emit` (loops through the protocol), `assemble` (result),
+//! `plan` (what was chosen).
 
 mod assemble;
 pub mod convert;
 pub mod graph;
-mod iterators;
+mod emit;
+pub mod ids;
+mod iterate;
 pub mod lattice;
 mod loops;
 pub mod operands;

@@ -3,6 +3,7 @@
 //! than dimensions bring hidden variables private to the access; blocked
 //! formats compute the user's variables from them (derived variables).
 
+use super::ids::OperandId;
 use super::LowerError;
 use crate::format::{LevelVar, TensorFormat};
 use crate::ir::{Expr, ParamRef};
@@ -12,7 +13,7 @@ use std::collections::BTreeMap;
 #[derive(Clone, Debug)]
 pub struct Operand {
     /// Position in `Problem::operands`; the output is operand 0.
-    pub id: usize,
+    pub id: OperandId,
     pub tensor: String,
     pub format: TensorFormat,
     /// The variable each level iterates, outermost level first.
@@ -35,6 +36,16 @@ impl Operand {
     }
 }
 
+/// A variable private to one access: the coordinate of a level that has no
+/// dimension of its own (DIA's diagonal, a blocked format's block-internal
+/// variables). Its name, unique in the kernel, carries the tensor's name.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HiddenVar {
+    pub name: String,
+    pub operand: OperandId,
+    pub level: usize,
+}
+
 /// A user variable computed from two hidden block variables:
 /// `var = outer * b + inner`.
 #[derive(Clone, Debug)]
@@ -53,7 +64,7 @@ pub struct Problem {
     /// Extent of each variable as an IR expression (a tensor dimension or a
     /// level's size parameter).
     pub extents: BTreeMap<String, Expr>,
-    pub hidden: Vec<String>,
+    pub hidden: Vec<HiddenVar>,
     pub assembly: ResultAssembly,
 }
 
@@ -92,7 +103,14 @@ impl Problem {
         self.derived.iter().find(|d| d.var == var)
     }
     pub fn is_reduction(&self, var: &str) -> bool {
-        !self.output().level_vars.iter().any(|v| v == var) && !self.hidden.iter().any(|h| h == var)
+        !self.output().level_vars.iter().any(|v| v == var) && !self.is_hidden(var)
+    }
+    /// The hidden variable named `var`, if it is one.
+    pub fn hidden_var(&self, var: &str) -> Option<&HiddenVar> {
+        self.hidden.iter().find(|h| h.name == var)
+    }
+    pub fn is_hidden(&self, var: &str) -> bool {
+        self.hidden_var(var).is_some()
     }
 }
 
@@ -100,7 +118,7 @@ impl Problem {
 pub fn resolve(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> Result<Problem, LowerError> {
     let mut operands = Vec::new();
     let mut derived: Vec<Derivation> = Vec::new();
-    let mut hidden = Vec::new();
+    let mut hidden: Vec<HiddenVar> = Vec::new();
     let mut extents: BTreeMap<String, Expr> = BTreeMap::new();
     let mut extent_values: BTreeMap<String, (usize, String)> = BTreeMap::new();
     let accesses: Vec<(&Access, bool)> = std::iter::once((&a.lhs, true)).chain(a.rhs.accesses().into_iter().map(|x| (x, false))).collect();
@@ -140,7 +158,7 @@ pub fn resolve(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &
                 LevelVar::Hidden(h) => {
                     let name = format!("{h}{suffix}");
                     extents.insert(name.clone(), Expr::Param(ParamRef::level(&acc.tensor, k, "N")));
-                    hidden.push(name.clone());
+                    hidden.push(HiddenVar { name: name.clone(), operand: OperandId(id), level: k });
                     level_vars.push(name);
                 }
             }
@@ -155,13 +173,13 @@ pub fn resolve(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &
             }
             derived.push(Derivation { var, outer: level_vars[d.outer].clone(), inner: level_vars[d.inner].clone(), b: d.b as i64 });
         }
-        if output && !derived.is_empty() || output && level_vars.iter().any(|v| hidden.contains(v)) {
+        if output && !derived.is_empty() || output && level_vars.iter().any(|v| hidden.iter().any(|h| h.name == *v)) {
             return Err(LowerError::Unsupported {
                 reason: format!("the result {} cannot be assembled in {}: formats with hidden levels are input-only", acc, format.display_name()),
                 span: acc.span,
             });
         }
-        operands.push(Operand { id, tensor: acc.tensor.clone(), format, level_vars, output, access: acc.clone() });
+        operands.push(Operand { id: OperandId(id), tensor: acc.tensor.clone(), format, level_vars, output, access: acc.clone() });
     }
     for v in a.lhs.vars() {
         if !a.rhs.vars().iter().any(|r| r == v) && !extents.contains_key(v) {

@@ -24,7 +24,7 @@
 //! as running maxima, so they never decrease whatever the storage holds:
 //! the shares always partition the loop, each iteration in exactly one.
 
-use super::iterators::{Kind, LevelIter};
+use super::iterate::{Kind, LoopIterator};
 use super::operands::{Problem, ResultAssembly};
 use super::Lowerer;
 use crate::format::level::{Assembly, Iteration, LevelCtx};
@@ -66,16 +66,17 @@ struct Weight {
 impl<'p> Lowerer<'p> {
     /// Note the `for` loop over `var` that iterates `v` with `it` as the
     /// outermost loop of the nest.
-    pub(super) fn record_outer(&mut self, var: VarId, v: &str, it: &LevelIter<'p>) {
+    pub(super) fn record_outer(&mut self, var: VarId, v: &str, it: &dyn LoopIterator<'p>) {
         // Value iteration and whole dimensions count coordinates; position
         // iteration repeats a coordinate only on a non-unique level, where
         // an ordered one keeps the repeats together.
-        let runs = match it.kind {
-            Kind::Position(_) if !it.unique && it.ordered => self.coordinate(it),
+        let props = it.props().level;
+        let runs = match it.kind() {
+            Kind::Position(_) if !props.unique && props.ordered => self.coordinate(it),
             _ => None,
         };
-        let distinct = match it.kind {
-            Kind::Position(_) => (it.unique || runs.is_some()) && !it.dedup,
+        let distinct = match it.kind() {
+            Kind::Position(_) => (props.unique || runs.is_some()) && !it.dedups(),
             Kind::Value(_) | Kind::Dimension => true,
         };
         let weight = self.weight(it);
@@ -84,9 +85,9 @@ impl<'p> Lowerer<'p> {
 
     /// The coordinate of the outermost level `it` iterates by position, at
     /// a position, when expressions alone give it.
-    fn coordinate(&mut self, it: &LevelIter<'p>) -> Option<Coordinate> {
-        let (Kind::Position(f), Some(0)) = (it.kind, it.level) else { return None };
-        let o = &self.p.operands[it.op];
+    fn coordinate(&mut self, it: &dyn LoopIterator<'p>) -> Option<Coordinate> {
+        let (Kind::Position(f), Some((op, 0))) = (it.kind(), it.level()) else { return None };
+        let o = &self.p.operands[op];
         let at = self.e.fresh("share_at", Ty::I64);
         self.e.open();
         let (coord, found) = f.pos_access(&LevelCtx::new(&o.tensor, 0), &mut self.e, Expr::Var(at), &[]);
@@ -98,9 +99,9 @@ impl<'p> Lowerer<'p> {
     /// much work an iteration holds: a compact child iterated by position
     /// (its bounds never decrease from one parent to the next), reached by
     /// expressions alone.
-    fn weight(&mut self, it: &LevelIter<'p>) -> Option<Weight> {
-        let k = it.level?;
-        let o = &self.p.operands[it.op];
+    fn weight(&mut self, it: &dyn LoopIterator<'p>) -> Option<Weight> {
+        let (op, k) = it.level()?;
+        let o = &self.p.operands[op];
         // The outermost loop iterates a first level: its parent position is 0.
         let child = o.format.levels.get(k + 1).filter(|_| k == 0)?;
         let Iteration::CoordPosition(f) = child.iteration() else { return None };
@@ -112,7 +113,8 @@ impl<'p> Lowerer<'p> {
         let lo_at = self.e.fresh("share_at", Ty::I64);
         let hi_at = self.e.fresh("share_at", Ty::I64);
         self.e.open();
-        let pos = |e: &mut Emitter, at: VarId| match it.kind {
+        let kind = it.kind();
+        let pos = |e: &mut Emitter, at: VarId| match kind {
             Kind::Position(_) => Some(Expr::Var(at)),
             Kind::Value(g) => {
                 let (p, found) = g.coord_access(&c, e, Expr::Int(0), &[Expr::Var(at)]);

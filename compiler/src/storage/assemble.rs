@@ -7,7 +7,7 @@
 
 use super::alloc::{check_allocation, MemoryLimit};
 use super::entries::Entries;
-use super::pack::{check_shape, estimate, pack_generic};
+use super::pack::{check_shape, pack_generic};
 use super::scratch::Scratch;
 use super::sort::{sort_unique, Sorted};
 use super::{StorageError, Tensor};
@@ -52,7 +52,7 @@ pub fn pack_entries_reusing(name: &str, entries: Entries<'_>, format: &TensorFor
     for (k, packer) in packers.iter().enumerate() {
         let level = &format.levels[k];
         let chain_len = format.levels[k + 1..].iter().take_while(|l| l.properties().branchless).count();
-        check_allocation(name, &format!("level {k} ({})", level.spec()), estimate(level.name(), parent_size, extents[k], n), 4)?;
+        check_allocation(name, &format!("level {k} ({})", level.spec()), level.positions_bound(parent_size as u128, extents[k], n), 4)?;
         // The level may keep its own column; the ones below stay readable
         // (below the first level, they are columns of values).
         let (head, tail) = sorted_cols.split_at_mut(k + 1);
@@ -91,7 +91,7 @@ pub fn pack_entries_reusing(name: &str, entries: Entries<'_>, format: &TensorFor
 fn positions_fit_i32(format: &TensorFormat, extents: &[usize], n: usize) -> bool {
     let mut bound: u128 = 1;
     for (level, &extent) in format.levels.iter().zip(extents) {
-        bound = estimate(level.name(), bound.min(usize::MAX as u128) as usize, extent, n);
+        bound = level.positions_bound(bound.min(usize::MAX as u128), extent, n);
         if bound >= i32::MAX as u128 {
             return false;
         }

@@ -51,7 +51,7 @@ pub fn pack_generic(name: &str, coo: &CooTensor, format: &TensorFormat) -> Resul
         let chain_len = format.levels[k + 1..].iter().take_while(|l| l.properties().branchless).count();
         let memory = u128::from(MemoryLimit::available().0);
         let input = PackInput { level: k, coords: &coords, nlevels, extents: &extents, parents: &parents, parent_size, chain_len, memory };
-        check_allocation(name, &format!("level {k} ({})", level.spec()), estimate(level.name(), parent_size, extents[k], n), 4)?;
+        check_allocation(name, &format!("level {k} ({})", level.spec()), level.positions_bound(parent_size as u128, extents[k], n), 4)?;
         let out = level.pack(&input).map_err(|r| StorageError::Invalid {
             tensor: name.to_string(),
             level: k,
@@ -75,15 +75,6 @@ pub fn pack_generic(name: &str, coo: &CooTensor, format: &TensorFormat) -> Resul
         vals[seg.pos] = vals_in[seg.lo..seg.hi].iter().sum();
     }
     Ok(Tensor { name: name.to_string(), format: format.clone(), dims: coo.dims.clone(), extents, levels, vals })
-}
-
-/// A cheap upper estimate of a level's positions, to refuse absurd dense
-/// expansions before a level allocates them.
-pub(super) fn estimate(name: &str, parent_size: usize, extent: usize, nnz: usize) -> u128 {
-    match name {
-        "dense" | "range" => parent_size as u128 * extent as u128,
-        _ => (parent_size as u128 + 1).max(nnz as u128),
-    }
 }
 
 /// Sort entries lexicographically by level coordinates (skipped when they

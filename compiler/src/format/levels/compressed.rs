@@ -58,6 +58,9 @@ impl LevelFormat for Compressed {
             Assembly::Append(self)
         }
     }
+    fn aos_role(&self) -> Option<AosRole> {
+        Some(AosRole::Owner)
+    }
     fn arrays(&self) -> Vec<&'static str> {
         vec!["pos", "crd"]
     }

@@ -23,6 +23,14 @@ impl Default for Hashed {
     }
 }
 
+impl Hashed {
+    /// Buckets per parent of an output level: as wide as the dimension, so
+    /// a bucket can never overflow.
+    fn output_buckets(&self, extent: usize) -> usize {
+        self.width.unwrap_or(0).max(extent.max(1).next_power_of_two())
+    }
+}
+
 impl LevelFormat for Hashed {
     fn name(&self) -> &'static str {
         "hashed"
@@ -60,9 +68,10 @@ impl LevelFormat for Hashed {
         vec!["crd"]
     }
     fn output_params(&self, extent: usize, _size_hint: usize) -> Vec<(&'static str, i64)> {
-        // An output bucket as wide as the dimension can never overflow.
-        let w = self.width.unwrap_or(0).max(extent.max(1).next_power_of_two());
-        vec![("W", w as i64)]
+        vec![("W", self.output_buckets(extent) as i64)]
+    }
+    fn output_width(&self, extent: usize, _size_hint: usize) -> u128 {
+        self.output_buckets(extent) as u128
     }
     fn pack(&self, input: &PackInput) -> Result<PackOutput, String> {
         let per_parent: Vec<Vec<(i64, usize, usize)>> = input.parents.iter().map(|s| input.groups(s, self.unique)).collect();

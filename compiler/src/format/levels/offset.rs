@@ -38,6 +38,13 @@ impl LevelFormat for Offset {
     fn arrays(&self) -> Vec<&'static str> {
         Vec::new()
     }
+    fn structure_rule(&self, k: usize, levels: &[std::sync::Arc<dyn LevelFormat>]) -> Result<(), String> {
+        // `pos_access` reads the `offset` array of the level above.
+        if k < 2 || !levels[k - 1].arrays().contains(&"offset") {
+            return Err("an offset level must follow a level that owns an `offset` array (range)".into());
+        }
+        Ok(())
+    }
     fn pack(&self, input: &PackInput) -> Result<PackOutput, String> {
         let k = input.level;
         if k < 2 {

@@ -42,6 +42,12 @@ impl LevelFormat for Range {
     fn arrays(&self) -> Vec<&'static str> {
         vec!["offset"]
     }
+    fn structure_rule(&self, k: usize, levels: &[std::sync::Arc<dyn LevelFormat>]) -> Result<(), String> {
+        if k == 0 || k + 1 == levels.len() {
+            return Err("a range level needs a parent and a child level".into());
+        }
+        Ok(())
+    }
     fn pack(&self, input: &PackInput) -> Result<PackOutput, String> {
         let k = input.level;
         if k == 0 || k + 1 >= input.nlevels {

@@ -63,6 +63,9 @@ impl LevelFormat for Singleton {
             Assembly::Append(self)
         }
     }
+    fn aos_role(&self) -> Option<AosRole> {
+        Some(AosRole::Field)
+    }
     fn arrays(&self) -> Vec<&'static str> {
         if self.layout.is_aos() {
             Vec::new()
