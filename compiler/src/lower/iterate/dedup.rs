@@ -4,9 +4,9 @@
 //! run are chained from its first and last positions (`raw_bounds` under a
 //! parent `run_end`), so no scratch array is needed.
 
-use super::{Cursor, Cx, Kind, LoopIterator, PositionIter, Props, Shape, Step};
+use super::{Cursor, Cx, Head, Kind, LoopIterator, PositionIter, Shape, Step};
 use crate::ir::Expr;
-use crate::lower::ids::{IterId, OperandId};
+use crate::lower::ids::OperandId;
 use crate::lower::LowerError;
 
 pub(crate) struct Dedup<I>(pub I);
@@ -32,17 +32,11 @@ impl<'p> Dedup<PositionIter<'p>> {
 }
 
 impl<'p> LoopIterator<'p> for Dedup<PositionIter<'p>> {
-    fn id(&self) -> IterId {
-        self.0.id()
-    }
-    fn props(&self) -> Props {
-        self.0.props()
+    fn head(&self) -> &Head {
+        self.0.head()
     }
     fn kind(&self) -> Kind<'p> {
         self.0.kind()
-    }
-    fn level(&self) -> Option<(OperandId, usize)> {
-        self.0.level()
     }
     fn name(&self) -> String {
         format!("dedup<{}>", self.0.name())

@@ -3,14 +3,13 @@
 //! result-only variables, and stands for operands reached out of order
 //! (located later), which keep every coordinate alive in a union.
 
-use super::{select_guarded, Cursor, Cx, Kind, LoopIterator, Props, Step};
+use super::{select_guarded, Cursor, Cx, Head, Kind, LoopIterator, Props, Step};
 use crate::format::level::Properties;
 use crate::ir::Expr;
-use crate::lower::ids::{IterId, OperandId};
+use crate::lower::ids::IterId;
 
 pub(crate) struct DimensionIter {
-    id: IterId,
-    name: String,
+    head: Head,
 }
 
 impl DimensionIter {
@@ -18,26 +17,19 @@ impl DimensionIter {
     /// operand `id` (or for none: `IterId::Dimension`).
     pub fn new(id: IterId, var: &str, tensor: Option<&str>) -> Self {
         let who = tensor.map_or(String::new(), |t| format!(" for {t}"));
-        DimensionIter { id, name: format!("dimension({var}){who}") }
+        // Every coordinate once, in order; any coordinate can be read.
+        let level = Properties { full: true, ordered: true, unique: true, branchless: false, compact: true };
+        let props = Props { level, locatable: true };
+        DimensionIter { head: Head { id, props, level: None, name: format!("dimension({var}){who}") } }
     }
 }
 
 impl<'p> LoopIterator<'p> for DimensionIter {
-    fn id(&self) -> IterId {
-        self.id
-    }
-    fn props(&self) -> Props {
-        let level = Properties { full: true, ordered: true, unique: true, branchless: false, compact: true };
-        Props { level, locatable: true }
+    fn head(&self) -> &Head {
+        &self.head
     }
     fn kind(&self) -> Kind<'p> {
         Kind::Dimension
-    }
-    fn level(&self) -> Option<(OperandId, usize)> {
-        None
-    }
-    fn name(&self) -> String {
-        self.name.clone()
     }
     fn cursor_name(&self, cx: &Cx) -> String {
         cx.var.to_string()

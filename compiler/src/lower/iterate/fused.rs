@@ -4,28 +4,18 @@
 //! present at its parent and not under a deduplicated run, whose bounds
 //! are then the parent's expressions.
 
-use super::{Cursor, Cx, Kind, LoopIterator, PositionIter, Props, Shape, Step};
+use super::{Cursor, Cx, Head, Kind, LoopIterator, PositionIter, Shape, Step};
 use crate::ir::Expr;
-use crate::lower::ids::{IterId, OperandId};
 use crate::lower::LowerError;
 
 pub(crate) struct Fused<I>(pub I);
 
 impl<'p> LoopIterator<'p> for Fused<PositionIter<'p>> {
-    fn id(&self) -> IterId {
-        self.0.id()
-    }
-    fn props(&self) -> Props {
-        self.0.props()
+    fn head(&self) -> &Head {
+        self.0.head()
     }
     fn kind(&self) -> Kind<'p> {
         self.0.kind()
-    }
-    fn level(&self) -> Option<(OperandId, usize)> {
-        self.0.level()
-    }
-    fn name(&self) -> String {
-        self.0.name()
     }
     fn shape(&self) -> Shape {
         Shape::Once

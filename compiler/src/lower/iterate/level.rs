@@ -3,7 +3,7 @@
 //! `coord_access`) over one level of one operand, through the level's
 //! capability functions.
 
-use super::{coord_name, pos_name, Cursor, Cx, Kind, LoopIterator, Props, Step};
+use super::{coord_name, pos_name, Cursor, Cx, Head, Kind, LoopIterator, Props, Step};
 use crate::format::level::{CoordPositionIteration, CoordValueIteration, Iteration, LevelCtx};
 use crate::ir::{Emitter, Expr, Stmt};
 use crate::lower::ids::{IterId, OperandId};
@@ -15,16 +15,15 @@ use crate::lower::{LowerError, State};
 struct Level {
     op: OperandId,
     k: usize,
-    props: Props,
-    /// `A1:compressed(nonunique)`.
-    name: String,
+    head: Head,
 }
 
 impl Level {
     fn new(o: &Operand, k: usize) -> Level {
         let l = &o.format.levels[k];
         let props = Props { level: l.properties(), locatable: l.locate().is_some() };
-        Level { op: o.id, k, props, name: format!("{}{}:{}", o.tensor, k + 1, l.spec()) }
+        let head = Head { id: IterId::Operand(o.id), props, level: Some((o.id, k)), name: format!("{}{}:{}", o.tensor, k + 1, l.spec()) };
+        Level { op: o.id, k, head }
     }
     fn operand<'p>(&self, cx: &Cx<'_, 'p>) -> &'p Operand {
         &cx.p.operands[self.op]
@@ -116,20 +115,11 @@ impl<'p> PositionIter<'p> {
 }
 
 impl<'p> LoopIterator<'p> for PositionIter<'p> {
-    fn id(&self) -> IterId {
-        IterId::Operand(self.level.op)
-    }
-    fn props(&self) -> Props {
-        self.level.props
+    fn head(&self) -> &Head {
+        &self.level.head
     }
     fn kind(&self) -> Kind<'p> {
         Kind::Position(self.f)
-    }
-    fn level(&self) -> Option<(OperandId, usize)> {
-        Some((self.level.op, self.level.k))
-    }
-    fn name(&self) -> String {
-        self.level.name.clone()
     }
     fn cursor_name(&self, cx: &Cx) -> String {
         self.pos_name(cx)
@@ -165,20 +155,11 @@ pub(crate) struct ValueIter<'p> {
 }
 
 impl<'p> LoopIterator<'p> for ValueIter<'p> {
-    fn id(&self) -> IterId {
-        IterId::Operand(self.level.op)
-    }
-    fn props(&self) -> Props {
-        self.level.props
+    fn head(&self) -> &Head {
+        &self.level.head
     }
     fn kind(&self) -> Kind<'p> {
         Kind::Value(self.f)
-    }
-    fn level(&self) -> Option<(OperandId, usize)> {
-        Some((self.level.op, self.level.k))
-    }
-    fn name(&self) -> String {
-        self.level.name.clone()
     }
     fn cursor_name(&self, cx: &Cx) -> String {
         coord_name(cx.p, cx.var, self.level.operand(cx))

@@ -103,17 +103,37 @@ pub(crate) struct Props {
     pub locatable: bool,
 }
 
+/// What an iterator is over, fixed when it is made.
+#[derive(Clone)]
+pub(crate) struct Head {
+    /// The iterator's key among a loop's iterators.
+    pub id: IterId,
+    pub props: Props,
+    /// The operand's level iterated (not set for a dimension iterator).
+    pub level: Option<(OperandId, usize)>,
+    /// `A1:compressed(nonunique)`, `dimension(j)`.
+    pub name: String,
+}
+
 /// One iterator over the variable of a loop, for one operand or for the
 /// dimension itself.
 pub(crate) trait LoopIterator<'p> {
-    fn id(&self) -> IterId;
-    fn props(&self) -> Props;
+    fn head(&self) -> &Head;
     fn kind(&self) -> Kind<'p>;
-    /// The operand's level iterated (not set for a dimension iterator).
-    fn level(&self) -> Option<(OperandId, usize)>;
+    fn id(&self) -> IterId {
+        self.head().id
+    }
+    fn props(&self) -> Props {
+        self.head().props
+    }
+    fn level(&self) -> Option<(OperandId, usize)> {
+        self.head().level
+    }
     /// The name the editor shows, adapters included:
     /// `dedup<A1:compressed(nonunique)>`, `dimension(j)`.
-    fn name(&self) -> String;
+    fn name(&self) -> String {
+        self.head().name.clone()
+    }
     /// Whether it visits runs of equal coordinates as one (plans show it).
     fn dedups(&self) -> bool {
         false
