@@ -1,6 +1,8 @@
 //! Cranelift compile time of the paper's kernels: the first compile in the
 //! process and the median of the following ones, in CPU time of the compiling thread.
-//! `cargo run --release -p tensor-compiler --example compile_time`
+//! `cargo run --release -p tensor-compiler --example compile_time [FILTER [RUNS]]`
+//! (FILTER: only kernels whose label contains it, e.g. `PLUS`; RUNS
+//! compiles each, 15 by default: more for a profiler to sample.)
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -21,7 +23,10 @@ fn main() {
         ("MTTKRP", "A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)", &[("A", "dense", 2), ("B", "COO", 3), ("P", "dense", 2), ("Q", "dense", 2)]),
         ("INNERPROD", "a = B(i,j,k) * C(i,j,k)", &[("a", "dense", 0), ("B", "COO", 3), ("C", "COO", 3)]),
     ];
-    for (label, expr, specs) in kernels {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let filter = args.first().cloned().unwrap_or_default();
+    let runs: usize = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(15).max(2);
+    for (label, expr, specs) in kernels.iter().filter(|(l, ..)| l.contains(filter.as_str())) {
         let a = parse_assignment(expr).unwrap();
         let formats = specs.iter().map(|(n, f, o)| (n.to_string(), parse_format(f, *o, &r).unwrap())).collect();
         let dims: BTreeMap<String, Vec<usize>> = specs.iter().map(|(n, _, o)| (n.to_string(), vec![100; *o])).collect();
@@ -35,7 +40,7 @@ fn main() {
             unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
             t.tv_sec as f64 * 1e3 + t.tv_nsec as f64 / 1e6
         };
-        let mut times: Vec<f64> = (0..15)
+        let mut times: Vec<f64> = (0..runs)
             .map(|_| {
                 let t = cpu_ms();
                 let _k = tensor_compiler::jit::compile(&k.function).unwrap();

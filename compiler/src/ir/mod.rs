@@ -275,7 +275,7 @@ impl Expr {
 
 /// Visit every statement of a block, recursively (pre-order), with the
 /// expressions it holds.
-pub fn walk_block(block: &Block, f: &mut dyn FnMut(&Stmt)) {
+pub fn walk_block(block: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
     for s in block {
         f(s);
         match s {

@@ -1,12 +1,12 @@
 //! Loop IR to Cranelift IR. One translator, `Variable`s for the IR's
-//! variables; array base pointers and parameters are loaded once at entry
-//! as plain values (only pointers of arrays the kernel grows are variables).
+//! variables; array base pointers and parameters are loads Cranelift may
+//! place and merge itself (see `Base` and `Regions`).
 //! Blocks are sealed as soon as their predecessors are known, so SSA
 //! construction never guesses.
 
 use crate::ir::{ArrayRef, BinOp, CmpOp, ElemTy, Expr, Function, ParamRef, Stmt, Ty};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{types, AbiParam, Block, InstBuilder, MemFlagsData, SigRef, Signature, Type, Value};
+use cranelift_codegen::ir::{types, AbiParam, AliasRegion, AliasRegionData, Block, InstBuilder, MemFlagsData, SigRef, Signature, Type, Value};
 use cranelift_frontend::{FunctionBuilder, Variable};
 use std::collections::BTreeMap;
 
@@ -14,12 +14,38 @@ use std::collections::BTreeMap;
 // `#[repr(C)]` structures in `call.rs` with `offset_of!` at compile time.
 use super::call::{ARGS_ARRAYS, ARGS_PARAMS, ARGS_RESERVE, ARGS_RUNTIME, SLOT_CAP, SLOT_LEN, SLOT_PTR, SLOT_SIZE};
 
-/// Where an array's base pointer lives: a value loaded once at entry, or a
-/// variable for arrays the kernel grows (the runtime may move them).
+/// Where an array's base pointer lives: a pure load, or, for arrays the
+/// kernel grows (a call may move them), its slot, loaded where used.
+///
+/// Why not a variable for grown pointers: a variable redefined by every
+/// append's (cold) growth path becomes a block parameter at every merge of
+/// every branch and loop below it, work for the register allocator (the
+/// bulk of the compile time of sparse-output kernels) and values to keep
+/// live for little use. Loads tagged with their own alias region are merged
+/// by Cranelift's alias analysis up to the next call instead.
 #[derive(Clone, Copy)]
 enum Base {
     Fixed(Value),
-    Grown(Variable),
+    Grown(i32),
+}
+
+/// Disjoint kinds of memory the kernel writes, for Cranelift's alias
+/// analysis: a store to one never changes a load of another. Only calls
+/// (growing an array) change the slots.
+struct Regions {
+    /// Elements of the arrays the kernel writes.
+    elems: AliasRegion,
+    /// Base pointers in the slots of grown arrays.
+    ptrs: AliasRegion,
+    /// Lengths and capacities in the slots of grown arrays.
+    sizes: AliasRegion,
+}
+
+impl Regions {
+    fn new(dfg: &mut cranelift_codegen::ir::DataFlowGraph) -> Self {
+        let mut region = |user_id, description: &'static str| dfg.alias_regions.insert(AliasRegionData { user_id, description: description.into() });
+        Regions { elems: region(1, "output elements"), ptrs: region(2, "grown pointers"), sizes: region(3, "grown sizes") }
+    }
 }
 
 struct ArrayVars {
@@ -38,6 +64,7 @@ pub struct Translator<'a, 'b> {
     args: Value,
     reserve_sig: SigRef,
     fail: Block,
+    regions: Regions,
     /// Loads of input arrays hoisted out of the loops being translated,
     /// innermost last (Cranelift does not move loads out of loops itself).
     hoisted: Vec<(Expr, Value)>,
@@ -45,6 +72,15 @@ pub struct Translator<'a, 'b> {
 
 fn flags() -> MemFlagsData {
     MemFlagsData::trusted()
+}
+
+/// Loads of what no call changes while the kernel runs (the array table,
+/// the base pointers of arrays it does not grow, parameters): pure to
+/// Cranelift, which places each where it is first needed (hoisted out of
+/// loops) instead of keeping every one live from the entry, through calls,
+/// in a stack slot reloaded inside loops.
+fn pure() -> MemFlagsData {
+    MemFlagsData::trusted().with_readonly().with_can_move()
 }
 
 fn cl_ty(t: Ty) -> Type {
@@ -103,7 +139,8 @@ impl<'a, 'b> Translator<'a, 'b> {
         sig.returns.push(AbiParam::new(ptr_ty));
         let reserve_sig = b.import_signature(sig);
         let fail = b.create_block();
-        let mut t = Translator { vars: Vec::new(), arrays: BTreeMap::new(), params: BTreeMap::new(), ptr_ty, args, reserve_sig, fail, hoisted: Vec::new(), b };
+        let regions = Regions::new(&mut b.func.dfg);
+        let mut t = Translator { vars: Vec::new(), arrays: BTreeMap::new(), params: BTreeMap::new(), ptr_ty, args, reserve_sig, fail, regions, hoisted: Vec::new(), b };
         for v in &f.vars {
             let var = t.b.declare_var(cl_ty(v.ty));
             t.vars.push(var);
@@ -118,21 +155,19 @@ impl<'a, 'b> Translator<'a, 'b> {
                 grown.insert(array.clone());
             }
         });
-        let table = t.b.ins().load(ptr_ty, flags(), args, ARGS_ARRAYS);
+        let table = t.b.ins().load(ptr_ty, pure(), args, ARGS_ARRAYS);
         for (slot, (a, writes)) in slots.iter().enumerate() {
-            let p = t.b.ins().load(ptr_ty, flags(), table, slot as i32 * SLOT_SIZE as i32 + SLOT_PTR);
+            let off = slot as i32 * SLOT_SIZE as i32 + SLOT_PTR;
             let base = if grown.contains(a) {
-                let var = t.b.declare_var(ptr_ty);
-                t.b.def_var(var, p);
-                Base::Grown(var)
+                Base::Grown(off)
             } else {
-                Base::Fixed(p)
+                Base::Fixed(t.b.ins().load(ptr_ty, pure(), table, off))
             };
             t.arrays.insert(a.clone(), ArrayVars { slot: slot as i64, base, writes: *writes });
         }
-        let ptable = t.b.ins().load(ptr_ty, flags(), args, ARGS_PARAMS);
+        let ptable = t.b.ins().load(ptr_ty, pure(), args, ARGS_PARAMS);
         for (j, p) in params.iter().enumerate() {
-            let v = t.b.ins().load(types::I64, flags().with_readonly(), ptable, (j * 8) as i32);
+            let v = t.b.ins().load(types::I64, pure(), ptable, (j * 8) as i32);
             t.params.insert(p.clone(), v);
         }
         t.block(&f.body)?;
@@ -157,10 +192,17 @@ impl<'a, 'b> Translator<'a, 'b> {
         let i = self.expr(index)?;
         let base = match self.array(a)?.base {
             Base::Fixed(v) => v,
-            Base::Grown(var) => self.b.use_var(var),
+            Base::Grown(off) => {
+                let table = self.b.ins().load(self.ptr_ty, pure(), self.args, ARGS_ARRAYS);
+                self.b.ins().load(self.ptr_ty, flags().with_alias_region(Some(self.regions.ptrs)), table, off)
+            }
         };
         let off = self.b.ins().ishl_imm_u(i, shift);
         Ok(self.b.ins().iadd(base, off))
+    }
+
+    fn elems(&self) -> MemFlagsData {
+        flags().with_alias_region(Some(self.regions.elems))
     }
 
     fn value_ty(&self, v: Value) -> Type {
@@ -182,7 +224,7 @@ impl<'a, 'b> Translator<'a, 'b> {
                 let addr = self.address(a, i)?;
                 // Inputs are never written while a kernel runs: readonly
                 // lets Cranelift merge repeated loads of the same element.
-                let f = if self.array(a)?.writes { flags() } else { flags().with_readonly() };
+                let f = if self.array(a)?.writes { self.elems() } else { flags().with_readonly() };
                 match a.elem() {
                     ElemTy::I32 => {
                         let v = self.b.ins().load(types::I32, f, addr, 0);
@@ -288,7 +330,7 @@ impl<'a, 'b> Translator<'a, 'b> {
     /// the right of a short-circuit `&&`/`||`).
     fn invariant_loads(&self, index: crate::ir::VarId, body: &[Stmt]) -> Vec<Expr> {
         let mut assigned = std::collections::BTreeSet::from([index]);
-        crate::ir::walk_block(&body.to_vec(), &mut |s| match s {
+        crate::ir::walk_block(body, &mut |s| match s {
             Stmt::Let(v, _) | Stmt::Set(v, _) | Stmt::For { var: v, .. } => {
                 assigned.insert(*v);
             }
@@ -335,7 +377,8 @@ impl<'a, 'b> Translator<'a, 'b> {
                 let addr = self.address(a, i)?;
                 let x = self.expr(v)?;
                 let x = if a.elem() == ElemTy::I32 { self.b.ins().ireduce(types::I32, x) } else { x };
-                self.b.ins().store(flags(), x, addr, 0);
+                let f = self.elems();
+                self.b.ins().store(f, x, addr, 0);
             }
             Stmt::For { var: var_id, lo, hi, body } => {
                 let var = *self.vars.get(*var_id as usize).ok_or("unknown variable")?;
@@ -409,33 +452,35 @@ impl<'a, 'b> Translator<'a, 'b> {
     /// Grow an output array through the runtime when `len` exceeds its
     /// capacity; a refused allocation ends the kernel with status 1. The
     /// logical length (the largest `len` reserved) is kept in the slot.
+    /// The runtime stores the new pointer in the slot, where the array's
+    /// next access loads it (`Base::Grown`).
     fn reserve(&mut self, a: &ArrayRef, len: &Expr) -> Result<(), String> {
-        let (slot, ptr) = {
+        let slot = {
             let av = self.array(a)?;
             match av.base {
-                Base::Grown(var) => (av.slot, var),
+                Base::Grown(_) => av.slot,
                 Base::Fixed(_) => return Err(format!("{} is not growable", a.c_name())),
             }
         };
         let want = self.expr(len)?;
-        let table = self.b.ins().load(self.ptr_ty, flags(), self.args, ARGS_ARRAYS);
+        let table = self.b.ins().load(self.ptr_ty, pure(), self.args, ARGS_ARRAYS);
         let off = (slot * SLOT_SIZE) as i32;
-        let cur = self.b.ins().load(types::I64, flags(), table, off + SLOT_LEN);
+        let sizes = flags().with_alias_region(Some(self.regions.sizes));
+        let cur = self.b.ins().load(types::I64, sizes, table, off + SLOT_LEN);
         let newlen = self.b.ins().smax(cur, want);
-        self.b.ins().store(flags(), newlen, table, off + SLOT_LEN);
-        let cap = self.b.ins().load(types::I64, flags(), table, off + SLOT_CAP);
+        self.b.ins().store(sizes, newlen, table, off + SLOT_LEN);
+        let cap = self.b.ins().load(types::I64, sizes, table, off + SLOT_CAP);
         let grow = self.b.ins().icmp(IntCC::SignedGreaterThan, want, cap);
         let (grow_block, done) = (self.b.create_block(), self.b.create_block());
         self.b.set_cold_block(grow_block);
         self.b.ins().brif(grow, grow_block, &[], done, &[]);
         self.b.seal_block(grow_block);
         self.b.switch_to_block(grow_block);
-        let rt = self.b.ins().load(self.ptr_ty, flags(), self.args, ARGS_RUNTIME);
-        let f = self.b.ins().load(self.ptr_ty, flags(), self.args, ARGS_RESERVE);
+        let rt = self.b.ins().load(self.ptr_ty, pure(), self.args, ARGS_RUNTIME);
+        let f = self.b.ins().load(self.ptr_ty, pure(), self.args, ARGS_RESERVE);
         let s = self.b.ins().iconst(types::I64, slot);
         let call = self.b.ins().call_indirect(self.reserve_sig, f, &[rt, s, want]);
         let newptr = self.b.inst_results(call)[0];
-        self.b.def_var(ptr, newptr);
         let fail = self.fail;
         self.b.ins().brif(newptr, done, &[], fail, &[]);
         self.b.seal_block(done);
