@@ -68,7 +68,9 @@ def tensorc(args, repeats, threads=1):
     cmd = [str(TENSORC)] + args + ["--time", str(repeats), "--json", "--backend", "auto", "--threads", str(threads)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
-        return None, r.stderr.strip()
+        # The `error:` line, not the notes before it.
+        errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
+        return None, (errors[-1] if errors else r.stderr.strip())
     d = json.loads(r.stdout)
     tiers = {name: t["median_ms"] for name, t in d.get("tiers", {}).items()} or {d.get("backend", "cranelift"): d["median_ms"]}
     if "cranelift" in d.get("tiers", {}):
