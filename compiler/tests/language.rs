@@ -46,6 +46,11 @@ fn run_matches_the_expression_form() {
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     let via_file = v["results"][0]["nnz"].as_u64().unwrap();
     assert_eq!(via_file, 1000);
+    // Like the expression form's, its JSON says how many threads ran.
+    let (code, out, err) = tensorc(&["run", dir.join("spmv_coo.tensor").to_str().unwrap(), "--json", "--threads", "1"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["threads"], 1, "{v}");
 }
 
 #[test]

@@ -92,6 +92,8 @@ pub fn run_file(path: &Path, kernel: Option<&str>, o: &Options) -> Result<String
             "runs": runs,
             "compile_ms": st.iter().map(|s| s.timing.compile.as_secs_f64() * 1e3).sum::<f64>(),
             "gbytes_per_s": run.gbytes_per_s(),
+            // As the expression form: the most threads a statement used.
+            "threads": st.iter().map(|s| s.threads).max().unwrap_or(1),
             "results": st.iter().map(|s| serde_json::json!({"name": s.result, "dims": s.dims, "nnz": s.nnz, "checksum": s.checksum})).collect::<Vec<_>>(),
         });
         let _ = writeln!(out, "{v}");

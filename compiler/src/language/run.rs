@@ -19,6 +19,8 @@ pub struct StatementRun {
     pub timing: Timing,
     /// Bytes the kernel's operands occupy (for an effective GB/s figure).
     pub bytes: usize,
+    /// Threads its runs used (1 when its outermost loop is not shared).
+    pub threads: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -78,6 +80,7 @@ pub fn run_kernel(db: &dyn Db, file: SourceFile, name: &str, runs: usize, thread
         let mut p = prepare(name, a, &resolved.formats, &inputs, &out_dims, initial.as_ref()).map_err(|e| e.to_string())?;
         p.threads = threads;
         let timing = p.time(runs.max(1)).map_err(|e| e.to_string())?;
+        let threads = p.threads_used().map_err(|e| e.to_string())?;
         let bytes = p.inputs.iter().map(tensor_bytes).sum::<usize>() + tensor_bytes(&p.output);
         let result = p.result().map_err(|e| e.to_string())?;
         out.statements.push(StatementRun {
@@ -88,6 +91,7 @@ pub fn run_kernel(db: &dyn Db, file: SourceFile, name: &str, runs: usize, thread
             checksum: result.vals.iter().sum(),
             timing,
             bytes,
+            threads,
         });
         data.insert(out_name, result);
     }
