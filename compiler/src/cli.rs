@@ -333,6 +333,9 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
     for c in &prepared.kernel.conversions {
         eprintln!("note: {}", c.describe());
     }
+    if let (true, [c]) = (prepared.kernel.result_is_copy, prepared.kernel.conversions.as_slice()) {
+        eprintln!("note: the conversion writes `{}` itself (it holds {} in the result's levels), so runs skip the kernel's level-by-level copy; the emitted C still makes it", s.assignment.lhs.tensor, c.source);
+    }
     for t in &prepared.kernel.temporaries {
         eprintln!("note: `{}` sits inside an addition inside a product, so it is computed first into a dense temporary: {t}", t.rhs);
     }

@@ -259,19 +259,39 @@ fn converted_operands(kernel: &Kernel, inputs: &[storage::Validated<'_>]) -> Res
 /// writes the buffer; the result is rebuilt from it).
 /// Returns how long the conversions and the packing took.
 fn call(kernel: &Kernel, compiled: &CompiledKernel, inputs: &[storage::Validated<'_>], output: &mut Tensor, buffer: &mut Option<Tensor>, threads: Threads) -> Result<Phases, ExecError> {
+    if kernel.result_is_copy {
+        return convert_into_result(kernel, inputs, output);
+    }
     if !kernel.conversions.is_empty() {
         let t0 = Instant::now();
         let copies = converted_operands(kernel, inputs)?;
         let mut all = inputs.to_vec();
-        for c in &copies {
-            all.push(storage::validate(c)?);
-        }
+        // Built by the packer: valid by construction.
+        all.extend(copies.iter().map(storage::Validated::packed));
         let convert = t0.elapsed();
         let pack = call_converted(compiled, &all, output, buffer, threads)?;
         return Ok(Phases { convert, pack });
     }
     let pack = call_converted(compiled, inputs, output, buffer, threads)?;
     Ok(Phases { convert: Duration::ZERO, pack })
+}
+
+/// A kernel that only copies its one converted operand
+/// (`Kernel::result_is_copy`): the operand is converted straight into the
+/// result's arrays (reusing the old result's), and the copy is skipped.
+fn convert_into_result(kernel: &Kernel, inputs: &[storage::Validated<'_>], output: &mut Tensor) -> Result<Phases, ExecError> {
+    let t0 = Instant::now();
+    let [c] = kernel.conversions.as_slice() else {
+        return Err(StorageError::Pack { tensor: output.name.clone(), reason: "internal: a copied result needs exactly one conversion".into() }.into());
+    };
+    let source = inputs.iter().map(|v| v.tensor()).find(|t| t.name == c.source).ok_or_else(|| StorageError::Pack { tensor: c.source.clone(), reason: "no data".into() })?;
+    let mut scratch = storage::Scratch::reclaim(output);
+    let copy = storage::pack_entries_reusing(&output.name, storage::Entries::of(source)?, &c.format, &mut scratch)?;
+    // The copy's levels are the result's, each storing the same variable:
+    // its arrays are the result's storage.
+    output.levels = copy.levels;
+    output.vals = copy.vals;
+    Ok(Phases { convert: t0.elapsed(), pack: Duration::ZERO })
 }
 
 /// Run the kernel; returns how long packing its buffer took (zero without one).

@@ -29,12 +29,7 @@ pub fn alternatives(current: &TensorFormat, order: usize, elements: usize) -> Ve
             }
         }
     }
-    let presets: &[&str] = match order {
-        1 => &["sparse", "dense", "hash"],
-        2 => &["CSR", "CSC", "DCSR", "COO", "dense"],
-        _ => &["CSF", "COO", "dense"],
-    };
-    for p in presets {
+    for p in presets(order) {
         if *p == "dense" && elements > DENSE_LIMIT {
             continue;
         }
@@ -52,6 +47,24 @@ pub fn alternatives(current: &TensorFormat, order: usize, elements: usize) -> Ve
         out.push(Alternative { text: preset.unwrap_or_else(|| text.clone()), format: format.clone() });
     }
     out
+}
+
+/// How `format` (for a tensor of `order`) is written: its preset's name
+/// where one equals it (`CSC`), else its levels and mode order.
+pub fn written(format: &TensorFormat, order: usize) -> String {
+    let registry = Registry::builtin();
+    presets(order)
+        .iter()
+        .find(|p| parse_format(p, order, &registry).ok().as_ref() == Some(format))
+        .map_or_else(|| format.spec(), |p| p.to_string())
+}
+
+fn presets(order: usize) -> &'static [&'static str] {
+    match order {
+        1 => &["sparse", "dense", "hash"],
+        2 => &["CSR", "CSC", "DCSR", "COO", "dense"],
+        _ => &["CSF", "COO", "dense"],
+    }
 }
 
 /// Every permutation of `0..n` (only the identity past order 4).

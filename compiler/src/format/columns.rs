@@ -83,7 +83,7 @@ impl Placement {
 }
 
 /// `c` repeated over each run `runs[c]..runs[c + 1]`.
-fn expand_runs(runs: &[i32]) -> Vec<i32> {
+pub fn expand_runs(runs: &[i32]) -> Vec<i32> {
     let n = runs.last().map_or(0, |&x| x as usize);
     let mut out = vec![0; n];
     for (c, w) in runs.windows(2).enumerate() {
@@ -229,6 +229,10 @@ pub enum Owners {
     /// Every child belongs to parent 0 (there is one parent).
     First,
     Each(Vec<u32>),
+    /// Children `runs[p]..runs[p + 1]` belong to parent `p` (a level that
+    /// keeps each parent's children together): one bound per parent, not
+    /// one owner per child.
+    Runs(Vec<i32>),
 }
 
 /// The children of some parent positions: their positions, coordinates and
@@ -241,21 +245,27 @@ pub struct Children<'s> {
     pub owners: Owners,
 }
 
-/// `Owners::Each` from per-parent child counts, or `First` for one parent.
+/// `Owners::Runs` from per-parent child counts, or `First` for one parent.
 /// Fails when the parents outnumber what a `u32` index can name.
 pub fn owners_from_counts(counts: impl Iterator<Item = usize>, parents: usize, children: usize) -> Result<Owners, String> {
     if parents <= 1 {
         return Ok(Owners::First);
     }
-    if parents > u32::MAX as usize {
-        return Err(format!("{parents} parent positions do not fit 32-bit indices"));
+    if parents > u32::MAX as usize || children >= i32::MAX as usize {
+        return Err(format!("{parents} parents of {children} children do not fit 32-bit indices"));
     }
-    let mut owners = vec![0u32; children];
-    let mut at = 0;
-    for (i, n) in counts.enumerate() {
-        let run = owners.get_mut(at..at + n).ok_or("more children than counted")?;
-        run.fill(i as u32);
+    let mut runs = Vec::with_capacity(parents + 1);
+    runs.push(0i32);
+    let mut at = 0usize;
+    for n in counts {
         at += n;
+        if at > children {
+            return Err("more children than counted".into());
+        }
+        runs.push(at as i32);
     }
-    Ok(Owners::Each(owners))
+    if runs.len() != parents + 1 || at != children {
+        return Err(format!("counts for {} parents and {at} children, not {parents} and {children}", runs.len() - 1));
+    }
+    Ok(Owners::Runs(runs))
 }

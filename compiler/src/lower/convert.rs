@@ -14,7 +14,7 @@
 
 use super::{Kernel, LowerError};
 use crate::format::alternatives::alternatives;
-use crate::format::TensorFormat;
+use crate::format::{CoordMap, TensorFormat};
 use crate::notation::{Access, Assignment, Expr, Span};
 use std::collections::BTreeMap;
 
@@ -128,6 +128,64 @@ fn search(
         }
     }
     Err(refusal)
+}
+
+/// A statement that only moves entries, `A(i,j) = B(j,i)` or `A(i,j) =
+/// B(i,j)` between formats, whose loops cannot write the result in the
+/// order they read the operand: the operand is converted to the result's
+/// own levels (in the operand's mode order), which is one counting sort
+/// per level as SciPy transposes, and the kernel then copies level by
+/// level. The result's storage is the copy's: `Kernel::result_is_copy`
+/// lets the caller take the copy's arrays instead of running the kernel.
+pub(super) fn compile_as_permutation(
+    a: &Assignment,
+    formats: &BTreeMap<String, TensorFormat>,
+    dims: &BTreeMap<String, Vec<usize>>,
+    refusal: &LowerError,
+    compile: &dyn Fn(&Assignment, &BTreeMap<String, TensorFormat>, &BTreeMap<String, Vec<usize>>) -> Result<Kernel, LowerError>,
+) -> Option<Kernel> {
+    let Expr::Access(source) = &a.rhs else { return None };
+    if a.accumulate || source.tensor == a.lhs.tensor || !dims.contains_key(&source.tensor) {
+        return None;
+    }
+    let result = formats.get(&a.lhs.tensor)?;
+    let format = permuted_levels(result, &a.lhs, source)?;
+    let mut copy = format!("{}_converted", source.tensor);
+    while formats.contains_key(&copy) || dims.contains_key(&copy) {
+        copy.push('_');
+    }
+    let mut f = formats.clone();
+    f.insert(copy.clone(), format.clone());
+    let mut d = dims.clone();
+    d.insert(copy.clone(), dims[&source.tensor].clone());
+    let statement = Assignment { rhs: Expr::Access(Access { tensor: copy.clone(), ..source.clone() }), ..a.clone() };
+    let kernel = compile(&statement, &f, &d).ok()?;
+    if kernel.buffer.is_some() || !kernel.conversions.is_empty() || !kernel.temporaries.is_empty() {
+        return None;
+    }
+    let format_text = crate::format::alternatives::written(&format, source.indices.len());
+    let conversion = Conversion { source: source.tensor.clone(), copy, format, format_text, reason: refusal.to_string(), span: source.span };
+    Some(Kernel { result_is_copy: true, ..with_conversion(a, conversion, kernel) })
+}
+
+/// The result's levels, each storing the operand's mode that the result's
+/// level stores: the format in which the operand's storage is the result's.
+/// None for a result with hidden levels or indices that are not a
+/// permutation of the operand's.
+fn permuted_levels(result: &TensorFormat, lhs: &Access, source: &Access) -> Option<TensorFormat> {
+    let CoordMap::Modes(modes) = &result.map else { return None };
+    let names = |acc: &Access| acc.indices.iter().map(|i| i.name.clone()).collect::<Vec<_>>();
+    let (out, src) = (names(lhs), names(source));
+    let mut sorted = out.clone();
+    sorted.sort();
+    sorted.dedup();
+    let mut src_sorted = src.clone();
+    src_sorted.sort();
+    if sorted.len() != out.len() || sorted != src_sorted {
+        return None;
+    }
+    let map: Vec<usize> = modes.iter().map(|&m| src.iter().position(|v| *v == out[m])).collect::<Option<_>>()?;
+    TensorFormat::new(result.levels.clone(), CoordMap::Modes(map), out.len(), "converted copy").ok()
 }
 
 /// `kernel` (compiled from `a` with `conversion` applied) as the kernel of

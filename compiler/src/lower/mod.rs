@@ -105,6 +105,10 @@ pub struct Kernel {
     /// Sums computed first into dense temporaries, in the order the kernel
     /// computes them (`lower::temporary`): each a statement writing one.
     pub temporaries: Vec<Assignment>,
+    /// The kernel only copies its one converted operand, whose storage is
+    /// the result's (`convert::compile_as_permutation`): the caller may
+    /// take the converted copy as the result and skip the copy.
+    pub result_is_copy: bool,
 }
 
 /// A result assembled through a coordinate buffer: the kernel appends every
@@ -237,6 +241,9 @@ fn compile_or_buffer(name: &str, a: &Assignment, formats: &BTreeMap<String, Tens
         Err(e) if e.is_refusal() && !a.lhs.indices.is_empty() => e,
         r => return r,
     };
+    if let Some(kernel) = convert::compile_as_permutation(a, formats, dims, &refusal, &|s, f, d| compile_statement(name, s, f, d, ResultAssembly::Direct)) {
+        return Ok(kernel);
+    }
     if workspace_levels(formats.get(&a.lhs.tensor)) {
         if let Ok(kernel) = compile_statement(name, a, formats, dims, ResultAssembly::Workspace) {
             return Ok(kernel);
@@ -389,7 +396,7 @@ fn compile_parts(
     if std::env::var_os("TENSOR_NO_UNROLL").is_none() {
         crate::ir::unroll::two_accumulators(&mut function);
     }
-    Ok(Kernel { assignment: a.clone(), nests, function, prior: None, buffer: None, conversions: Vec::new(), temporaries: Vec::new() })
+    Ok(Kernel { assignment: a.clone(), nests, function, prior: None, buffer: None, conversions: Vec::new(), temporaries: Vec::new(), result_is_copy: false })
 }
 
 /// `y(i) = A(i,j)*x(j) + z(i)` as `y(i) = A(i,j)*x(j); y(i) += z(i)`: valid

@@ -67,7 +67,7 @@ pub(super) fn compile_with_temporary(a: &Assignment, formats: &Formats, dims: &D
     let mut temporaries = k1.temporaries;
     temporaries.push(first);
     temporaries.extend(k2.temporaries);
-    Some(Kernel { assignment: a.clone(), nests, function, prior: None, buffer: k2.buffer, conversions: k2.conversions, temporaries })
+    Some(Kernel { assignment: a.clone(), nests, function, prior: None, buffer: k2.buffer, conversions: k2.conversions, temporaries, result_is_copy: false })
 }
 
 /// How many times each variable is used (one per index of an access).

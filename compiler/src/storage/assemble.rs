@@ -39,8 +39,8 @@ pub fn pack_entries_reusing(name: &str, entries: Entries<'_>, format: &TensorFor
         let coo = Entries { dims, cols, vals }.to_coo().map_err(err)?;
         return pack_generic(name, &coo, format);
     }
-    let mut by_dim: Vec<Option<Cow<'_, [i32]>>> = cols.into_iter().map(Some).collect();
-    let level_cols: Vec<Cow<'_, [i32]>> = order.iter().map(|&d| by_dim[d].take().unwrap_or_default()).collect();
+    let mut by_dim: Vec<Option<Column<'_>>> = cols.into_iter().map(Some).collect();
+    let level_cols: Vec<Column<'_>> = order.iter().map(|&d| by_dim[d].take().unwrap_or(Column::Values(Cow::Borrowed(&[])))).collect();
     let sorted = sort_unique(level_cols, vals, &extents, scratch).map_err(err)?;
     let Sorted { cols: mut sorted_cols, vals: sorted_vals, split } = sorted;
     let n = sorted_vals.len();

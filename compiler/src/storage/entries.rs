@@ -6,7 +6,7 @@
 use super::alloc::MemoryLimit;
 use super::{unpack, StorageError, Tensor};
 use crate::coo::CooTensor;
-use crate::format::columns::{ColumnUnpack, ColumnUnpackInput, Owners, Positions};
+use crate::format::columns::{expand_runs, Column, ColumnUnpack, ColumnUnpackInput, Owners, Positions};
 use crate::format::CoordMap;
 use std::borrow::Cow;
 
@@ -15,7 +15,9 @@ use std::borrow::Cow;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Entries<'a> {
     pub dims: Vec<usize>,
-    pub cols: Vec<Cow<'a, [i32]>>,
+    /// One per dimension; a column is runs only where it is sorted (a
+    /// matrix's rows read from CSR).
+    pub cols: Vec<Column<'a>>,
     pub vals: Cow<'a, [f64]>,
 }
 
@@ -40,15 +42,16 @@ impl<'a> Entries<'a> {
                 col.push(c as i32);
             }
         }
-        Entries { dims: coo.dims.clone(), cols: cols.into_iter().map(Cow::Owned).collect(), vals: Cow::Owned(coo.vals.clone()) }
+        Entries { dims: coo.dims.clone(), cols: cols.into_iter().map(|c| Column::Values(Cow::Owned(c))).collect(), vals: Cow::Owned(coo.vals.clone()) }
     }
 
     /// Back to a coordinate list, refusing coordinates outside the dimensions.
     pub fn to_coo(&self) -> Result<CooTensor, String> {
         let mut coo = CooTensor::new(self.dims.clone());
         coo.coords.reserve(self.len() * self.cols.len());
+        let cols: Vec<Cow<'_, [i32]>> = self.cols.iter().map(|c| c.clone().into_values()).collect();
         for e in 0..self.len() {
-            for (d, col) in self.cols.iter().enumerate() {
+            for (d, col) in cols.iter().enumerate() {
                 let c = col[e];
                 if c < 0 || c as usize >= self.dims[d] {
                     return Err(format!("coordinate {c} outside dimension {d} (extent {})", self.dims[d]));
@@ -95,7 +98,7 @@ impl<'a> Entries<'a> {
         };
         let level_cols = columns(levels, n).map_err(err)?;
         // Level k holds dimension order[k].
-        let mut cols: Vec<Option<Cow<'a, [i32]>>> = vec![None; nlevels];
+        let mut cols: Vec<Option<Column<'a>>> = vec![None; nlevels];
         for (k, col) in level_cols.into_iter().enumerate() {
             cols[order[k]] = Some(col);
         }
@@ -106,14 +109,26 @@ impl<'a> Entries<'a> {
 
 /// One column per level from each level's children, bottom up: entry `e`
 /// is child `e` of the last level; its coordinate in a level above is that
-/// of the ancestor its owners lead to.
-fn columns(levels: Vec<(Cow<'_, [i32]>, Owners)>, n: usize) -> Result<Vec<Cow<'_, [i32]>>, String> {
+/// of the ancestor its owners lead to. A first level that lists every
+/// coordinate once (dense) over a level keeping each parent's children
+/// together (compressed) gives its column as runs, the way CSR's `pos`
+/// holds it, not one coordinate per entry.
+fn columns(levels: Vec<(Cow<'_, [i32]>, Owners)>, n: usize) -> Result<Vec<Column<'_>>, String> {
     let nlevels = levels.len();
     let mut out = Vec::with_capacity(nlevels);
     // Which child of the current level each entry is (None: entry e is
     // child e).
     let mut index: Option<Vec<u32>> = None;
+    // Entry e is child e of level 1, whose children are runs of level 0's.
+    let mut runs_below: Option<Vec<i32>> = None;
     for (k, (coords, owners)) in levels.into_iter().enumerate().rev() {
+        if let (0, Some(runs)) = (k, runs_below.take()) {
+            if runs.len() == coords.len() + 1 && coords.iter().enumerate().all(|(c, &x)| x as usize == c) {
+                out.push(Column::Runs(runs));
+                break;
+            }
+            index = Some(expand_runs(&runs).into_iter().map(|p| p as u32).collect());
+        }
         let col = match &index {
             None if coords.len() == n => coords,
             None => return Err(format!("level {k} lists {} children for {n} entries", coords.len())),
@@ -125,13 +140,28 @@ fn columns(levels: Vec<(Cow<'_, [i32]>, Owners)>, n: usize) -> Result<Vec<Cow<'_
                 Cow::Owned(ix.iter().map(|&i| coords[i as usize]).collect())
             }
         };
-        out.push(col);
+        out.push(Column::Values(col));
         if k == 0 {
             break;
         }
         index = match owners {
             Owners::Same => index,
             Owners::First => Some(vec![0; n]),
+            Owners::Runs(runs) => match index {
+                None if k == 1 && runs.last().is_some_and(|&e| e as usize == n) => {
+                    runs_below = Some(runs);
+                    None
+                }
+                None if runs.last().is_some_and(|&e| e as usize == n) => Some(expand_runs(&runs).into_iter().map(|p| p as u32).collect()),
+                None => return Err(format!("level {k} names owners of {} children for {n} entries", runs.last().copied().unwrap_or(0))),
+                Some(ix) => {
+                    let owner = expand_runs(&runs);
+                    if ix.iter().max().is_some_and(|&m| m as usize >= owner.len()) {
+                        return Err(format!("level {k}: a child index beyond its owners"));
+                    }
+                    Some(ix.iter().map(|&i| owner[i as usize] as u32).collect())
+                }
+            },
             Owners::Each(o) => Some(match index {
                 None if o.len() == n => o,
                 None => return Err(format!("level {k} names owners of {} children for {n} entries", o.len())),

@@ -30,22 +30,39 @@ pub struct Sorted<'a> {
 /// Sort `cols` (one per level, level order) and `vals`, summing duplicates.
 /// Every coordinate must lie in `[0, extents[k])`. At most 254 levels and
 /// `i32::MAX - 1` entries. New columns come from `scratch` where it can.
-pub fn sort_unique<'a>(cols: Vec<Cow<'a, [i32]>>, vals: Cow<'a, [f64]>, extents: &[usize], scratch: &mut Scratch) -> Result<Sorted<'a>, String> {
+pub fn sort_unique<'a>(cols: Vec<Column<'a>>, vals: Cow<'a, [f64]>, extents: &[usize], scratch: &mut Scratch) -> Result<Sorted<'a>, String> {
     let n = vals.len();
     let nlevels = cols.len();
     if nlevels == 0 || nlevels >= DESCENT as usize || extents.len() != nlevels || n >= i32::MAX as usize {
         return Err(format!("cannot sort {n} entries of {nlevels} levels"));
     }
+    if let [Column::Values(keys), Column::Runs(rows)] = cols.as_slice() {
+        if extents[0] <= 4 * n + 4096 && keys.len() == n && runs_fit(rows, extents[1], n) {
+            check_range(keys, extents[0], 0)?;
+            // A matrix read row by row, sorted by column (SciPy's csr_tocsc):
+            // rows are visited in order, so each column's run comes out
+            // sorted by row, and the row column is never materialised.
+            let (rest, v, runs) = counting_sort_rows(keys, rows, &vals, extents[0], scratch);
+            let mut rest = vec![rest];
+            let mut v = v;
+            let mut split = run_splits(&mut rest, &mut v, &runs);
+            let mut out = vec![Column::Runs(runs)];
+            out.extend(rest.into_iter().map(|c| Column::Values(Cow::Owned(c))));
+            let mut vals: Cow<'a, [f64]> = Cow::Owned(v);
+            if split.iter().any(|&s| usize::from(s) == nlevels) {
+                let mut values: Vec<Cow<'a, [i32]>> = out.into_iter().map(Column::into_values).collect();
+                sum_duplicates(&mut values, vals.to_mut(), &mut split);
+                out = values.into_iter().map(Column::Values).collect();
+            }
+            return Ok(Sorted { cols: out, vals, split });
+        }
+    }
+    let cols: Vec<Cow<'a, [i32]>> = cols.into_iter().map(Column::into_values).collect();
     for (k, col) in cols.iter().enumerate() {
         if col.len() != n {
             return Err(format!("level {k} has {} coordinates for {n} values", col.len()));
         }
-        // Negative coordinates read as huge unsigned ones (a plain max, which
-        // vectorises; the culprit is looked up only on failure).
-        if col.iter().map(|&c| c as u32).max().is_some_and(|m| m as usize >= extents[k]) {
-            let c = col.iter().find(|&&c| c as u32 as usize >= extents[k]).copied().unwrap_or(-1);
-            return Err(format!("coordinate {c} outside level {k} (extent {})", extents[k]));
-        }
+        check_range(col, extents[k], k)?;
     }
     let (mut cols, mut vals, mut split) = if let Some(split) = sorted_splits(&cols) {
         (cols.into_iter().map(Column::Values).collect::<Vec<_>>(), vals, split)
@@ -68,6 +85,22 @@ pub fn sort_unique<'a>(cols: Vec<Cow<'a, [i32]>>, vals: Cow<'a, [f64]>, extents:
         cols = values.into_iter().map(Column::Values).collect();
     }
     Ok(Sorted { cols, vals, split })
+}
+
+/// Every coordinate of level `k` in `[0, extent)`. Negative coordinates
+/// read as huge unsigned ones (a plain max, which vectorises; the culprit
+/// is looked up only on failure).
+fn check_range(col: &[i32], extent: usize, k: usize) -> Result<(), String> {
+    if col.iter().map(|&c| c as u32).max().is_some_and(|m| m as usize >= extent) {
+        let c = col.iter().find(|&&c| c as u32 as usize >= extent).copied().unwrap_or(-1);
+        return Err(format!("coordinate {c} outside level {k} (extent {extent})"));
+    }
+    Ok(())
+}
+
+/// Runs that cover entries `0..n` in order, for coordinates below `extent`.
+fn runs_fit(runs: &[i32], extent: usize, n: usize) -> bool {
+    runs.len() <= extent + 1 && runs.first() == Some(&0) && runs.last().is_some_and(|&e| e as usize == n) && runs.windows(2).all(|w| w[0] <= w[1])
 }
 
 fn lex_cmp(cols: &[impl AsRef<[i32]>], a: usize, b: usize) -> Ordering {
@@ -215,6 +248,34 @@ fn counting_sort(cols: &[Cow<'_, [i32]>], vals: &[f64], extent: usize, scratch: 
     next.rotate_right(1);
     next[0] = 0;
     (out_rest, out_vals, next)
+}
+
+/// `counting_sort` of a matrix whose second level's coordinates are runs
+/// (row `r` for entries `rows[r]..rows[r + 1]`, as `runs_fit` checked):
+/// returns the rows scattered, the values and the runs of the keys.
+fn counting_sort_rows(keys: &[i32], rows: &[i32], vals: &[f64], extent: usize, scratch: &mut Scratch) -> (Vec<i32>, Vec<f64>, Vec<i32>) {
+    let n = vals.len();
+    let mut next = scratch.ints(extent + 1);
+    for &k in keys {
+        next[k as usize + 1] += 1;
+    }
+    for i in 1..next.len() {
+        next[i] += next[i - 1];
+    }
+    let mut out = scratch.ints(n);
+    let mut out_vals = scratch.floats(n);
+    for (r, w) in rows.windows(2).enumerate() {
+        let (lo, hi) = (w[0] as usize, w[1] as usize);
+        for (&k, &v) in keys[lo..hi].iter().zip(&vals[lo..hi]) {
+            let d = next[k as usize] as usize;
+            next[k as usize] += 1;
+            out[d] = r as i32;
+            out_vals[d] = v;
+        }
+    }
+    next.rotate_right(1);
+    next[0] = 0;
+    (out, out_vals, next)
 }
 
 /// Stable sort of entries `lo..hi` by the columns `rest`.

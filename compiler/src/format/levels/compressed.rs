@@ -103,7 +103,7 @@ impl LevelFormat for Compressed {
                 return Err(format!("interleaved crd length {} is not a multiple of {stride}", crd.len()));
             }
         }
-        let mine: Vec<i32> = (0..size).map(|p| self.layout.read(input.storage, input.level, p)).collect::<Result<_, _>>()?;
+        let mine = self.layout.column(input.storage, input.level, size)?;
         checks::coords_in_range(&mine, input.extent())?;
         for w in pos.windows(2) {
             checks::segment_order(&mine, w[0] as usize, w[1] as usize, self.ordered, self.unique)?;
@@ -252,7 +252,10 @@ impl ColumnUnpack for Compressed {
                 let crd = input.storage[input.level].array("crd")?;
                 Cow::Borrowed(crd.get(*a..*b).ok_or_else(|| format!("positions {a}..{b} beyond crd (length {})", crd.len()))?)
             }
-            _ => Cow::Owned((0..total).map(|i| self.layout.read(input.storage, input.level, positions.at(i))).collect::<Result<Vec<i32>, String>>()?),
+            _ => {
+                let crd = self.layout.reader(input.storage, input.level)?;
+                Cow::Owned((0..total).map(|i| crd.at(positions.at(i))).collect::<Result<Vec<i32>, String>>()?)
+            }
         };
         Ok(Children { positions, coords, owners })
     }

@@ -13,6 +13,21 @@ pub enum CrdLayout {
     Aos { owner: usize, stride: usize, field: usize },
 }
 
+/// A level's coordinates as stored (`CrdLayout::reader`).
+pub struct CrdReader<'s> {
+    crd: &'s [i32],
+    stride: usize,
+    field: usize,
+}
+
+impl CrdReader<'_> {
+    /// The coordinate of position `p`.
+    pub fn at(&self, p: usize) -> Result<i32, String> {
+        let idx = p * self.stride + self.field;
+        self.crd.get(idx).copied().ok_or_else(|| format!("crd index {idx} beyond its length {}", self.crd.len()))
+    }
+}
+
 impl CrdLayout {
     pub fn is_aos(&self) -> bool {
         matches!(self, CrdLayout::Aos { .. })
@@ -40,14 +55,23 @@ impl CrdLayout {
             CrdLayout::Aos { owner, .. } => *owner == level,
         }
     }
-    /// Read coordinate of position `p` from the storage of all levels.
-    pub fn read(&self, storage: &[crate::format::level::LevelStorage], level: usize, p: usize) -> Result<i32, String> {
-        let (owner, idx) = match self {
-            CrdLayout::Own => (level, p),
-            CrdLayout::Aos { owner, stride, field } => (*owner, p * stride + field),
+    /// The coordinates of positions `0..n`: borrowed from the level's own
+    /// array, gathered once from an interleaved one (the array is looked
+    /// up once, not per position).
+    pub fn column<'s>(&self, storage: &'s [crate::format::level::LevelStorage], level: usize, n: usize) -> Result<std::borrow::Cow<'s, [i32]>, String> {
+        let reader = self.reader(storage, level)?;
+        match self {
+            CrdLayout::Own => reader.crd.get(..n).map(std::borrow::Cow::Borrowed).ok_or_else(|| format!("crd holds {} coordinates, {n} needed", reader.crd.len())),
+            CrdLayout::Aos { .. } => (0..n).map(|p| reader.at(p)).collect::<Result<Vec<i32>, String>>().map(std::borrow::Cow::Owned),
+        }
+    }
+    /// Reads the coordinate of any position, the array looked up once.
+    pub fn reader<'s>(&self, storage: &'s [crate::format::level::LevelStorage], level: usize) -> Result<CrdReader<'s>, String> {
+        let (owner, stride, field) = match self {
+            CrdLayout::Own => (level, 1, 0),
+            CrdLayout::Aos { owner, stride, field } => (*owner, *stride, *field),
         };
-        let crd = storage[owner].array("crd")?;
-        crd.get(idx).copied().ok_or_else(|| format!("crd index {idx} beyond its length {}", crd.len()))
+        Ok(CrdReader { crd: storage[owner].array("crd")?, stride, field })
     }
     /// Length of the crd array in positions of this level.
     pub fn positions(&self, storage: &[crate::format::level::LevelStorage], level: usize) -> Result<usize, String> {

@@ -109,9 +109,9 @@ impl LevelFormat for Singleton {
         if have < n {
             return Err(format!("crd holds {have} coordinates for {n} parent positions"));
         }
-        let mut mine: Vec<i32> = (0..n).map(|p| self.layout.read(input.storage, input.level, p)).collect::<Result<_, _>>()?;
+        let mut mine = self.layout.column(input.storage, input.level, n)?;
         if self.padded {
-            mine.retain(|&c| c != -1);
+            mine.to_mut().retain(|&c| c != -1);
         }
         checks::coords_in_range(&mine, input.extent())?;
         Ok(n)
@@ -172,9 +172,10 @@ impl ColumnUnpack for Singleton {
             return Err(format!("{} parent positions do not fit 32-bit indices", parents.len()));
         }
         let (mut positions, mut coords, mut owners) = (Vec::with_capacity(parents.len()), Vec::with_capacity(parents.len()), Vec::new());
+        let crd = self.layout.reader(input.storage, input.level)?;
         for i in 0..parents.len() {
             let p = parents.at(i);
-            let c = self.layout.read(input.storage, input.level, p)?;
+            let c = crd.at(p)?;
             if self.padded && c == -1 {
                 continue;
             }
