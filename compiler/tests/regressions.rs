@@ -115,6 +115,38 @@ fn spgemm_through_a_workspace_or_buffer() {
 }
 
 #[test]
+fn spgemm_into_a_result_too_wide_for_a_dense_workspace_row() {
+    // 5M columns: a dense row (16 bytes a column) would take 80 MB per
+    // kernel; the result goes through the coordinate buffer, whose memory
+    // follows the entries. Checked against products summed by hand (the
+    // dense oracle cannot hold the result).
+    let wide = 5_000_000u32;
+    let b = tensor(&[3, 4], &[(&[0, 0], 1.0), (&[0, 2], 2.0), (&[2, 1], 3.0), (&[2, 3], -1.0)]);
+    let c = tensor(&[4, wide as usize], &[(&[0, 7], 1.5), (&[0, wide - 1], 2.0), (&[1, 7], 4.0), (&[2, wide - 1], 0.5), (&[2, 12], 1.0), (&[3, 7], 1.0)]);
+    let mut want: BTreeMap<(u32, u32), f64> = BTreeMap::new();
+    for e in 0..b.nnz() {
+        for f in 0..c.nnz() {
+            if b.coord(e)[1] == c.coord(f)[0] {
+                *want.entry((b.coord(e)[0], c.coord(f)[1])).or_default() += b.vals[e] * c.vals[f];
+            }
+        }
+    }
+    let data: BTreeMap<String, CooTensor> = [("B".to_string(), b), ("C".to_string(), c)].into();
+    let a = tensor_compiler::notation::parse_assignment("A(i,j) = B(i,k) * C(k,j)").unwrap();
+    for result in ["CSR", "DCSR"] {
+        let specs = [("A", result), ("B", "CSR"), ("C", "CSR")];
+        let orders: BTreeMap<String, usize> = [("A", 2), ("B", 2), ("C", 2)].iter().map(|(n, o)| (n.to_string(), *o)).collect();
+        let formats = formats_of(&specs, &orders);
+        let mut prepared = tensor_compiler::execute::prepare("kernel", &a, &formats, &data, &[3, wide as usize], None).unwrap();
+        assert!(prepared.kernel.buffer.is_some(), "{result}: assembled through the coordinate buffer");
+        prepared.run().unwrap();
+        let got = prepared.result().unwrap();
+        let got: BTreeMap<(u32, u32), f64> = (0..got.nnz()).map(|e| ((got.coord(e)[0], got.coord(e)[1]), got.vals[e])).collect();
+        assert_eq!(got, want, "{result}");
+    }
+}
+
+#[test]
 fn transposes_and_conversions_between_formats() {
     let inputs = ["dense", "CSR", "CSC", "DCSR", "COO", "COO-AoS", "ELL", "DIA", "BCSR(2)", "CSB(3)", "hashed,dense"];
     let results = ["dense", "CSR", "CSC", "DCSR", "COO", "ELL", "DIA", "BCSR(2)", "CSB(2)", "hashed,dense", "dense,hashed"];

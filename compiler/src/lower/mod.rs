@@ -244,7 +244,7 @@ fn compile_or_buffer(name: &str, a: &Assignment, formats: &BTreeMap<String, Tens
     if let Some(kernel) = convert::compile_as_permutation(a, formats, dims, &refusal, &|s, f, d| compile_statement(name, s, f, d, ResultAssembly::Direct)) {
         return Ok(kernel);
     }
-    if workspace_levels(formats.get(&a.lhs.tensor)) {
+    if workspace_levels(formats.get(&a.lhs.tensor)) && workspace_row_fits(a, formats, dims) {
         if let Ok(kernel) = compile_statement(name, a, formats, dims, ResultAssembly::Workspace) {
             return Ok(kernel);
         }
@@ -280,6 +280,22 @@ fn workspace_levels(format: Option<&TensorFormat>) -> bool {
     n >= 2
         && f.levels[..n - 1].iter().all(|l| matches!(l.assembly(), Assembly::Insert(_)))
         && matches!(f.levels[n - 1].assembly(), Assembly::Append(_))
+}
+
+/// Most coordinates a dense workspace row spans (16 bytes each: value,
+/// touched flag, touched list): 64 MiB. A wider last level (a hypersparse
+/// result) is assembled through the coordinate buffer instead, whose memory
+/// follows the entries computed, not the dimension.
+const WORKSPACE_ROW_LIMIT: usize = 1 << 22;
+
+/// Whether the result's last level spans few enough coordinates for a
+/// dense workspace row.
+fn workspace_row_fits(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> bool {
+    let (Some(f), Some(d)) = (formats.get(&a.lhs.tensor), dims.get(&a.lhs.tensor)) else { return true };
+    match f.map.level_var(f.levels.len() - 1) {
+        crate::format::LevelVar::Dim(k) => d.get(k).is_none_or(|&n| n <= WORKSPACE_ROW_LIMIT),
+        crate::format::LevelVar::Hidden(_) => false,
+    }
 }
 
 /// The workspace row is flushed each time the result's next-to-last
