@@ -224,6 +224,10 @@ impl Prepared {
 
     /// How many threads a run uses (`threads::used`).
     pub fn threads_used(&self) -> Result<usize, ExecError> {
+        if self.kernel.result_is_copy {
+            // The conversion runs; the kernel does not.
+            return Ok(1);
+        }
         let mut inputs = self.inputs.iter().map(storage::validate).collect::<Result<Vec<_>, _>>()?;
         let copies = converted_operands(&self.kernel, &inputs)?;
         for c in &copies {

@@ -6,6 +6,9 @@
 //! - `Partials`: thread 0 writes the result, every other thread a result
 //!   of its own, added into it in thread order once all have joined, so a
 //!   given thread count always gives the same sums.
+//! - `Stitch`: every thread writes a sparse result of its own over its
+//!   rows; they are stitched in thread order (`Append::stitch_shares`),
+//!   giving exactly one thread's result.
 //!
 //! Threads are scoped (`std::thread::scope`) and started per call: a call
 //! worth sharing runs for far longer than starting a thread takes, and
@@ -72,7 +75,7 @@ pub fn used(k: &CompiledKernel, inputs: &[Validated<'_>], output: &Tensor, threa
     let n = threads.count.clamp(1, MAX_THREADS);
     match k.parallel {
         Some(_) if work < threads.min_work => 1,
-        Some(Parallel::Rows) => n,
+        Some(Parallel::Rows | Parallel::Stitch) => n,
         Some(Parallel::Partials) => n.min(1 + work / output.dims.iter().product::<usize>().max(1)),
         None => 1,
     }
@@ -83,6 +86,7 @@ pub fn run(k: &CompiledKernel, inputs: &[Validated<'_>], output: &mut Tensor, th
     match (k.parallel, used(k, inputs, output, threads)) {
         (Some(Parallel::Rows), n) if n > 1 => jit::run_rows(k, inputs, output, n),
         (Some(Parallel::Partials), n) if n > 1 => partials(k, inputs, output, n),
+        (Some(Parallel::Stitch), n) if n > 1 => stitch(k, inputs, output, n),
         _ => jit::run_kernel(k, inputs, output),
     }
 }
@@ -92,6 +96,47 @@ pub fn run(k: &CompiledKernel, inputs: &[Validated<'_>], output: &mut Tensor, th
 fn empty_like(output: &Tensor) -> Tensor {
     let levels = output.levels.iter().map(|l| crate::format::level::LevelStorage { arrays: l.arrays.keys().map(|&k| (k, Vec::new())).collect(), params: l.params.clone() }).collect();
     Tensor { name: output.name.clone(), format: output.format.clone(), dims: output.dims.clone(), extents: output.extents.clone(), levels, vals: Vec::new() }
+}
+
+/// Run share `t` of `n` into each of `outs` (share 0 into the first), on
+/// one thread each.
+fn run_shares(k: &CompiledKernel, inputs: &[Validated<'_>], outs: &mut [&mut Tensor], n: usize) -> Result<(), RunError> {
+    let share = |thread: usize| Share { thread: thread as i64, threads: n as i64, phase: 0 };
+    let (first, rest) = outs.split_first_mut().ok_or_else(|| RunError::Shares("no result to run into".into()))?;
+    let results: Vec<Result<(), RunError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = rest.iter_mut().enumerate().map(|(t, out)| scope.spawn(move || jit::run_share(k, inputs, out, share(t + 1)))).collect();
+        let mut results = vec![jit::run_share(k, inputs, first, share(0))];
+        results.extend(handles.into_iter().map(|h| h.join().unwrap_or(Err(RunError::OutOfMemory))));
+        results
+    });
+    results.into_iter().collect::<Result<Vec<()>, _>>().map(|_| ())
+}
+
+/// A `Stitch` kernel on `n` threads: each share into an empty result of
+/// its own (the old result's arrays reused by share 0), then level by
+/// level: a dense first level is the same in every share; the appended
+/// level below it combines its shares, and the values follow.
+fn stitch(k: &CompiledKernel, inputs: &[Validated<'_>], output: &mut Tensor, n: usize) -> Result<(), RunError> {
+    let mut parts: Vec<Tensor> = (1..n).map(|_| empty_like(output)).collect();
+    {
+        let mut outs: Vec<&mut Tensor> = std::iter::once(&mut *output).chain(parts.iter_mut()).collect();
+        run_shares(k, inputs, &mut outs, n)?;
+    }
+    let fail = |why: String| RunError::Shares(format!("stitching the shares of {}: {why}", output.name));
+    let dense_first = output.format.levels.first().is_some_and(|l| l.is_dense());
+    let (Some(crate::format::level::Assembly::Append(app)), 2, true) = (output.format.levels.get(1).map(|l| l.assembly()), output.levels.len(), dense_first) else {
+        return Err(fail("the result is not a dense level over an appended one".into()));
+    };
+    let mut storages = vec![std::mem::take(&mut output.levels[1])];
+    storages.extend(parts.iter_mut().map(|p| std::mem::take(&mut p.levels[1])));
+    let parents = output.extents[0];
+    let (level, sizes) = app.stitch_shares().ok_or_else(|| fail("its appended level cannot be stitched".into()))?.stitch(storages, parents).map_err(fail)?;
+    output.levels[1] = level;
+    output.vals.truncate(sizes[0]);
+    for (part, &size) in parts.iter().zip(&sizes[1..]) {
+        output.vals.extend_from_slice(part.vals.get(..size).ok_or_else(|| fail("a share holds fewer values than positions".into()))?);
+    }
+    Ok(())
 }
 
 /// A `Partials` kernel on `n` threads.

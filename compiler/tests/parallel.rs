@@ -1,5 +1,6 @@
 //! Kernels whose outermost loop runs on several threads: every kind the
-//! lowerer shares (rows of a dense result; partial results of reductions)
+//! lowerer shares (rows of a dense result; partial results of reductions;
+//! rows of a CSR result, stitched)
 //! gives the single-threaded answer and the oracle's on random inputs, on
 //! 1, 2, 3 and 7 threads and on more threads than the loop has iterations,
 //! with empty inputs too, on both tiers (the cc tier is skipped, with a
@@ -29,7 +30,7 @@ const fn case(expr: &'static str, formats: &'static [(&'static str, &'static str
     Case { expr, formats, mode }
 }
 
-use Parallel::{Partials, Rows};
+use Parallel::{Partials, Rows, Stitch};
 
 const CASES: &[Case] = &[
     // Rows: each iteration owns its coordinate of a result variable.
@@ -57,9 +58,20 @@ const CASES: &[Case] = &[
     case("y(i) = A(i,j) * x(j)", &[("A", "DIA")], Some(Partials)),
     case("y(i) = A(i,j) * x(j)", &[("A", "BCSR(2)")], Some(Partials)),
     case("y(j) = A(i,j) * x(i)", &[("A", "COO")], Some(Partials)),
-    // One thread: sparse results, several nests, merged outer loops.
-    case("C(i,j) = A(i,j) + B(i,j)", &[("A", "CSR"), ("B", "CSR"), ("C", "CSR")], None),
-    case("C(i,k) = A(i,j) * B(j,k)", &[("A", "CSR"), ("B", "CSR"), ("C", "CSR")], None),
+    // Stitch: rows of a CSR result, each share into a result of its own.
+    case("C(i,j) = A(i,j) + B(i,j)", &[("A", "CSR"), ("B", "CSR"), ("C", "CSR")], Some(Stitch)),
+    case("C(i,j) = A(i,j) * B(i,j)", &[("A", "CSR"), ("B", "CSC"), ("C", "CSR")], Some(Stitch)),
+    case("C(i,j) = 2 * A(i,j)", &[("A", "CSR"), ("C", "CSR")], Some(Stitch)),
+    case("C(i,j) += A(i,j)", &[("A", "CSR"), ("C", "CSR")], Some(Stitch)),
+    case("C(i,j) = A(i,j) * x(j)", &[("A", "CSR"), ("C", "dense,compressed(unordered)")], Some(Stitch)),
+    // (Gustavson's SpGEMM: a workspace row per thread)
+    case("C(i,k) = A(i,j) * B(j,k)", &[("A", "CSR"), ("B", "CSR"), ("C", "CSR")], Some(Stitch)),
+    // One thread: other sparse results, several nests, merged outer loops.
+    case("C(i,j) = A(i,j) + B(i,j)", &[("A", "CSR"), ("B", "CSR"), ("C", "DCSR")], None),
+    case("C(i,j) = A(i,j)", &[("A", "CSR"), ("C", "COO")], None),
+    // (COO's rows are deduplicated runs: not a plain loop to share)
+    case("C(i,j) = 2 * A(i,j)", &[("A", "COO"), ("C", "CSR")], None),
+    case("C(i,k) = A(i,j) * B(j,k)", &[("A", "COO"), ("B", "CSR"), ("C", "CSR")], None),
     case("y(i) = A(i,j) * x(j) + z(i)", &[("A", "CSR")], None),
     case("y(i) = x(i) + z(i)", &[("x", "sparse"), ("z", "sparse")], None),
     case("C(i,j) = A(i,j)", &[("A", "CSR"), ("C", "dense,hashed")], None),
@@ -152,7 +164,7 @@ fn check_cases(tier: Tier, rows: usize, seeds: std::ops::Range<u64>) {
                 let (got, used) = d.run(tier, Threads::exactly(n));
                 let ctx = format!("{} {:?}, {rows} rows, seed {seed}, {n} threads ({tier:?})", c.expr, c.formats);
                 match c.mode {
-                    Some(Rows) => assert_eq!(used, n, "{ctx}"),
+                    Some(Rows | Stitch) => assert_eq!(used, n, "{ctx}"),
                     Some(Partials) => assert!((1..=n).contains(&used), "{ctx}: {used} threads"),
                     None => assert_eq!(used, 1, "{ctx}"),
                 }

@@ -110,6 +110,21 @@ pub trait Append {
     fn append_coord(&self, c: &LevelCtx, e: &mut Emitter, pos: Expr, coord: Expr);
     fn append_edges(&self, c: &LevelCtx, e: &mut Emitter, parent_pos: Expr, pbegin: Expr, pend: Expr);
     fn append_finalize(&self, c: &LevelCtx, e: &mut Emitter, parent_size: Expr, size: Expr);
+    /// Whether results with this level can be computed by threads over
+    /// shares of the parent positions and stitched (`ir::Parallel::Stitch`).
+    fn stitch_shares(&self) -> Option<&dyn StitchShares> {
+        None
+    }
+}
+
+/// Combining an appended level of results that threads computed over
+/// disjoint shares of the parent positions, each share's positions after
+/// the previous share's, each thread starting from an empty result.
+pub trait StitchShares {
+    /// `parts` in share order, each finalised, over `parents` parent
+    /// positions. Returns the combined storage and, per part, how many
+    /// positions it holds (its values are concatenated in that order).
+    fn stitch(&self, parts: Vec<LevelStorage>, parents: usize) -> Result<(LevelStorage, Vec<usize>), String>;
 }
 
 /// Which iteration capability a level offers (every level offers one).

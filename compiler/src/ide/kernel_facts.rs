@@ -93,6 +93,7 @@ pub fn var_facts(k: &Kernel, var: &str) -> VarFacts {
     let out = k.output();
     let shared = match (k.function.parallel, outermost) {
         (Some(crate::ir::Parallel::Rows), Some(v)) => Some(format!("the loop over `{v}` runs on several threads, each over its own share of the iterations, writing its own part of `{out}`")),
+        (Some(crate::ir::Parallel::Stitch), Some(v)) => Some(format!("the loop over `{v}` runs on several threads, each over its own rows into a `{out}` of its own; they are stitched together after")),
         (Some(crate::ir::Parallel::Partials), Some(v)) => Some(format!("the loop over `{v}` runs on several threads, each over its own share of the iterations into a `{out}` of its own; they are added up after")),
         _ => None,
     };

@@ -167,6 +167,12 @@ fn declarations(f: &Function, l: &Layout) -> String {
                     let _ = writeln!(out, "   other share a result of its own with empty arrays (len and cap 0), then");
                     let _ = writeln!(out, "   add the other results' values into the first, in share order.");
                 }
+                Parallel::Stitch => {
+                    let _ = writeln!(out, "   Shares are rows of a sparse result: give every share a result of its");
+                    let _ = writeln!(out, "   own with empty arrays (len and cap 0); then, in share order, add the");
+                    let _ = writeln!(out, "   shares' pos arrays element by element and concatenate their first");
+                    let _ = writeln!(out, "   pos[last] crd and vals entries.");
+                }
             }
             let _ = writeln!(out, "*/");
         }

@@ -223,6 +223,12 @@ pub enum Parallel {
     /// dense): each thread runs the whole kernel into a result of its own,
     /// and the results are summed in thread order afterwards.
     Partials,
+    /// The result is sparse, its first level dense over the loop's
+    /// variable and its second appended (CSR): each thread runs the whole
+    /// kernel over its share of the rows into an empty result of its own,
+    /// and the results are stitched in share order afterwards (the
+    /// appended level's `Append::stitch_shares`).
+    Stitch,
 }
 
 impl Parallel {
@@ -230,6 +236,7 @@ impl Parallel {
         match self {
             Parallel::Rows => "rows",
             Parallel::Partials => "partials",
+            Parallel::Stitch => "stitch",
         }
     }
 }

@@ -135,10 +135,13 @@ impl<'p> Lowerer<'p> {
 /// How the outermost loop of a nest computing `p` may be shared, judged
 /// from how the result is assembled.
 fn mode(p: &Problem, outer: &OuterLoop) -> Option<Parallel> {
+    let o = p.output();
+    if p.assembly != ResultAssembly::Buffer && stitches(o) && outer.distinct && o.level_vars.first() == Some(&outer.index) {
+        return Some(Parallel::Stitch);
+    }
     if p.assembly != ResultAssembly::Direct {
         return None;
     }
-    let o = p.output();
     // Dense levels give every coordinate its own position, computed
     // without writing anything shared: partial results line up too.
     let dense = o.format.levels.iter().all(|l| l.properties().full && l.locate().is_some() && matches!(l.assembly(), Assembly::Insert(_)));
@@ -150,6 +153,27 @@ fn mode(p: &Problem, outer: &OuterLoop) -> Option<Parallel> {
     } else {
         Some(Parallel::Partials)
     }
+}
+
+/// A result of a dense level over an appended level that stitches
+/// (CSR, written directly or through a workspace row): threads may each
+/// compute the rows of their share into a result of their own.
+fn stitches(o: &super::operands::Operand) -> bool {
+    match o.format.levels.as_slice() {
+        [rows, below] => {
+            rows.properties().full && rows.locate().is_some() && matches!(rows.assembly(), Assembly::Insert(_)) && matches!(below.assembly(), Assembly::Append(a) if a.stitch_shares().is_some())
+        }
+        _ => false,
+    }
+}
+
+/// Whether what the loop of a `Stitch` kernel carries from one row to the
+/// next is only integer counters (positions appended so far, the
+/// workspace's touched count): a share starting them at 0 computes its
+/// rows as they would be computed after the rows before, positions
+/// counted from 0, which stitching shifts.
+fn carried_counters_fit(the_loop: &Stmt, vars: &[crate::ir::VarInfo]) -> bool {
+    sets_outside(the_loop).iter().all(|(t, _)| vars.get(*t as usize).is_some_and(|v| v.ty == Ty::I64))
 }
 
 fn loads(e: &Expr, f: &mut dyn FnMut(&ArrayRef, &Expr)) {
@@ -286,6 +310,7 @@ pub(super) fn share_outer(e: &mut Emitter, p: &Problem, outer: &OuterLoop) -> Op
             // Threads' results are added up: the kernel may only add to
             // its result (its scratch arrays are each call's own).
             (l, Parallel::Partials) => reads_result_only_to_add(&body, &out, false) && carried_sums_fit(&body[..k], l, &body[k + 1..], &e.vars),
+            (l, Parallel::Stitch) => carried_counters_fit(l, &e.vars),
             _ => false,
         }
         .then_some(k),
@@ -311,13 +336,14 @@ pub(super) fn share_outer(e: &mut Emitter, p: &Problem, outer: &OuterLoop) -> Op
                 e.push(s);
             }
             (Parallel::Rows, s) => set_up.push(s),
-            (Parallel::Partials, s) => e.push(s),
+            (Parallel::Partials | Parallel::Stitch, s) => e.push(s),
         }
     }
     gate(e, &mut set_up, Expr::cmp(CmpOp::Ne, phase.clone(), Expr::Int(2)));
     e.comment(match mode {
         Parallel::Rows => format!("each thread runs a share of the loop, writing its own rows of {out}"),
         Parallel::Partials => format!("each thread runs a share of the loop into its own {out}, added up afterwards"),
+        Parallel::Stitch => format!("each thread runs a share of the rows into its own {out}, stitched together afterwards"),
     });
     e.open();
     let (begin, end) = share_bounds(e, lo, hi, outer.weight.as_ref(), outer.runs.as_ref());
@@ -325,7 +351,7 @@ pub(super) fn share_outer(e: &mut Emitter, p: &Problem, outer: &OuterLoop) -> Op
     let share = e.close();
     match mode {
         Parallel::Rows => e.push(Stmt::If { cond: Expr::cmp(CmpOp::Ne, phase, Expr::Int(1)), then: share, els: Vec::new() }),
-        Parallel::Partials => share.into_iter().for_each(|s| e.push(s)),
+        Parallel::Partials | Parallel::Stitch => share.into_iter().for_each(|s| e.push(s)),
     }
     for s in after {
         e.push(s);

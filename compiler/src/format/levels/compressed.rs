@@ -261,6 +261,44 @@ impl ColumnUnpack for Compressed {
     }
 }
 
+/// A share's `pos` counts its own parents' children from 0 and stays 0
+/// before them and at its total after them: the shares' `pos` arrays add
+/// up, element by element, to the whole result's, and their `crd`
+/// segments follow one another. Arrays may be longer than what they hold:
+/// only `pos[..=parents]` and `crd[..pos[parents]]` are read.
+impl StitchShares for Compressed {
+    fn stitch(&self, parts: Vec<LevelStorage>, parents: usize) -> Result<(LevelStorage, Vec<usize>), String> {
+        stitch_compressed(parts, parents)
+    }
+}
+
+fn stitch_compressed(parts: Vec<LevelStorage>, parents: usize) -> Result<(LevelStorage, Vec<usize>), String> {
+    let bounds = |s: &LevelStorage| -> Result<Vec<i32>, String> {
+        s.array("pos")?.get(..=parents).map(<[i32]>::to_vec).ok_or_else(|| format!("a share's pos holds fewer than {} bounds", parents + 1))
+    };
+    let mut parts = parts.into_iter();
+    let mut whole = parts.next().ok_or("no shares to stitch")?;
+    let first = bounds(&whole)?;
+    let mut sizes = vec![first.last().map_or(0, |&n| n as usize)];
+    whole.arrays.insert("pos", first);
+    let crd = whole.arrays.get_mut("crd").ok_or("missing array `crd`")?;
+    if crd.len() < sizes[0] {
+        return Err("a share's crd is shorter than its pos says".into());
+    }
+    crd.truncate(sizes[0]);
+    for part in parts {
+        let pos = bounds(&part)?;
+        let n = pos.last().map_or(0, |&n| n as usize);
+        let crd = part.array("crd")?.get(..n).ok_or("a share's crd is shorter than its pos says")?;
+        for (a, b) in whole.arrays.get_mut("pos").ok_or("missing array `pos`")?.iter_mut().zip(&pos) {
+            *a = a.checked_add(*b).ok_or("the stitched result holds more entries than 32-bit positions reach")?;
+        }
+        whole.arrays.get_mut("crd").ok_or("missing array `crd`")?.extend_from_slice(crd);
+        sizes.push(n);
+    }
+    Ok((whole, sizes))
+}
+
 impl CoordPositionIteration for Compressed {
     fn pos_bounds(&self, c: &LevelCtx, _e: &mut Emitter, parent_pos: Expr) -> (Expr, Expr) {
         let pos = c.array("pos");
@@ -286,6 +324,10 @@ impl Append for Compressed {
         // so `pos` grows with them.
         e.reserve(c.array("pos"), Expr::add(parent_pos.clone(), Expr::Int(2)));
         e.store(c.array("pos"), Expr::add(parent_pos, Expr::Int(1)), Expr::sub(pend, pbegin));
+    }
+    fn stitch_shares(&self) -> Option<&dyn StitchShares> {
+        // Interleaved records would need the levels below stitched too.
+        (self.layout == CrdLayout::Own).then_some(self as &dyn StitchShares)
     }
     fn append_finalize(&self, c: &LevelCtx, e: &mut Emitter, parent_size: Expr, _size: Expr) {
         let pos = c.array("pos");
