@@ -85,6 +85,10 @@ pub struct Prepared {
     /// How many threads a run may use (default: every core, for kernels
     /// big enough; `Threads::up_to(1)` is one call on the calling thread).
     pub threads: Threads,
+    /// The results of the other threads' shares of a stitched kernel
+    /// (`ir::Parallel::Stitch`), kept between runs so that their arrays
+    /// are reused as the result's are.
+    pub shares: Vec<Tensor>,
 }
 
 #[derive(Clone, Debug)]
@@ -177,7 +181,7 @@ pub fn prepare(
     if buffer.is_some() {
         let compiled = jit::compile(&kernel.function).map_err(ExecError::Jit)?;
         let output = storage::pack(&a.lhs.tensor, &CooTensor::new(out_dims.to_vec()), out_format)?;
-        return Ok(Prepared { kernel, compiled, inputs, output, buffer, threads: Threads::default() });
+        return Ok(Prepared { kernel, compiled, inputs, output, buffer, threads: Threads::default(), shares: Vec::new() });
     }
     let output = match initial {
         Some(init) if a.accumulate && kernel.prior.is_none() => {
@@ -189,14 +193,14 @@ pub fn prepare(
         _ => prepare_output(&a.lhs.tensor, out_format, out_dims, hint)?,
     };
     let compiled = jit::compile(&kernel.function).map_err(ExecError::Jit)?;
-    Ok(Prepared { kernel, compiled, inputs, output, buffer: None, threads: Threads::default() })
+    Ok(Prepared { kernel, compiled, inputs, output, buffer: None, threads: Threads::default(), shares: Vec::new() })
 }
 
 impl Prepared {
     /// Run once (validating operands first: cheap, linear).
     pub fn run(&mut self) -> Result<Phases, ExecError> {
         let inputs = self.inputs.iter().map(storage::validate).collect::<Result<Vec<_>, _>>()?;
-        call(&self.kernel, &self.compiled, &inputs, &mut self.output, &mut self.buffer, self.threads)
+        call(&self.kernel, &self.compiled, &inputs, &mut self.output, &mut self.buffer, self.threads, &mut self.shares)
     }
 
     /// `runs` timed runs after one warm-up; the result is reused across
@@ -208,7 +212,7 @@ impl Prepared {
         // result; one that updates in place starts each run from the same state.
         let accumulate = self.kernel.assignment.accumulate && self.kernel.prior.is_none();
         let initial = self.output.clone();
-        call(&self.kernel, &self.compiled, &refs, &mut self.output, &mut self.buffer, self.threads)?;
+        call(&self.kernel, &self.compiled, &refs, &mut self.output, &mut self.buffer, self.threads, &mut self.shares)?;
         let mut times = Vec::with_capacity(runs);
         let mut phases = Vec::with_capacity(runs);
         for _ in 0..runs {
@@ -216,7 +220,7 @@ impl Prepared {
                 self.output = initial.clone();
             }
             let t0 = Instant::now();
-            phases.push(call(&self.kernel, &self.compiled, &refs, &mut self.output, &mut self.buffer, self.threads)?);
+            phases.push(call(&self.kernel, &self.compiled, &refs, &mut self.output, &mut self.buffer, self.threads, &mut self.shares)?);
             times.push(t0.elapsed());
         }
         Ok(Timing { compile: self.compiled.compile_time, runs: times, phases })
@@ -262,7 +266,7 @@ fn converted_operands(kernel: &Kernel, inputs: &[storage::Validated<'_>]) -> Res
 /// result written through a coordinate buffer is packed after (the kernel
 /// writes the buffer; the result is rebuilt from it).
 /// Returns how long the conversions and the packing took.
-fn call(kernel: &Kernel, compiled: &CompiledKernel, inputs: &[storage::Validated<'_>], output: &mut Tensor, buffer: &mut Option<Tensor>, threads: Threads) -> Result<Phases, ExecError> {
+fn call(kernel: &Kernel, compiled: &CompiledKernel, inputs: &[storage::Validated<'_>], output: &mut Tensor, buffer: &mut Option<Tensor>, threads: Threads, shares: &mut Vec<Tensor>) -> Result<Phases, ExecError> {
     if kernel.result_is_copy {
         return convert_into_result(kernel, inputs, output);
     }
@@ -273,10 +277,10 @@ fn call(kernel: &Kernel, compiled: &CompiledKernel, inputs: &[storage::Validated
         // Built by the packer: valid by construction.
         all.extend(copies.iter().map(storage::Validated::packed));
         let convert = t0.elapsed();
-        let pack = call_converted(compiled, &all, output, buffer, threads)?;
+        let pack = call_converted(compiled, &all, output, buffer, threads, shares)?;
         return Ok(Phases { convert, pack });
     }
-    let pack = call_converted(compiled, inputs, output, buffer, threads)?;
+    let pack = call_converted(compiled, inputs, output, buffer, threads, shares)?;
     Ok(Phases { convert: Duration::ZERO, pack })
 }
 
@@ -299,10 +303,10 @@ fn convert_into_result(kernel: &Kernel, inputs: &[storage::Validated<'_>], outpu
 }
 
 /// Run the kernel; returns how long packing its buffer took (zero without one).
-fn call_converted(compiled: &CompiledKernel, inputs: &[storage::Validated<'_>], output: &mut Tensor, buffer: &mut Option<Tensor>, threads: Threads) -> Result<Duration, ExecError> {
+fn call_converted(compiled: &CompiledKernel, inputs: &[storage::Validated<'_>], output: &mut Tensor, buffer: &mut Option<Tensor>, threads: Threads, shares: &mut Vec<Tensor>) -> Result<Duration, ExecError> {
     match buffer {
         None => {
-            crate::threads::run(compiled, inputs, output, threads)?;
+            crate::threads::run(compiled, inputs, output, threads, shares)?;
             Ok(Duration::ZERO)
         }
         Some(buffer) => {

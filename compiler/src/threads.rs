@@ -81,12 +81,14 @@ pub fn used(k: &CompiledKernel, inputs: &[Validated<'_>], output: &Tensor, threa
     }
 }
 
-/// Run `k` once on up to `threads.count` threads.
-pub fn run(k: &CompiledKernel, inputs: &[Validated<'_>], output: &mut Tensor, threads: Threads) -> Result<(), RunError> {
+/// Run `k` once on up to `threads.count` threads. `spares` holds the other
+/// threads' results of a stitched kernel between runs (their arrays are
+/// reused, as the result's are).
+pub fn run(k: &CompiledKernel, inputs: &[Validated<'_>], output: &mut Tensor, threads: Threads, spares: &mut Vec<Tensor>) -> Result<(), RunError> {
     match (k.parallel, used(k, inputs, output, threads)) {
         (Some(Parallel::Rows), n) if n > 1 => jit::run_rows(k, inputs, output, n),
         (Some(Parallel::Partials), n) if n > 1 => partials(k, inputs, output, n),
-        (Some(Parallel::Stitch), n) if n > 1 => stitch(k, inputs, output, n),
+        (Some(Parallel::Stitch), n) if n > 1 => stitch(k, inputs, output, n, spares),
         _ => jit::run_kernel(k, inputs, output),
     }
 }
@@ -116,8 +118,12 @@ fn run_shares(k: &CompiledKernel, inputs: &[Validated<'_>], outs: &mut [&mut Ten
 /// its own (the old result's arrays reused by share 0), then level by
 /// level: a dense first level is the same in every share; the appended
 /// level below it combines its shares, and the values follow.
-fn stitch(k: &CompiledKernel, inputs: &[Validated<'_>], output: &mut Tensor, n: usize) -> Result<(), RunError> {
-    let mut parts: Vec<Tensor> = (1..n).map(|_| empty_like(output)).collect();
+fn stitch(k: &CompiledKernel, inputs: &[Validated<'_>], output: &mut Tensor, n: usize, spares: &mut Vec<Tensor>) -> Result<(), RunError> {
+    spares.truncate(n - 1);
+    while spares.len() < n - 1 {
+        spares.push(empty_like(output));
+    }
+    let parts = spares;
     {
         let mut outs: Vec<&mut Tensor> = std::iter::once(&mut *output).chain(parts.iter_mut()).collect();
         run_shares(k, inputs, &mut outs, n)?;
@@ -127,10 +133,12 @@ fn stitch(k: &CompiledKernel, inputs: &[Validated<'_>], output: &mut Tensor, n: 
     let (Some(crate::format::level::Assembly::Append(app)), 2, true) = (output.format.levels.get(1).map(|l| l.assembly()), output.levels.len(), dense_first) else {
         return Err(fail("the result is not a dense level over an appended one".into()));
     };
-    let mut storages = vec![std::mem::take(&mut output.levels[1])];
-    storages.extend(parts.iter_mut().map(|p| std::mem::take(&mut p.levels[1])));
+    // The shares keep their arrays for the next run: the stitched level is
+    // built from copies of what they hold.
+    let first = std::mem::take(&mut output.levels[1]);
+    let rest: Vec<&crate::format::level::LevelStorage> = parts.iter().map(|p| &p.levels[1]).collect();
     let parents = output.extents[0];
-    let (level, sizes) = app.stitch_shares().ok_or_else(|| fail("its appended level cannot be stitched".into()))?.stitch(storages, parents).map_err(fail)?;
+    let (level, sizes) = app.stitch_shares().ok_or_else(|| fail("its appended level cannot be stitched".into()))?.stitch(first, &rest, parents).map_err(fail)?;
     output.levels[1] = level;
     output.vals.truncate(sizes[0]);
     for (part, &size) in parts.iter().zip(&sizes[1..]) {

@@ -121,10 +121,11 @@ pub trait Append {
 /// disjoint shares of the parent positions, each share's positions after
 /// the previous share's, each thread starting from an empty result.
 pub trait StitchShares {
-    /// `parts` in share order, each finalised, over `parents` parent
-    /// positions. Returns the combined storage and, per part, how many
+    /// The first share's storage (reused for the whole) and the other
+    /// shares', in share order, each finalised, over `parents` parent
+    /// positions. Returns the combined storage and, per share, how many
     /// positions it holds (its values are concatenated in that order).
-    fn stitch(&self, parts: Vec<LevelStorage>, parents: usize) -> Result<(LevelStorage, Vec<usize>), String>;
+    fn stitch(&self, first: LevelStorage, rest: &[&LevelStorage], parents: usize) -> Result<(LevelStorage, Vec<usize>), String>;
 }
 
 /// Which iteration capability a level offers (every level offers one).

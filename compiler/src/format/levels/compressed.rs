@@ -267,17 +267,15 @@ impl ColumnUnpack for Compressed {
 /// segments follow one another. Arrays may be longer than what they hold:
 /// only `pos[..=parents]` and `crd[..pos[parents]]` are read.
 impl StitchShares for Compressed {
-    fn stitch(&self, parts: Vec<LevelStorage>, parents: usize) -> Result<(LevelStorage, Vec<usize>), String> {
-        stitch_compressed(parts, parents)
+    fn stitch(&self, first: LevelStorage, rest: &[&LevelStorage], parents: usize) -> Result<(LevelStorage, Vec<usize>), String> {
+        stitch_compressed(first, rest, parents)
     }
 }
 
-fn stitch_compressed(parts: Vec<LevelStorage>, parents: usize) -> Result<(LevelStorage, Vec<usize>), String> {
+fn stitch_compressed(mut whole: LevelStorage, rest: &[&LevelStorage], parents: usize) -> Result<(LevelStorage, Vec<usize>), String> {
     let bounds = |s: &LevelStorage| -> Result<Vec<i32>, String> {
         s.array("pos")?.get(..=parents).map(<[i32]>::to_vec).ok_or_else(|| format!("a share's pos holds fewer than {} bounds", parents + 1))
     };
-    let mut parts = parts.into_iter();
-    let mut whole = parts.next().ok_or("no shares to stitch")?;
     let first = bounds(&whole)?;
     let mut sizes = vec![first.last().map_or(0, |&n| n as usize)];
     whole.arrays.insert("pos", first);
@@ -286,8 +284,8 @@ fn stitch_compressed(parts: Vec<LevelStorage>, parents: usize) -> Result<(LevelS
         return Err("a share's crd is shorter than its pos says".into());
     }
     crd.truncate(sizes[0]);
-    for part in parts {
-        let pos = bounds(&part)?;
+    for part in rest {
+        let pos = bounds(part)?;
         let n = pos.last().map_or(0, |&n| n as usize);
         let crd = part.array("crd")?.get(..n).ok_or("a share's crd is shorter than its pos says")?;
         for (a, b) in whole.arrays.get_mut("pos").ok_or("missing array `pos`")?.iter_mut().zip(&pos) {
