@@ -54,6 +54,33 @@ fn run_matches_the_expression_form() {
 }
 
 #[test]
+fn run_of_a_file_names_the_tier_it_timed() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let file = dir.join("spmv_csr.tensor");
+    let (code, out, err) = tensorc(&["run", file.to_str().unwrap(), "--json", "--backend", "cranelift"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["backend"], "cranelift", "{v}");
+    let (code, out, err) = tensorc(&["run", file.to_str().unwrap(), "--backend", "cranelift"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("ms (cranelift), median"), "{out}");
+    if tensor_compiler::backend::cc::compiler().is_err() {
+        println!("skipped the cc tier: no C compiler on this machine");
+        return;
+    }
+    let cache = std::env::temp_dir().join(format!("tensor-lang-cc-{}", std::process::id()));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tensorc"))
+        .args(["run", file.to_str().unwrap(), "--json", "--backend", "cc"])
+        .env("TENSOR_CACHE_DIR", &cache)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["backend"], "cc", "{v}");
+    std::fs::remove_dir_all(cache).ok();
+}
+
+#[test]
 fn check_reports_file_line_col() {
     let dir = std::env::temp_dir().join(format!("tensor-lang-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -170,11 +170,16 @@ async fn diagnostics(host: &Arc<Host>, uri: &Uri, which: fn(&ide::Analysis, Sour
 async fn time_kernel(client: &Client, host: &Arc<Host>, runs: &Arc<Runs>, timings: &Arc<Mutex<HashMap<(Uri, String), String>>>, uri: Uri, kernel: String, n: usize) -> Result<Value> {
     let n = n.clamp(1, 1000);
     let text = host.text(&uri).ok_or_else(|| internal("document not open"))?;
-    let req = worker::Request { path: path_of(&uri), text, kernel: kernel.clone(), runs: n, threads: None };
-    let mut answer = runs.time(client, req).await?;
+    let req = worker::Request { path: path_of(&uri), text, kernel: kernel.clone(), runs: n, threads: None, backend: None, build_cc: false };
+    let mut answer = runs.time(client, req.clone()).await?;
+    if answer.get("cc_worth_building").and_then(Value::as_bool) == Some(true) {
+        runs.build_cc_in_background(req);
+    }
     let median = answer.get("median_ms").and_then(Value::as_f64).unwrap_or(0.0);
     let gbs = answer.get("gbytes_per_s").and_then(Value::as_f64).unwrap_or(0.0);
-    let label = format!("⏱ {median:.3} ms median · {gbs:.2} GB/s");
+    let tier = answer.get("backend").and_then(Value::as_str).unwrap_or("cranelift").to_string();
+    let threads = answer.get("threads").and_then(Value::as_u64).unwrap_or(1);
+    let label = format!("⏱ {median:.3} ms median · {gbs:.2} GB/s · {tier} · {threads} thread{}", if threads == 1 { "" } else { "s" });
     timings.lock().unwrap_or_else(|p| p.into_inner()).insert((uri, kernel), label.clone());
     if let Some(o) = answer.as_object_mut() {
         o.insert("label".into(), json!(label));
@@ -189,6 +194,15 @@ fn threads_setting(o: &Value) -> Option<usize> {
     match o.get("threads")? {
         Value::Null => Some(0),
         v => v.as_u64().map(|n| (n as usize).min(tensor_compiler::threads::MAX_THREADS)),
+    }
+}
+
+/// The `backend` setting: `auto`, `cranelift` or `cc` (null: `auto`).
+/// Another value is passed on, and the timing run says it is unknown.
+fn backend_setting(o: &Value) -> Option<Option<String>> {
+    match o.get("backend")? {
+        Value::Null => Some(None),
+        v => v.as_str().map(|s| Some(s.to_string())),
     }
 }
 
@@ -215,6 +229,9 @@ impl LanguageServer for Backend {
         self.time_on_save.store(on_save, Ordering::Relaxed);
         if let Some(n) = params.initialization_options.as_ref().and_then(threads_setting) {
             self.runs.threads.store(n, Ordering::Relaxed);
+        }
+        if let Some(b) = params.initialization_options.as_ref().and_then(backend_setting) {
+            *self.runs.backend.lock().unwrap_or_else(|p| p.into_inner()) = b;
         }
         let progress = params.capabilities.window.as_ref().and_then(|w| w.work_done_progress).unwrap_or(false);
         self.runs.progress.store(progress, Ordering::Relaxed);
@@ -306,6 +323,9 @@ impl LanguageServer for Backend {
         }
         if let Some(n) = params.settings.get("tensor").and_then(threads_setting) {
             self.runs.threads.store(n, Ordering::Relaxed);
+        }
+        if let Some(b) = params.settings.get("tensor").and_then(backend_setting) {
+            *self.runs.backend.lock().unwrap_or_else(|p| p.into_inner()) = b;
         }
     }
 

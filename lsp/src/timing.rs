@@ -33,6 +33,10 @@ pub struct Runs {
     /// The `threads` setting: at most this many threads per kernel run (0:
     /// the default, every core for kernels big enough to gain).
     pub threads: AtomicUsize,
+    /// The `backend` setting (`auto`, `cranelift`, `cc`; None: `auto`).
+    pub backend: Mutex<Option<String>>,
+    /// Kernels whose cc tier is being built in the background.
+    building: Mutex<std::collections::HashSet<String>>,
     next: AtomicU64,
     stops: Mutex<HashMap<String, oneshot::Sender<()>>>,
 }
@@ -61,6 +65,7 @@ impl Runs {
     /// the answer is the worker's figures.
     pub async fn time(self: &Arc<Self>, client: &Client, mut req: Request) -> Result<Value> {
         req.threads = Some(self.threads.load(Ordering::Relaxed)).filter(|&n| n > 0);
+        req.backend = lock(&self.backend).clone();
         let token = format!("tensor-time-{}", self.next.fetch_add(1, Ordering::Relaxed));
         let (stop_tx, stop_rx) = oneshot::channel();
         lock(&self.stops).insert(token.clone(), stop_tx);
@@ -81,6 +86,27 @@ impl Runs {
             answer
         });
         run.await.map_err(internal)?
+    }
+}
+
+impl Runs {
+    /// Build the cc tier of `req`'s kernel in a worker of its own, in the
+    /// background and without progress (the answer that asked for it is
+    /// already shown); one build per kernel at a time. A later `auto`
+    /// timing run finds it in the on-disk cache.
+    pub fn build_cc_in_background(self: &Arc<Self>, mut req: Request) {
+        if !lock(&self.building).insert(req.kernel.clone()) {
+            return;
+        }
+        req.build_cc = true;
+        let runs = self.clone();
+        tokio::spawn(async move {
+            let kernel = req.kernel.clone();
+            // Never stopped: it ends when the build does, or with the server.
+            let (_keep, stop) = oneshot::channel::<()>();
+            let _ = run_child(req, stop).await;
+            lock(&runs.building).remove(&kernel);
+        });
     }
 }
 

@@ -14,11 +14,12 @@ use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use tensor_compiler::ide::Analysis;
+use tensor_compiler::backend::{Choice, TierPolicy};
 use tensor_compiler::threads::Threads;
 
 pub const FLAG: &str = "--timing-worker";
 
-#[derive(Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 pub struct Request {
     /// The document's path: data paths are relative to its directory.
     pub path: PathBuf,
@@ -30,6 +31,13 @@ pub struct Request {
     /// kernels big enough to gain).
     #[serde(default)]
     pub threads: Option<usize>,
+    /// The `backend` setting: `auto` (absent), `cranelift` or `cc`.
+    #[serde(default)]
+    pub backend: Option<String>,
+    /// Build the kernel's cc tier into the on-disk cache instead of timing
+    /// it (what a later `auto` run then uses).
+    #[serde(default)]
+    pub build_cc: bool,
 }
 
 /// Run one request from stdin; the exit code is 0 whenever an answer was
@@ -58,14 +66,27 @@ pub fn main() -> i32 {
 fn run(req: &Request) -> Result<Value, String> {
     let mut analysis = Analysis::new();
     let file = analysis.set_file(&req.path, req.text.clone());
+    if req.build_cc {
+        let built = analysis.build_cc_tier(file, &req.kernel, &AtomicBool::new(false))?;
+        return Ok(json!({ "kernel": req.kernel, "built": built }));
+    }
     let threads = req.threads.map_or_else(Threads::all, Threads::up_to);
-    let run = analysis.time_kernel_on(file, &req.kernel, req.runs, threads, &AtomicBool::new(false))?;
+    let choice = match req.backend.as_deref() {
+        None => Choice::Auto,
+        Some(s) => Choice::parse(s).ok_or_else(|| format!("unknown backend `{s}` (expected auto, cranelift or cc)"))?,
+    };
+    // `auto` never waits for the C compiler here: the server builds the cc
+    // tier in the background when the answer says it is worth it.
+    let tiers = TierPolicy { choice, wait: false };
+    let run = analysis.time_kernel_on(file, &req.kernel, req.runs, threads, tiers, &AtomicBool::new(false))?;
     Ok(json!({
         "kernel": run.kernel,
         "median_ms": run.median_ms(),
         "gbytes_per_s": run.gbytes_per_s(),
         "runs": req.runs,
-        "threads": threads.count,
+        "threads": run.statements.iter().map(|s| s.threads).max().unwrap_or(1),
+        "backend": run.tiers(),
+        "cc_worth_building": run.cc_worth_building,
         "statements": run.statements.iter().map(|s| json!({"statement": s.statement, "nnz": s.nnz, "median_ms": s.timing.median().as_secs_f64() * 1e3})).collect::<Vec<_>>(),
     }))
 }

@@ -3,7 +3,7 @@
 // protocol VS Code speaks. Also measures start-up and request latency.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync, existsSync, writeFileSync, mkdirSync } from 'node:fs';
 import { resolve, dirname } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -152,8 +152,40 @@ test('time a kernel through the code lens command', async () => {
   let one;
   for (let k = 0; k < 5 && one?.threads !== 1; k++) one = await s.conn.sendRequest('tensor/timeKernel', { textDocument: { uri }, kernel: 'spmv', runs: 2 });
   assert.equal(one.threads, 1, JSON.stringify(one));
+  // So does the backend setting, and the answer and the lens name the tier.
+  assert.ok(['cc', 'cranelift'].includes(r.backend), JSON.stringify(r));
+  s.conn.sendNotification(lsp.DidChangeConfigurationNotification.type, { settings: { tensor: { backend: 'cranelift' } } });
+  let jit;
+  for (let k = 0; k < 5 && jit?.backend !== 'cranelift'; k++) jit = await s.conn.sendRequest('tensor/timeKernel', { textDocument: { uri }, kernel: 'spmv', runs: 2 });
+  assert.equal(jit.backend, 'cranelift', JSON.stringify(jit));
+  const after = await s.conn.sendRequest(lsp.CodeLensRequest.type, { textDocument: { uri } });
+  assert.ok(after.some((l) => / · cranelift · 1 thread\b/.test(l.command.title)), JSON.stringify(after));
+  // An unknown backend is an error answer, and the server goes on.
+  s.conn.sendNotification(lsp.DidChangeConfigurationNotification.type, { settings: { tensor: { backend: 'llvm' } } });
+  let bad;
+  for (let k = 0; k < 5 && !bad; k++) {
+    try {
+      await s.conn.sendRequest('tensor/timeKernel', { textDocument: { uri }, kernel: 'spmv', runs: 1 });
+    } catch (e) {
+      bad = e;
+    }
+  }
+  assert.ok(bad && /unknown backend `llvm`/.test(bad.message), String(bad?.message));
+  if (!hasCc()) {
+    console.log('skipped the cc backend setting: no C compiler on this machine');
+  } else {
+    s.conn.sendNotification(lsp.DidChangeConfigurationNotification.type, { settings: { tensor: { backend: 'cc' } } });
+    let cc;
+    for (let k = 0; k < 5 && cc?.backend !== 'cc'; k++) cc = await s.conn.sendRequest('tensor/timeKernel', { textDocument: { uri }, kernel: 'spmv', runs: 2 });
+    assert.equal(cc.backend, 'cc', JSON.stringify(cc));
+  }
   await stop(s);
 });
+
+function hasCc() {
+  const cc = process.env.CC ?? 'cc';
+  return spawnSync(cc, ['--version']).status === 0;
+}
 
 test('latency: server start, hover and diagnostics after an edit on a 100-kernel file', async () => {
   const s = await start();

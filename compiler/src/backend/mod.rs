@@ -52,6 +52,38 @@ pub fn resolve(choice: Choice) -> Result<Resolved, String> {
     }
 }
 
+/// How timing runs of a `.tensor` kernel choose their tier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TierPolicy {
+    pub choice: Choice,
+    /// Whether `auto` may wait for the C compiler (a command-line run),
+    /// or takes the cc tier only where a build is cached and runs the
+    /// Cranelift tier meanwhile (the editor, which builds in the
+    /// background).
+    pub wait: bool,
+}
+
+impl TierPolicy {
+    /// The cc tier's code for `f` when this policy runs it now, else None
+    /// (Cranelift). `cc` without a C compiler is an error.
+    pub fn cc_code(self, f: &Function) -> Result<Option<CompiledKernel>, String> {
+        match self.choice {
+            Choice::Cranelift => Ok(None),
+            Choice::Cc => cc::compile(f).map(Some),
+            Choice::Auto => match cc::compiler() {
+                Ok(_) if self.wait || cc::is_cached(f) => cc::compile(f).map(Some),
+                _ => Ok(None),
+            },
+        }
+    }
+
+    /// Whether building `f`'s cc tier in the background would serve later
+    /// runs: `auto` without waiting, a C compiler present, no build cached.
+    pub fn worth_building(self, f: &Function) -> bool {
+        self.choice == Choice::Auto && !self.wait && cc::compiler().is_ok() && !cc::is_cached(f)
+    }
+}
+
 /// Compile `f` for `tier`, blocking until it is ready.
 pub fn compile(f: &Function, tier: Tier) -> Result<CompiledKernel, String> {
     match tier {

@@ -186,11 +186,27 @@ impl Analysis {
 
     /// Compile and time a kernel on its tensors' data.
     pub fn time_kernel(&self, file: SourceFile, kernel: &str, runs: usize, cancel: &std::sync::atomic::AtomicBool) -> Result<crate::language::run::KernelRun, String> {
-        self.time_kernel_on(file, kernel, runs, crate::threads::Threads::default(), cancel)
+        let tiers = crate::backend::TierPolicy { choice: crate::backend::Choice::Cranelift, wait: false };
+        self.time_kernel_on(file, kernel, runs, crate::threads::Threads::default(), tiers, cancel)
     }
 
-    /// `time_kernel` with the kernels' outermost loops on up to `threads`.
-    pub fn time_kernel_on(&self, file: SourceFile, kernel: &str, runs: usize, threads: crate::threads::Threads, cancel: &std::sync::atomic::AtomicBool) -> Result<crate::language::run::KernelRun, String> {
-        crate::language::run::run_kernel(&self.db, file, kernel, runs, threads, cancel)
+    /// `time_kernel` with the kernels' outermost loops on up to `threads`,
+    /// on the backend tier `tiers` picks.
+    pub fn time_kernel_on(
+        &self,
+        file: SourceFile,
+        kernel: &str,
+        runs: usize,
+        threads: crate::threads::Threads,
+        tiers: crate::backend::TierPolicy,
+        cancel: &std::sync::atomic::AtomicBool,
+    ) -> Result<crate::language::run::KernelRun, String> {
+        crate::language::run::run_kernel(&self.db, file, kernel, runs, threads, tiers, cancel)
+    }
+
+    /// Build the cc tier of a kernel's statements into the on-disk cache
+    /// (what `auto` timing runs then use); how many were built.
+    pub fn build_cc_tier(&self, file: SourceFile, kernel: &str, cancel: &std::sync::atomic::AtomicBool) -> Result<usize, String> {
+        crate::language::run::build_cc_tier(&self.db, file, kernel, cancel)
     }
 }

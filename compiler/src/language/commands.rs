@@ -80,7 +80,14 @@ pub fn run_file(path: &Path, kernel: Option<&str>, o: &Options) -> Result<String
     }
     let runs = o.time.unwrap_or(1);
     let threads = o.threads.map_or_else(crate::threads::Threads::all, crate::threads::Threads::exactly);
-    let run = analysis.time_kernel_on(file, &name, runs, threads, &AtomicBool::new(false))?;
+    // A command-line run may wait for the C compiler (its build is cached
+    // on disk for the next run); without one, Cranelift with a note.
+    let resolved = crate::backend::resolve(o.backend)?;
+    if let Some(n) = &resolved.note {
+        eprintln!("note: {n}");
+    }
+    let tiers = crate::backend::TierPolicy { choice: o.backend, wait: true };
+    let run = analysis.time_kernel_on(file, &name, runs, threads, tiers, &AtomicBool::new(false))?;
     let mut out = String::new();
     if o.json {
         let st = &run.statements;
@@ -94,6 +101,7 @@ pub fn run_file(path: &Path, kernel: Option<&str>, o: &Options) -> Result<String
             "gbytes_per_s": run.gbytes_per_s(),
             // As the expression form: the most threads a statement used.
             "threads": st.iter().map(|s| s.threads).max().unwrap_or(1),
+            "backend": run.tiers(),
             "results": st.iter().map(|s| serde_json::json!({"name": s.result, "dims": s.dims, "nnz": s.nnz, "checksum": s.checksum})).collect::<Vec<_>>(),
         });
         let _ = writeln!(out, "{v}");
@@ -105,8 +113,9 @@ pub fn run_file(path: &Path, kernel: Option<&str>, o: &Options) -> Result<String
         let _ = writeln!(out, "    result {} {:?}: {} stored entries, sum of values {}", s.result, s.dims, s.nnz, s.checksum);
         let _ = writeln!(
             out,
-            "    compile {:.3} ms, median {:.3} ms, min {:.3} ms over {} run(s)",
+            "    compile {:.3} ms ({}), median {:.3} ms, min {:.3} ms over {} run(s)",
             s.timing.compile.as_secs_f64() * 1e3,
+            s.tier.name(),
             s.timing.median().as_secs_f64() * 1e3,
             s.timing.min().as_secs_f64() * 1e3,
             s.timing.runs.len()

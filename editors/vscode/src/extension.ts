@@ -27,7 +27,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const serverOptions: ServerOptions = { run: { command }, debug: { command } };
   const clientOptions: LanguageClientOptions = {
     documentSelector: [{ language: 'tensor' }],
-    initializationOptions: { timeOnSave: config.get<boolean>('timeOnSave', false), threads: config.get<number>('threads', 0) },
+    initializationOptions: { timeOnSave: config.get<boolean>('timeOnSave', false), threads: config.get<number>('threads', 0), backend: config.get<string>('backend', 'auto') },
     synchronize: { configurationSection: 'tensor' },
   };
   client = new LanguageClient('tensor', 'tensor', serverOptions, clientOptions);

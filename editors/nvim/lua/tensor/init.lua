@@ -40,6 +40,9 @@ M.config = {
   time_on_save = false,
   -- Most threads a timed kernel may use (0: every core, for kernels big enough).
   threads = 0,
+  -- Which tier timing runs use: 'auto' (the C compiler's build once cached,
+  -- built in the background; Cranelift meanwhile), 'cranelift' or 'cc'.
+  backend = 'auto',
   -- Passed to vim.diagnostic.config for this server's diagnostics.
   diagnostics = { virtual_text = { spacing = 2, prefix = '●' }, signs = true, underline = true, severity_sort = true },
   inlay_hints = true,
@@ -366,7 +369,7 @@ function M.attach(buf)
     name = 'tensor-lsp',
     cmd = cmd,
     root_dir = vim.fn.getcwd(),
-    init_options = { timeOnSave = M.config.time_on_save, threads = M.config.threads },
+    init_options = { timeOnSave = M.config.time_on_save, threads = M.config.threads, backend = M.config.backend },
     handlers = { ['workspace/codeLens/refresh'] = on_lens_refresh },
     on_init = function(c)
       if not ns_configured then
