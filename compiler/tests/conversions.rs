@@ -192,3 +192,31 @@ fn time_spent_converting_and_packing_is_reported() {
     assert!(convert > 0.0 && convert <= median * 1.5 + 0.01, "{json}");
     assert_eq!(v["pack_ms"].as_f64(), Some(0.0), "{json}");
 }
+
+#[test]
+fn a_sparse_operand_merged_again_for_every_row_is_read_from_a_dense_copy() {
+    // Merging `x` with each row of A starts over from x's first entry:
+    // rows × nnz(x). A dense copy, located, costs nnz(A).
+    for seed in 1..4 {
+        let d = data(&[("A", vec![30, 40], 0.2), ("B", vec![30, 40], 0.3), ("x", vec![40], 0.3), ("z", vec![30], 0.5)], seed);
+        for (a, x) in [("CSR", "sparse"), ("COO", "sparse"), ("DCSR", "sparse"), ("CSR", "compressed(unordered)")] {
+            let specs = [("A", a), ("x", x)];
+            let want = vec![("x".to_string(), "dense".to_string())];
+            assert_eq!(conversions("y(i) = A(i,j) * x(j)", &specs, &d, &[30]), want, "{specs:?}");
+            ok(check("y(i) = A(i,j) * x(j)", &specs, &d, &[30]));
+            assert_eq!(conversions("C(i,j) = A(i,j) * x(j)", &[("A", a), ("x", x), ("C", "CSR")], &d, &[30, 40]), want, "{specs:?}");
+            ok(check("C(i,j) = A(i,j) * x(j)", &[("A", a), ("x", x), ("C", "CSR")], &d, &[30, 40]));
+        }
+        // Where x drives its loop (outermost: A stored by columns), or is
+        // merged in a union (a dense copy would make the union dense), or
+        // is read once (no outer loop), it stays as stored.
+        for (expr, specs, out) in [
+            ("y(i) = A(i,j) * x(j)", &[("A", "CSC"), ("x", "sparse")][..], &[30][..]),
+            ("y(i) = A(i,j) * x(j) + z(i)", &[("A", "CSR"), ("x", "sparse")][..], &[30][..]),
+            ("a = x(j) * B(i,j) * x(j)", &[("B", "CSC"), ("x", "sparse")][..], &[][..]),
+        ] {
+            assert!(!conversions(expr, specs, &d, out).iter().any(|(_, f)| f == "dense"), "{expr} {specs:?}");
+            ok(check(expr, specs, &d, out));
+        }
+    }
+}

@@ -188,6 +188,70 @@ fn permuted_levels(result: &TensorFormat, lhs: &Access, source: &Access) -> Opti
     TensorFormat::new(result.levels.clone(), CoordMap::Modes(map), out.len(), "converted copy").ok()
 }
 
+/// A sparse operand merged with another inside a loop over a variable it
+/// does not have (`x` in `y(i) = A(i,j) * x(j)` with `x` sparse) is merged
+/// again from its start for every coordinate of that loop: O(rows × nnz(x))
+/// instead of O(nnz(A)). Read from a dense copy instead, it is located, so
+/// the kernel returned reads one, when the statement is a product (the
+/// copy cannot widen an intersection into a union) and the copy has at
+/// most `alternatives::DENSE_LIMIT` elements. Otherwise `kernel` as it is.
+pub(super) fn densify_remerged(
+    a: &Assignment,
+    formats: &BTreeMap<String, TensorFormat>,
+    dims: &BTreeMap<String, Vec<usize>>,
+    kernel: Kernel,
+    compile: &dyn Fn(&Assignment, &BTreeMap<String, TensorFormat>, &BTreeMap<String, Vec<usize>>) -> Result<Kernel, LowerError>,
+) -> Kernel {
+    let ([nest], true, None) = (kernel.nests.as_slice(), only_products(&a.rhs), &kernel.buffer) else { return kernel };
+    let order = &nest.graph.order;
+    let merges = |o: &super::operands::Operand, v: &String| {
+        let k = o.level_vars.iter().position(|x| x == v);
+        k.is_some_and(|k| o.format.levels[k].locate().is_none())
+    };
+    // An operand already read from a copy (sorted, say) is densified from
+    // its source instead.
+    let source = |o: &super::operands::Operand| kernel.conversions.iter().find(|c| c.copy == o.tensor).map_or(o.tensor.clone(), |c| c.source.clone());
+    let remerged = nest.problem.inputs().iter().find(|o| {
+        let Some(first) = o.level_vars.first().and_then(|v| order.iter().position(|x| x == v)) else { return false };
+        let elements = dims.get(&source(o)).map_or(usize::MAX, |d| d.iter().try_fold(1usize, |p, &x| p.checked_mul(x)).unwrap_or(usize::MAX));
+        let outer_without = order[..first].iter().any(|u| !o.level_vars.contains(u));
+        let merged_with_another = o.level_vars.iter().any(|v| merges(o, v) && nest.problem.inputs().iter().any(|p| source(p) != source(o) && merges(p, v)));
+        !o.format.is_all_dense() && elements <= crate::format::alternatives::DENSE_LIMIT && outer_without && merged_with_another
+    });
+    let Some(o) = remerged else { return kernel };
+    let (tensor, outer) = (source(o), order.iter().find(|u| !o.level_vars.contains(u)).cloned().unwrap_or_default());
+    let Ok(dense) = crate::format::parse_format("dense", o.format.order(), &crate::format::Registry::builtin()) else { return kernel };
+    let accesses = a.rhs.accesses();
+    let group: Vec<usize> = (0..accesses.len()).filter(|&n| accesses[n].tensor == tensor).collect();
+    let mut copy = format!("{tensor}_converted");
+    while formats.contains_key(&copy) || dims.contains_key(&copy) {
+        copy.push('_');
+    }
+    let mut f = formats.clone();
+    f.insert(copy.clone(), dense.clone());
+    let mut d = dims.clone();
+    d.insert(copy.clone(), dims[&tensor].clone());
+    let statement = Assignment { rhs: rename_accesses(&a.rhs, &group, &copy), ..a.clone() };
+    match compile(&statement, &f, &d) {
+        Ok(k) if k.buffer.is_none() && k.conversions.is_empty() => {
+            let reason = format!("it would be merged again from its start for every `{outer}`; the dense copy is read by locate instead");
+            let conversion = Conversion { source: tensor, copy, format: dense, format_text: "dense".into(), reason, span: accesses[group[0]].span };
+            with_conversion(a, conversion, k)
+        }
+        _ => kernel,
+    }
+}
+
+/// Whether `e` multiplies accesses and constants only (no addition).
+fn only_products(e: &Expr) -> bool {
+    match e {
+        Expr::Access(_) | Expr::Const(..) => true,
+        Expr::Neg(x, _) => only_products(x),
+        Expr::Bin(crate::notation::BinOp::Mul, x, y, _) => only_products(x) && only_products(y),
+        Expr::Bin(..) => false,
+    }
+}
+
 /// `kernel` (compiled from `a` with `conversion` applied) as the kernel of
 /// `a`: its conversions run first.
 fn with_conversion(a: &Assignment, conversion: Conversion, kernel: Kernel) -> Kernel {

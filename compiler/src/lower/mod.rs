@@ -213,6 +213,7 @@ pub fn compile(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorForm
         None => (a, formats, dims),
     };
     let kernel = compile_resolved(name, statement, formats, dims)?;
+    let kernel = convert::densify_remerged(statement, formats, dims, kernel, &|s, f, d| compile_resolved(name, s, f, d));
     Ok(Kernel { assignment: a.clone(), prior: prior.map(|p| p.name), ..kernel })
 }
 
