@@ -196,10 +196,11 @@ fn time_spent_converting_and_packing_is_reported() {
 #[test]
 fn a_sparse_operand_merged_again_for_every_row_is_read_from_a_dense_copy() {
     // Merging `x` with each row of A starts over from x's first entry:
-    // rows × nnz(x). A dense copy, located, costs nnz(A).
+    // rows × nnz(x); a hashed `x` is probed for every entry of A. A dense
+    // copy, located, costs nnz(A) loads.
     for seed in 1..4 {
         let d = data(&[("A", vec![30, 40], 0.2), ("B", vec![30, 40], 0.3), ("x", vec![40], 0.3), ("z", vec![30], 0.5)], seed);
-        for (a, x) in [("CSR", "sparse"), ("COO", "sparse"), ("DCSR", "sparse"), ("CSR", "compressed(unordered)")] {
+        for (a, x) in [("CSR", "sparse"), ("COO", "sparse"), ("DCSR", "sparse"), ("CSR", "compressed(unordered)"), ("CSR", "hash")] {
             let specs = [("A", a), ("x", x)];
             let want = vec![("x".to_string(), "dense".to_string())];
             assert_eq!(conversions("y(i) = A(i,j) * x(j)", &specs, &d, &[30]), want, "{specs:?}");

@@ -105,7 +105,7 @@ fn inlay_hints_fit_vs_code_and_keep_the_strategy() {
     }
     let (a, f, _) = example("spmv_vectors.tensor");
     let labels: Vec<String> = a.inlay_hints(f).into_iter().map(|h| h.label).collect();
-    assert_eq!(labels, ["∀i→j · j: A2→loc xd1", "∀i→j · xs→dense · j: A2→loc xs_converted1", "∀i→j · j: A2→loc xh1"]);
+    assert_eq!(labels, ["∀i→j · j: A2→loc xd1", "∀i→j · xs→dense · j: A2→loc xs_converted1", "∀i→j · xh→dense · j: A2→loc xh_converted1"]);
 }
 
 fn diagnostics(text: &str) -> (Analysis, SourceFile, Vec<Diagnostic>) {

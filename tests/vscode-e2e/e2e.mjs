@@ -55,7 +55,7 @@ try {
   const hintLine = await page.$$eval('.view-line', (ls) => ls.map((l) => l.textContent).find((t) => t.includes('sparse_x')));
   step(`inlay hint line: ${hintLine}`);
   // The hint is short enough that VS Code shows the strategy uncut.
-  if (!hintLine.includes('A2∧xs1') || hintLine.includes('…')) throw new Error(`inlay hint cut: ${hintLine}`);
+  if (!hintLine.includes('xs→dense') || hintLine.includes('…')) throw new Error(`inlay hint cut: ${hintLine}`);
   // Hover the index variable j of `xs(j)`.
   const lines = page.locator('.view-line', { hasText: 'sparse_x' });
   const j = lines.locator('span', { hasText: /^j$/ }).last();

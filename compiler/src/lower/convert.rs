@@ -191,7 +191,8 @@ fn permuted_levels(result: &TensorFormat, lhs: &Access, source: &Access) -> Opti
 /// A sparse operand merged with another inside a loop over a variable it
 /// does not have (`x` in `y(i) = A(i,j) * x(j)` with `x` sparse) is merged
 /// again from its start for every coordinate of that loop: O(rows × nnz(x))
-/// instead of O(nnz(A)). Read from a dense copy instead, it is located, so
+/// instead of O(nnz(A)); a hashed one is probed once per entry of A, each
+/// probe several loads. Read from a dense copy instead, it is located, so
 /// the kernel returned reads one, when the statement is a product (the
 /// copy cannot widen an intersection into a union) and the copy has at
 /// most `alternatives::DENSE_LIMIT` elements. Otherwise `kernel` as it is.
@@ -204,9 +205,13 @@ pub(super) fn densify_remerged(
 ) -> Kernel {
     let ([nest], true, None) = (kernel.nests.as_slice(), only_products(&a.rhs), &kernel.buffer) else { return kernel };
     let order = &nest.graph.order;
-    let merges = |o: &super::operands::Operand, v: &String| {
-        let k = o.level_vars.iter().position(|x| x == v);
-        k.is_some_and(|k| o.format.levels[k].locate().is_none())
+    let level_at = |o: &super::operands::Operand, v: &String| o.level_vars.iter().position(|x| x == v).map(|k| o.format.levels[k].clone());
+    // Costly to reach again for each outer coordinate: a level merged with
+    // another operand's (restarting from its first entry), or a hashed one
+    // probed where a dense copy is one load.
+    let costly = |o: &super::operands::Operand, v: &String, p: &super::operands::Operand| match (level_at(o, v), level_at(p, v)) {
+        (Some(mine), Some(theirs)) => !mine.is_dense() && (mine.locate().is_some() || theirs.locate().is_none()),
+        _ => false,
     };
     // An operand already read from a copy (sorted, say) is densified from
     // its source instead.
@@ -215,8 +220,8 @@ pub(super) fn densify_remerged(
         let Some(first) = o.level_vars.first().and_then(|v| order.iter().position(|x| x == v)) else { return false };
         let elements = dims.get(&source(o)).map_or(usize::MAX, |d| d.iter().try_fold(1usize, |p, &x| p.checked_mul(x)).unwrap_or(usize::MAX));
         let outer_without = order[..first].iter().any(|u| !o.level_vars.contains(u));
-        let merged_with_another = o.level_vars.iter().any(|v| merges(o, v) && nest.problem.inputs().iter().any(|p| source(p) != source(o) && merges(p, v)));
-        !o.format.is_all_dense() && elements <= crate::format::alternatives::DENSE_LIMIT && outer_without && merged_with_another
+        let reached_again = o.level_vars.iter().any(|v| nest.problem.inputs().iter().any(|p| source(p) != source(o) && costly(o, v, p)));
+        !o.format.is_all_dense() && elements <= crate::format::alternatives::DENSE_LIMIT && outer_without && reached_again
     });
     let Some(o) = remerged else { return kernel };
     let (tensor, outer) = (source(o), order.iter().find(|u| !o.level_vars.contains(u)).cloned().unwrap_or_default());
@@ -232,9 +237,10 @@ pub(super) fn densify_remerged(
     let mut d = dims.clone();
     d.insert(copy.clone(), dims[&tensor].clone());
     let statement = Assignment { rhs: rename_accesses(&a.rhs, &group, &copy), ..a.clone() };
+    let how = if o.fully_locatable() { "probed through its hash table" } else { "merged again from its start" };
     match compile(&statement, &f, &d) {
         Ok(k) if k.buffer.is_none() && k.conversions.is_empty() => {
-            let reason = format!("it would be merged again from its start for every `{outer}`; the dense copy is read by locate instead");
+            let reason = format!("it would be {how} for every `{outer}`; the dense copy is read by locate instead");
             let conversion = Conversion { source: tensor, copy, format: dense, format_text: "dense".into(), reason, span: accesses[group[0]].span };
             with_conversion(a, conversion, k)
         }
