@@ -84,12 +84,12 @@ fn split_levels(s: &str) -> Vec<&str> {
 }
 
 /// Every statement compiles reading its operands as stored (no run-time
-/// conversion).
+/// conversion it needs; one that only makes it faster is fine).
 fn compiles(k: &KernelDecl, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> bool {
     k.statements
         .iter()
         .enumerate()
-        .all(|(n, st)| crate::lower::compile(&format!("{}_{n}", k.name.name), st, formats, dims).is_ok_and(|c| c.conversions.is_empty()))
+        .all(|(n, st)| crate::lower::compile(&format!("{}_{n}", k.name.name), st, formats, dims).is_ok_and(|c| c.conversions.iter().all(|v| !v.needed)))
 }
 
 /// The tensors of a kernel in the order their formats are tried: those
@@ -123,7 +123,7 @@ pub fn suggestion<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -> Op
     let Ok(resolved) = db::resolve_kernel(db, file, name) else { return None };
     let spans: Vec<Span> = match db::compile_kernel(db, file, name) {
         Err(problems) => problems.iter().filter(|p| p.in_kernel).map(|p| p.span).collect(),
-        Ok(c) => c.statements.iter().flat_map(|k| k.conversions.iter().map(|c| c.span)).collect(),
+        Ok(c) => c.statements.iter().flat_map(|k| k.conversions.iter().filter(|c| c.needed).map(|c| c.span)).collect(),
     };
     if spans.is_empty() && db::compile_kernel(db, file, name).is_ok() {
         return None;
@@ -146,7 +146,7 @@ pub fn suggestion<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -> Op
                     return false;
                 };
                 // A kernel that already converts an operand is no worse off.
-                if !r.formats.contains_key(&tensor) || c.statements.iter().any(|s| !s.conversions.is_empty()) {
+                if !r.formats.contains_key(&tensor) || c.statements.iter().any(|s| s.conversions.iter().any(|v| v.needed)) {
                     return false;
                 }
                 let mut f = r.formats.clone();

@@ -466,7 +466,7 @@ fn diagnostics_with(db: &dyn Db, file: SourceFile, compiling: bool) -> Vec<Diagn
                     Err(ps) => found.extend(ps.iter().map(abs)),
                     // A kernel that runs only by converting an operand
                     // first says so, at the access.
-                    Ok(c) => found.extend(c.statements.iter().flat_map(|s| &s.conversions).map(|conv| {
+                    Ok(c) => found.extend(c.statements.iter().flat_map(|s| &s.conversions).filter(|conv| conv.needed).map(|conv| {
                         (Diagnostic { span: shift(conv.span, base), message: conv.describe(), severity: Severity::Warning }, None)
                     })),
                 }

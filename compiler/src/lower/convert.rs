@@ -33,6 +33,11 @@ pub struct Conversion {
     pub reason: String,
     /// The converted access in the statement.
     pub span: Span,
+    /// Whether the kernel could not run over the operand as stored (a
+    /// problem the editor reports, with a fix), rather than runs faster
+    /// over the copy (a re-merged operand's dense copy, a transpose's
+    /// counting sort), which hovers and hints show.
+    pub needed: bool,
 }
 
 impl Conversion {
@@ -115,7 +120,7 @@ fn search(
         let mut d = dims.clone();
         d.insert(copy.clone(), dims[&acc.tensor].clone());
         let statement = Assignment { rhs: rename_accesses(&a.rhs, &group, &copy), ..a.clone() };
-        let conversion = Conversion { source: acc.tensor.clone(), copy, format: alt.format, format_text: alt.text, reason: refusal.to_string(), span: acc.span };
+        let conversion = Conversion { source: acc.tensor.clone(), copy, format: alt.format, format_text: alt.text, reason: refusal.to_string(), span: acc.span, needed: true };
         match compile(&statement, &f, &d) {
             Ok(kernel) => return Ok(with_conversion(a, conversion, kernel)),
             Err(e) if depth > 1 && e.is_refusal() && e != refusal && progress.len() < FOLLOWED => progress.push((statement, f, d, e, conversion)),
@@ -164,7 +169,7 @@ pub(super) fn compile_as_permutation(
         return None;
     }
     let format_text = crate::format::alternatives::written(&format, source.indices.len());
-    let conversion = Conversion { source: source.tensor.clone(), copy, format, format_text, reason: refusal.to_string(), span: source.span };
+    let conversion = Conversion { source: source.tensor.clone(), copy, format, format_text, reason: refusal.to_string(), span: source.span, needed: false };
     Some(Kernel { result_is_copy: true, ..with_conversion(a, conversion, kernel) })
 }
 
@@ -241,7 +246,7 @@ pub(super) fn densify_remerged(
     match compile(&statement, &f, &d) {
         Ok(k) if k.buffer.is_none() && k.conversions.is_empty() => {
             let reason = format!("it would be {how} for every `{outer}`; the dense copy is read by locate instead");
-            let conversion = Conversion { source: tensor, copy, format: dense, format_text: "dense".into(), reason, span: accesses[group[0]].span };
+            let conversion = Conversion { source: tensor, copy, format: dense, format_text: "dense".into(), reason, span: accesses[group[0]].span, needed: false };
             with_conversion(a, conversion, k)
         }
         _ => kernel,
