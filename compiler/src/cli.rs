@@ -293,7 +293,7 @@ pub fn emit_text(k: &lower::Kernel, what: Emit) -> String {
     match what {
         Emit::C => format!("{}{}", note("/* ", " */"), crate::ir::c::function(&k.function)),
         Emit::Ir => format!("{}{}", note("// ", ""), k.function),
-        Emit::Graph => format!("{}{}", note("", ""), k.nests.iter().map(|n| n.graph.to_string()).collect::<Vec<_>>().join("\n")),
+        Emit::Graph => format!("{}{}", note("", ""), k.nests.iter().map(|n| n.graph.display(&n.problem.vars).to_string()).collect::<Vec<_>>().join("\n")),
         Emit::Lattice => format!("{}{}", note("", ""), k.plans().map(|p| p.to_string()).collect::<Vec<_>>().join("")),
         Emit::Asm => crate::jit::disassemble(&k.function).unwrap_or_else(|e| format!("; no machine code: {e}\n")),
     }

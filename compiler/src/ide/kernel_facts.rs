@@ -7,7 +7,9 @@
 
 use crate::ir::print::{Dialect, Printer};
 use crate::ir::{Block, Function, Stmt};
-use crate::lower::plan::VarPlan;
+use crate::lower::operands::Problem;
+use crate::lower::plan::NamedPlan;
+use crate::lower::vars::IndexVar;
 use crate::lower::Kernel;
 
 /// A variable whose loops do the work of a variable the user wrote.
@@ -35,61 +37,74 @@ pub struct VarFacts {
     /// Loop order of each nest, outermost first.
     pub orders: Vec<Vec<String>>,
     pub related: Vec<Related>,
-    /// Plans of the variable and of its related variables, in loop order.
-    pub plans: Vec<VarPlan>,
+    /// Plans of the variable and of its related variables, in loop order,
+    /// as text.
+    pub plans: Vec<String>,
     pub loops: Vec<LoopFact>,
     /// How threads share the loop over the variable, when it is the
     /// outermost loop and runs on several threads.
     pub shared: Option<String>,
 }
 
-/// The variables whose loops do the work of `var`: itself, the block
-/// variables it is computed from (BCSR, CSB), and the hidden variables of
-/// the operands it indexes that no user variable is computed from (DIA's
-/// diagonals, ELL's slots).
-fn related(k: &Kernel, var: &str) -> Vec<Related> {
-    let mut out: Vec<Related> = Vec::new();
-    let mut add = |name: &str, why: String| {
-        if !out.iter().any(|r| r.name == name) {
-            out.push(Related { name: name.to_string(), why });
+/// In one nest, the variables whose loops do the work of the user's
+/// variable `var`: itself, the block variables it is computed from (BCSR,
+/// CSB), and the hidden variables of the operands it indexes that no user
+/// variable is computed from (DIA's diagonals, ELL's slots); each but
+/// itself with why it belongs to `var`.
+fn related_in(p: &Problem, var: &str) -> (Option<IndexVar>, Vec<(IndexVar, String)>) {
+    let vars = &p.vars;
+    let own = vars.user(var);
+    let mut out: Vec<(IndexVar, String)> = Vec::new();
+    let mut add = |v: IndexVar, why: String| {
+        if !out.iter().any(|(w, _)| *w == v) {
+            out.push((v, why));
         }
     };
-    for nest in &k.nests {
-        let p = &nest.problem;
-        if let Some(d) = p.derivation(var) {
-            add(&d.outer, format!("`{var} = {} * {} + {}`: block of `{var}`", d.outer, d.b, d.inner));
-            add(&d.inner, format!("`{var} = {} * {} + {}`: position of `{var}` inside its block", d.outer, d.b, d.inner));
+    if let Some((outer, inner, b)) = own.and_then(|v| vars.derivation(v)) {
+        let formula = format!("`{var} = {} * {b} + {}`", vars.name(outer), vars.name(inner));
+        add(outer, format!("{formula}: block of `{var}`"));
+        add(inner, format!("{formula}: position of `{var}` inside its block"));
+    }
+    for o in &p.operands {
+        if !o.access.indices.iter().any(|i| i.name == var) {
+            continue;
         }
-        for o in &p.operands {
-            if !o.access.indices.iter().any(|i| i.name == var) {
-                continue;
-            }
-            for lv in &o.level_vars {
-                let derived_from = p.derived.iter().any(|d| d.outer == *lv || d.inner == *lv);
-                if p.is_hidden(lv) && !derived_from {
-                    add(lv, format!("hidden level variable of `{}` ({})", o.access, o.format.display_name()));
-                }
+        for &lv in &o.level_vars {
+            if vars.is_hidden(lv) && !vars.derives_another(lv) {
+                add(lv, format!("hidden level variable of `{}` ({})", o.access, o.format.display_name()));
             }
         }
     }
-    out
+    (own, out)
 }
 
 pub fn var_facts(k: &Kernel, var: &str) -> VarFacts {
-    let related = related(k, var);
-    let names: Vec<&str> = std::iter::once(var).chain(related.iter().map(|r| r.name.as_str())).collect();
+    let mut related: Vec<Related> = Vec::new();
     let mut plans = Vec::new();
+    // Per nest, the ids of `var` and of its related variables.
+    let mut ids_per_nest: Vec<Vec<IndexVar>> = Vec::new();
     for nest in &k.nests {
-        for v in &nest.graph.order {
-            if names.contains(&v.as_str()) {
-                plans.extend(nest.plans.iter().filter(|p| p.var == *v).cloned());
+        let vars = &nest.problem.vars;
+        let (own, rel) = related_in(&nest.problem, var);
+        for (v, why) in &rel {
+            if !related.iter().any(|r| r.name == vars.name(*v)) {
+                related.push(Related { name: vars.name(*v).to_string(), why: why.clone() });
             }
         }
+        let ids: Vec<IndexVar> = own.into_iter().chain(rel.into_iter().map(|(v, _)| v)).collect();
+        for v in nest.graph.order.iter().filter(|v| ids.contains(v)) {
+            plans.extend(nest.plans.iter().filter(|p| p.var == *v).map(|plan| NamedPlan { plan, vars }.to_string()));
+        }
+        ids_per_nest.push(ids);
     }
+    let names: Vec<&str> = std::iter::once(var).chain(related.iter().map(|r| r.name.as_str())).collect();
     let tensors: Vec<&str> = k.nests.iter().flat_map(|n| n.problem.operands.iter().map(|o| o.tensor.as_str())).collect();
     let mut loops = Vec::new();
     Walk { f: &k.function, names: &names, tensors: &tensors }.block(&k.function.body, 0, &mut loops);
-    let outermost = k.nests.first().and_then(|n| n.graph.order.first()).filter(|v| names.contains(&v.as_str()));
+    let outermost = k.nests.first().and_then(|n| {
+        let v = *n.graph.order.first()?;
+        ids_per_nest[0].contains(&v).then(|| n.problem.vars.name(v))
+    });
     let out = k.output();
     let shared = match (k.function.parallel, outermost) {
         (Some(crate::ir::Parallel::Rows), Some(v)) => Some(format!("the loop over `{v}` runs on several threads, each over its own share of the iterations, writing its own part of `{out}`")),
@@ -97,7 +112,8 @@ pub fn var_facts(k: &Kernel, var: &str) -> VarFacts {
         (Some(crate::ir::Parallel::Partials), Some(v)) => Some(format!("the loop over `{v}` runs on several threads, each over its own share of the iterations into a `{out}` of its own; they are added up after")),
         _ => None,
     };
-    VarFacts { orders: k.nests.iter().map(|n| n.graph.order.clone()).collect(), related, plans, loops, shared }
+    let orders = k.nests.iter().map(|n| n.problem.vars.names(&n.graph.order)).collect();
+    VarFacts { orders, related, plans, loops, shared }
 }
 
 /// Whether an IR variable holds coordinates of `v`: `v`, or `v` followed by
@@ -163,7 +179,7 @@ impl Walk<'_> {
 /// Inlay hint of one statement: a short label (VS Code cuts labels at
 /// about 43 characters) and the full text for the tooltip.
 pub fn statement_hint(k: &Kernel) -> (String, String) {
-    let order: Vec<String> = k.nests.iter().map(|n| n.graph.order.join("→")).collect();
+    let order: Vec<String> = k.nests.iter().map(|n| n.problem.vars.join(&n.graph.order, "→")).collect();
     let full_plans: Vec<String> = k.plans().map(|p| p.summary()).collect();
     let mut full = format!("∀ {} | {}", order.join(" ; "), full_plans.join(" | "));
     // Operands converted before the kernel come first: they cost a pass.
@@ -175,7 +191,7 @@ pub fn statement_hint(k: &Kernel) -> (String, String) {
     // level, named by level (`A2`, not `A2:compressed`).
     let mut parts: Vec<String> = converts;
     for p in k.plans() {
-        if let Some(s) = short_strategy(p) {
+        if let Some(s) = short_strategy(&p) {
             if !parts.contains(&s) {
                 parts.push(s);
             }
@@ -183,10 +199,10 @@ pub fn statement_hint(k: &Kernel) -> (String, String) {
     }
     if parts.is_empty() {
         if let Some(p) = k.plans().last() {
-            parts.push(format!("{}: {}", p.var, level_list(&p.loops[0].coiterated, "∧")));
+            parts.push(format!("{}: {}", p.var(), level_list(&p.loops()[0].coiterated, "∧")));
         }
     }
-    let short_order: Vec<String> = k.nests.iter().map(|n| n.graph.order.iter().map(|v| short_var(v)).collect::<Vec<_>>().join("→")).collect();
+    let short_order: Vec<String> = k.nests.iter().map(|n| n.problem.vars.join(&n.graph.order, "→")).collect();
     let mut short = format!("∀{}", short_order.join(";"));
     for part in parts {
         let candidate = format!("{short} · {part}");
@@ -204,11 +220,6 @@ pub fn statement_hint(k: &Kernel) -> (String, String) {
 /// VS Code shows at most this many characters of an inlay hint.
 pub const HINT_LIMIT: usize = 43;
 
-/// Hidden variables carry the tensor's name (`iblkA`); drop nothing else.
-fn short_var(v: &str) -> String {
-    v.to_string()
-}
-
 /// `A2:compressed` → `A2`, `dedup<B1:compressed(nonunique)>` → `dedup<B1>`.
 fn level_list(levels: &[String], sep: &str) -> String {
     let short = |l: &String| {
@@ -220,8 +231,8 @@ fn level_list(levels: &[String], sep: &str) -> String {
 
 /// The strategy of a variable in a few characters, or None when its loop
 /// only walks one level with nothing located (the common dense row loop).
-fn short_strategy(p: &VarPlan) -> Option<String> {
-    let first = &p.loops[0];
+fn short_strategy(p: &NamedPlan) -> Option<String> {
+    let first = &p.loops()[0];
     let mut s = String::new();
     if first.fused {
         s.push_str(&format!("fused {}", level_list(&first.coiterated, ",")));
@@ -233,8 +244,8 @@ fn short_strategy(p: &VarPlan) -> Option<String> {
     if !first.located.is_empty() {
         s.push_str(&format!("→loc {}", level_list(&first.located, ",")));
     }
-    if p.loops.len() > 1 {
-        s.push_str(&format!(" ({} pts)", p.loops.len()));
+    if p.loops().len() > 1 {
+        s.push_str(&format!(" ({} pts)", p.loops().len()));
     }
-    (!s.is_empty()).then(|| format!("{}: {s}", p.var))
+    (!s.is_empty()).then(|| format!("{}: {s}", p.var()))
 }

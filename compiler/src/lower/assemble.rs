@@ -5,6 +5,7 @@
 use super::ids::OperandId;
 use super::lattice::LExpr;
 use super::operands::ResultAssembly;
+use super::vars::IndexVar;
 use super::{LowerError, Lowerer, Sink, State};
 use crate::format::level::{Assembly, LevelCtx};
 use crate::ir::{ArrayRef, Expr, Stmt};
@@ -33,7 +34,7 @@ impl<'p> Lowerer<'p> {
     }
 
     /// Whether variable `v` is a result coordinate assembled by append.
-    pub(super) fn appends_var(&self, st: &State, v: &str) -> bool {
+    pub(super) fn appends_var(&self, st: &State, v: IndexVar) -> bool {
         let o = self.p.output();
         let n = o.level_vars.len();
         match self.p.assembly {
@@ -43,11 +44,11 @@ impl<'p> Lowerer<'p> {
             // rows above are appended once each, in order.
             ResultAssembly::Workspace => {
                 let rows = n.saturating_sub(1);
-                return o.level_vars[st.pos[0].len().min(rows)..rows].iter().any(|x| x == v);
+                return o.level_vars[st.pos[0].len().min(rows)..rows].contains(&v);
             }
             ResultAssembly::Direct => {}
         }
-        o.level_vars.iter().enumerate().skip(st.pos[0].len()).any(|(k, x)| x == v && matches!(o.format.levels[k].assembly(), Assembly::Append(_)))
+        o.level_vars.iter().enumerate().skip(st.pos[0].len()).any(|(k, &x)| x == v && matches!(o.format.levels[k].assembly(), Assembly::Append(_)))
     }
 
     /// Initialise the result's levels and values.
@@ -109,7 +110,7 @@ impl<'p> Lowerer<'p> {
             }
         }
         if self.p.assembly == ResultAssembly::Workspace {
-            let extent = self.extent(&o.level_vars[o.level_vars.len() - 1]);
+            let extent = self.extent(o.level_vars[o.level_vars.len() - 1]);
             let w = Workspace::of(&o.tensor);
             self.e.comment(format!("workspace row of {} (values, touched flags, touched list)", o.tensor));
             for a in [&w.vals, &w.seen, &w.list] {
@@ -159,8 +160,9 @@ impl<'p> Lowerer<'p> {
         }
         let vals = ArrayRef::vals(&o.tensor);
         let c = LevelCtx::new(&o.tensor, last);
+        let var = self.p.name(o.level_vars[last]);
         self.e.for_("pw", Expr::Int(0), count.clone(), |e, t| {
-            let j = e.let_var(&o.level_vars[last], Expr::load(w.list.clone(), t));
+            let j = e.let_var(var, Expr::load(w.list.clone(), t));
             app.append_coord(&c, e, at.clone(), j.clone());
             e.reserve(vals.clone(), Expr::add(at.clone(), Expr::Int(1)));
             e.store(vals.clone(), at.clone(), Expr::load(w.vals.clone(), j.clone()));

@@ -9,6 +9,7 @@ use super::ids::IterId;
 use super::iterate::{Cursor, Cx, Shape, Step};
 use super::lattice::{LExpr, Lattice, Point};
 use super::loops::{Its, Strategy};
+use super::vars::IndexVar;
 use super::{LowerError, Lowerer, State};
 use crate::ir::{Expr, Stmt};
 use crate::notation::BinOp;
@@ -31,7 +32,7 @@ fn present(e: &LExpr, found: &BTreeMap<IterId, Expr>) -> Expr {
 
 impl<'p> Lowerer<'p> {
     /// Where iterators emit, for the loop over `v`.
-    pub(super) fn cx<'a>(&'a mut self, st: &'a State, v: &'a str) -> Cx<'a, 'p> {
+    pub(super) fn cx<'a>(&'a mut self, st: &'a State, v: IndexVar) -> Cx<'a, 'p> {
         Cx { p: self.p, e: &mut self.e, st, var: v }
     }
 
@@ -48,7 +49,7 @@ impl<'p> Lowerer<'p> {
     }
 
     /// One iterator, one point: a loop of the iterator's shape.
-    pub(super) fn single_loop(&mut self, d: usize, v: &str, st: &State, lattice: &Lattice, s: &Strategy, its: &Its<'p>) -> Result<(), LowerError> {
+    pub(super) fn single_loop(&mut self, d: usize, v: IndexVar, st: &State, lattice: &Lattice, s: &Strategy, its: &Its<'p>) -> Result<(), LowerError> {
         let pt = &lattice.points[0];
         let it = &its[&s.coiter[0]];
         let bounds = it.begin(&mut self.cx(st, v));
@@ -100,9 +101,9 @@ impl<'p> Lowerer<'p> {
     /// Cases of a single-iterator loop: located operands decide which
     /// dominated point applies.
     #[allow(clippy::too_many_arguments)]
-    fn single_cases(&mut self, d: usize, v: &str, st: &State, lattice: &Lattice, pt: &Point, s: &Strategy, it: (IterId, Step), its: &Its<'p>) -> Result<(), LowerError> {
+    fn single_cases(&mut self, d: usize, v: IndexVar, st: &State, lattice: &Lattice, pt: &Point, s: &Strategy, it: (IterId, Step), its: &Its<'p>) -> Result<(), LowerError> {
         let (id, step) = it;
-        let coord = self.e.bind(v, step.coord);
+        let coord = self.e.bind(self.p.name(v), step.coord);
         let located = self.locate_all(s, v, &coord, st, its)?;
         let mut st = st.clone();
         if located.values().any(|(_, f)| *f != Expr::Bool(true)) {
@@ -122,7 +123,7 @@ impl<'p> Lowerer<'p> {
 
     /// A loop per lattice point, co-iterating its operands two-way-merge
     /// style, with a case per dominated point.
-    pub(super) fn merge_loops(&mut self, d: usize, v: &str, st: &State, lattice: &Lattice, strategies: &[Strategy], its: &Its<'p>) -> Result<(), LowerError> {
+    pub(super) fn merge_loops(&mut self, d: usize, v: IndexVar, st: &State, lattice: &Lattice, strategies: &[Strategy], its: &Its<'p>) -> Result<(), LowerError> {
         let mut cursors: BTreeMap<IterId, Cursor> = BTreeMap::new();
         for s in strategies {
             for op in &s.coiter {
@@ -166,7 +167,7 @@ impl<'p> Lowerer<'p> {
                 Some(dr) => steps[&dr].coord.clone(),
                 None => s.coiter.iter().map(|op| steps[op].coord.clone()).reduce(Expr::min).unwrap_or(Expr::Int(0)),
             };
-            let coord = self.e.bind(v, coord);
+            let coord = self.e.bind(self.p.name(v), coord);
             let located = self.locate_all(s, v, &coord, st, its)?;
             if lattice.linear {
                 self.linear_case(d, v, &coord, st, pt, s, &steps, &located, its)?;
@@ -200,7 +201,7 @@ impl<'p> Lowerer<'p> {
     fn linear_case(
         &mut self,
         d: usize,
-        v: &str,
+        v: IndexVar,
         coord: &Expr,
         st: &State,
         pt: &Point,
@@ -237,7 +238,7 @@ impl<'p> Lowerer<'p> {
     fn emit_cases(
         &mut self,
         d: usize,
-        v: &str,
+        v: IndexVar,
         coord: &Expr,
         st: &State,
         cases: &[&Point],
@@ -295,9 +296,9 @@ impl<'p> Lowerer<'p> {
     /// The body of one case: bind the coordinate and the positions of the
     /// operands present, then assemble the result and recurse.
     #[allow(clippy::too_many_arguments)]
-    fn case(&mut self, d: usize, v: &str, coord: Expr, st: &State, q: &Point, resolved: &[Resolved], its: &Its<'p>) -> Result<(), LowerError> {
+    fn case(&mut self, d: usize, v: IndexVar, coord: Expr, st: &State, q: &Point, resolved: &[Resolved], its: &Its<'p>) -> Result<(), LowerError> {
         let mut st = st.clone();
-        st.bound.insert(v.to_string(), coord.clone());
+        st.bound.insert(v, coord.clone());
         for (op, pos, run_end, found) in resolved {
             // Iterators over a level resolve it; a dimension resolves none.
             let Some((o, _)) = its.get(op).and_then(|it| it.level()) else { continue };
@@ -309,7 +310,7 @@ impl<'p> Lowerer<'p> {
     }
 
     /// Locate, at the merged coordinate, every operand the strategy locates.
-    fn locate_all(&mut self, s: &Strategy, v: &str, coord: &Expr, st: &State, its: &Its<'p>) -> Result<BTreeMap<IterId, (Expr, Expr)>, LowerError> {
+    fn locate_all(&mut self, s: &Strategy, v: IndexVar, coord: &Expr, st: &State, its: &Its<'p>) -> Result<BTreeMap<IterId, (Expr, Expr)>, LowerError> {
         let mut out = BTreeMap::new();
         for op in &s.located {
             let Some(it) = its.get(op) else { continue };

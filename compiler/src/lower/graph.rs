@@ -6,6 +6,7 @@
 
 use super::ids::OperandId;
 use super::operands::{Operand, Problem};
+use super::vars::{IndexVar, IndexVars};
 use super::LowerError;
 use crate::format::level::Assembly;
 use std::collections::{BTreeMap, BTreeSet};
@@ -14,29 +15,43 @@ use std::fmt;
 #[derive(Clone, Debug)]
 pub struct IterationGraph {
     /// Loop order, outermost first.
-    pub order: Vec<String>,
+    pub order: Vec<IndexVar>,
     /// Operands whose paths were not used to order loops (accessed by locate).
     pub soft: Vec<OperandId>,
-    pub paths: Vec<(String, Vec<String>)>,
+    pub paths: Vec<(String, Vec<IndexVar>)>,
 }
 
-impl fmt::Display for IterationGraph {
+impl IterationGraph {
+    /// The graph with its variables named by `vars` (its nest's table).
+    pub fn display<'a>(&'a self, vars: &'a IndexVars) -> impl fmt::Display + 'a {
+        Shown { graph: self, vars }
+    }
+}
+
+struct Shown<'a> {
+    graph: &'a IterationGraph,
+    vars: &'a IndexVars,
+}
+
+impl fmt::Display for Shown<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "loop order: {}", self.order.join(" -> "))?;
+        writeln!(f, "loop order: {}", self.vars.join(&self.graph.order, " -> "))?;
         writeln!(f, "tensor paths:")?;
-        for (name, path) in &self.paths {
-            writeln!(f, "  {name}: {}", if path.is_empty() { "(scalar)".into() } else { path.join(" -> ") })?;
+        for (name, path) in &self.graph.paths {
+            writeln!(f, "  {name}: {}", if path.is_empty() { "(scalar)".into() } else { self.vars.join(path, " -> ") })?;
         }
         Ok(())
     }
 }
 
-type Edge = (String, String, OperandId);
+type Edge = (IndexVar, IndexVar, OperandId);
 
-fn deps(p: &Problem, v: &str) -> Vec<String> {
-    match p.derivation(v) {
-        Some(d) => vec![d.outer.clone(), d.inner.clone()],
-        None => vec![v.to_string()],
+/// The variables whose loops give `v`'s coordinates: its block variables
+/// when it is computed from them, else itself.
+fn deps(p: &Problem, v: IndexVar) -> Vec<IndexVar> {
+    match p.vars.derivation(v) {
+        Some((outer, inner, _)) => vec![outer, inner],
+        None => vec![v],
     }
 }
 
@@ -46,10 +61,10 @@ fn output_appends(o: &Operand) -> bool {
 
 fn path_edges(p: &Problem, o: &Operand, out: &mut Vec<Edge>) {
     for w in o.level_vars.windows(2) {
-        for a in deps(p, &w[0]) {
-            for b in deps(p, &w[1]) {
+        for a in deps(p, w[0]) {
+            for b in deps(p, w[1]) {
                 if a != b {
-                    out.push((a.clone(), b, o.id));
+                    out.push((a, b, o.id));
                 }
             }
         }
@@ -68,13 +83,13 @@ fn edges(p: &Problem, soft: &BTreeSet<OperandId>) -> Vec<Edge> {
         path_edges(p, o, &mut out);
         if o.output {
             // Appended coordinates are final: reductions run inside them.
-            let mut reductions: Vec<String> = p.assignment.reduction_vars();
-            reductions.extend(p.hidden.iter().map(|h| h.name.clone()));
-            for v in &o.level_vars {
-                for r in &reductions {
+            let mut reductions: Vec<IndexVar> = p.reduction_vars();
+            reductions.extend(p.vars.hidden());
+            for &v in &o.level_vars {
+                for &r in &reductions {
                     for a in deps(p, v) {
                         for b in deps(p, r) {
-                            out.push((a.clone(), b, o.id));
+                            out.push((a, b, o.id));
                         }
                     }
                 }
@@ -84,17 +99,14 @@ fn edges(p: &Problem, soft: &BTreeSet<OperandId>) -> Vec<Edge> {
     out
 }
 
-fn nodes(p: &Problem) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    let mut add = |v: &str| {
-        if !out.iter().any(|x| x == v) {
-            out.push(v.to_string());
-        }
-    };
+fn nodes(p: &Problem) -> Vec<IndexVar> {
+    let mut out: Vec<IndexVar> = Vec::new();
     for o in &p.operands {
-        for v in &o.level_vars {
+        for &v in &o.level_vars {
             for d in deps(p, v) {
-                add(&d);
+                if !out.contains(&d) {
+                    out.push(d);
+                }
             }
         }
     }
@@ -103,27 +115,27 @@ fn nodes(p: &Problem) -> Vec<String> {
 
 /// Kahn's algorithm, preferring result variables in result order, then
 /// variables in order of first appearance. Err holds the unordered rest.
-fn topo(p: &Problem, edges: &[Edge]) -> Result<Vec<String>, Vec<String>> {
+fn topo(p: &Problem, edges: &[Edge]) -> Result<Vec<IndexVar>, Vec<IndexVar>> {
     let all = nodes(p);
     let out_vars = &p.output().level_vars;
-    let rank = |v: &String| -> usize {
+    let rank = |v: &IndexVar| -> usize {
         out_vars.iter().position(|x| x == v).unwrap_or(usize::MAX / 2 + all.iter().position(|x| x == v).unwrap_or(0))
     };
-    let mut indeg: BTreeMap<&String, usize> = all.iter().map(|v| (v, 0)).collect();
+    let mut indeg: BTreeMap<&IndexVar, usize> = all.iter().map(|v| (v, 0)).collect();
     for (_, b, _) in edges {
         if let Some(d) = indeg.get_mut(b) {
             *d += 1;
         }
     }
     let mut order = Vec::new();
-    let mut done: BTreeSet<String> = BTreeSet::new();
+    let mut done: BTreeSet<IndexVar> = BTreeSet::new();
     while order.len() < all.len() {
         let next = all.iter().filter(|v| !done.contains(*v) && indeg[v] == 0).min_by_key(|v| rank(v));
         let Some(v) = next else {
             return Err(all.iter().filter(|v| !done.contains(*v)).cloned().collect());
         };
-        done.insert(v.clone());
-        order.push(v.clone());
+        done.insert(*v);
+        order.push(*v);
         for (a, b, _) in edges {
             if a == v {
                 if let Some(d) = indeg.get_mut(b) {
@@ -153,14 +165,14 @@ pub fn build(p: &Problem) -> Result<IterationGraph, LowerError> {
     Err(cycle_error(p, &first, &stuck))
 }
 
-fn cycle_error(p: &Problem, edges: &[Edge], stuck: &[String]) -> LowerError {
+fn cycle_error(p: &Problem, edges: &[Edge], stuck: &[IndexVar]) -> LowerError {
     let mut involved: Vec<OperandId> = edges.iter().filter(|(a, b, _)| stuck.contains(a) && stuck.contains(b)).map(|e| e.2).collect();
     involved.sort_unstable();
     involved.dedup();
     let names: Vec<String> = involved.iter().map(|&i| {
         let o = &p.operands[i];
         let why = if o.output { ", assembled in order" } else { "" };
-        format!("{} visits {}{why}", o.describe(), o.level_vars.join(" before "))
+        format!("{} visits {}{why}", o.describe(), p.vars.join(&o.level_vars, " before "))
     }).collect();
     let mut suggestion = String::new();
     for &i in involved.iter().rev() {
@@ -171,7 +183,9 @@ fn cycle_error(p: &Problem, edges: &[Edge], stuck: &[String]) -> LowerError {
         let without: Vec<Edge> = edges.iter().filter(|e| e.2 != i).cloned().collect();
         if let Ok(order) = topo(p, &without) {
             let mut dims: Vec<usize> = (0..o.access.indices.len()).collect();
-            dims.sort_by_key(|&d| order.iter().position(|v| *v == o.access.indices[d].name).unwrap_or(usize::MAX));
+            // The variable the user wrote for dimension `d`.
+            let dim_var = |d: usize| p.vars.user(&o.access.indices[d].name);
+            dims.sort_by_key(|&d| dim_var(d).and_then(|v| order.iter().position(|w| *w == v)).unwrap_or(usize::MAX));
             let mode = dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",");
             suggestion = format!("; store {} with mode order {mode} (-f {}:{}:{mode})", o.tensor, o.tensor, o.format.level_list());
             break;

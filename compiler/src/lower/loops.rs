@@ -10,6 +10,7 @@ use super::ids::{IterId, OperandId};
 use super::iterate::{level_iterator, Dedup, DimensionIter, Fused, Kind, LoopIterator, PositionIter};
 use super::lattice::{LExpr, Lattice, Point};
 use super::plan::{LoopPlan, VarPlan};
+use super::vars::IndexVar;
 use super::{LowerError, Lowerer, Sink, State};
 use crate::ir::Expr;
 use crate::notation::BinOp;
@@ -64,7 +65,7 @@ impl<'p> Lowerer<'p> {
             self.leaf(&st, &expr);
             return Ok(());
         }
-        let v = self.order[d].clone();
+        let v = self.order[d];
         let p = self.p;
         let ops = expr.operands();
         let mut its: Vec<Box<dyn LoopIterator<'p> + 'p>> = Vec::new();
@@ -75,13 +76,13 @@ impl<'p> Lowerer<'p> {
                 its.push(level_iterator(o, k));
             } else if o.level_vars[k.min(o.level_vars.len())..].contains(&v) {
                 if !o.fully_locatable() {
-                    return Err(LowerError::Internal(format!("{} reaches {v} out of order", o.describe())));
+                    return Err(LowerError::Internal(format!("{} reaches {} out of order", o.describe(), p.name(v))));
                 }
-                its.push(Box::new(DimensionIter::new(IterId::Operand(op), &v, Some(&o.tensor))));
+                its.push(Box::new(DimensionIter::new(IterId::Operand(op), p.name(v), Some(&o.tensor))));
             }
         }
-        let out_needs = self.output_needs(&st, &v);
-        if its.is_empty() && !out_needs && p.is_hidden(&v) {
+        let out_needs = self.output_needs(&st, v);
+        if its.is_empty() && !out_needs && p.vars.is_hidden(v) {
             // The hidden variable of an operand absent from this case.
             return self.lower(d + 1, st, expr);
         }
@@ -102,35 +103,35 @@ impl<'p> Lowerer<'p> {
             if lattice.points.is_empty() || !lattice.points[0].iters.contains(&IterId::Dimension) {
                 lattice.add_dimension();
             }
-            its.push(Box::new(DimensionIter::new(IterId::Dimension, &v, None)));
+            its.push(Box::new(DimensionIter::new(IterId::Dimension, p.name(v), None)));
         }
         let by_op: Its<'p> = its.into_iter().map(|i| (i.id(), i)).collect();
         let mut st = st;
         let strategies: Vec<Strategy> = lattice.points.iter().map(|pt| self.strategy(pt, &by_op, &located_everywhere)).collect();
-        let by_op = self.adapt(&v, &lattice, &strategies, by_op, &st)?;
-        self.record_plan(&v, &lattice, &strategies, &by_op);
+        let by_op = self.adapt(v, &lattice, &strategies, by_op, &st)?;
+        self.record_plan(v, &lattice, &strategies, &by_op);
         let single = lattice.points.len() == 1 && strategies[0].coiter.len() == 1;
         if st.exact && st.pos[0].len() < p.output().level_vars.len() {
-            let next_out = &p.output().level_vars[st.pos[0].len()];
+            let next_out = p.output().level_vars[st.pos[0].len()];
             // A plain loop over a full level by coordinate visits each
             // coordinate once (iterators by position may repeat or skip).
             let plain = single && by_op.get(&strategies[0].coiter[0]).is_some_and(|it| it.props().level.full && !matches!(it.kind(), Kind::Position(_)));
-            if *next_out != v || !plain {
+            if next_out != v || !plain {
                 st.exact = false;
             }
         }
         if single {
-            self.single_loop(d, &v, &st, &lattice, &strategies[0], &by_op)
+            self.single_loop(d, v, &st, &lattice, &strategies[0], &by_op)
         } else {
-            self.merge_loops(d, &v, &st, &lattice, &strategies, &by_op)
+            self.merge_loops(d, v, &st, &lattice, &strategies, &by_op)
         }
     }
 
     /// Whether the result still needs a loop over `v` (a result variable not
     /// yet bound).
-    fn output_needs(&self, st: &State, v: &str) -> bool {
+    fn output_needs(&self, st: &State, v: IndexVar) -> bool {
         let o = self.p.output();
-        o.level_vars[st.pos[0].len().min(o.level_vars.len())..].iter().any(|x| x == v) && !st.bound.contains_key(v)
+        o.level_vars[st.pos[0].len().min(o.level_vars.len())..].contains(&v) && !st.bound.contains_key(&v)
     }
 
     /// The point's operands are merged (the Coiter rule already left the
@@ -176,7 +177,7 @@ impl<'p> Lowerer<'p> {
     /// are merged with others, assembled into a result, or cannot be fused
     /// (`Dedup`); visit a branchless level alone in its loop without a loop
     /// (`Fused`); reject what needs a reordering scratch array.
-    fn adapt(&mut self, v: &str, lattice: &Lattice, strategies: &[Strategy], mut its: Its<'p>, st: &State) -> Result<Its<'p>, LowerError> {
+    fn adapt(&mut self, v: IndexVar, lattice: &Lattice, strategies: &[Strategy], mut its: Its<'p>, st: &State) -> Result<Its<'p>, LowerError> {
         let appended = self.appends_var(st, v);
         let mut dedup: BTreeSet<OperandId> = BTreeSet::new();
         for (pt, s) in lattice.points.iter().zip(strategies) {
@@ -188,9 +189,10 @@ impl<'p> Lowerer<'p> {
                 if needs_order && !props.ordered {
                     return Err(LowerError::NeedsOrder {
                         reason: format!(
-                            "{} stores coordinates unordered, so it cannot be {} over `{v}` (reordering into a sorted scratch copy is not implemented); store it ordered, or use a dense or hash result",
+                            "{} stores coordinates unordered, so it cannot be {} over `{}` (reordering into a sorted scratch copy is not implemented); store it ordered, or use a dense or hash result",
                             it.name(),
-                            if merging { "co-iterated with other operands" } else { "appended in order to the result" }
+                            if merging { "co-iterated with other operands" } else { "appended in order to the result" },
+                            self.p.name(v)
                         ),
                         span: self.p.assignment.span,
                     });
@@ -250,9 +252,9 @@ impl<'p> Lowerer<'p> {
             || out.format.levels[st.pos[0].len().min(out.format.levels.len())..]
             .iter()
             .all(|l| l.locate().is_some() && matches!(l.assembly(), crate::format::level::Assembly::Insert(_)));
-        let later: Vec<&String> = o.level_vars[k + 1..].iter().collect();
+        let later = &o.level_vars[k + 1..];
         let inputs_locatable = p.inputs().iter().filter(|x| x.id != op).all(|x| {
-            let uses = x.level_vars.iter().any(|v| later.contains(&v));
+            let uses = x.level_vars.iter().any(|v| later.contains(v));
             !uses || x.fully_locatable()
         });
         out_scatters && inputs_locatable
@@ -281,10 +283,10 @@ impl<'p> Lowerer<'p> {
         Ok(())
     }
 
-    fn record_plan(&mut self, v: &str, lattice: &Lattice, strategies: &[Strategy], its: &Its<'p>) {
+    fn record_plan(&mut self, v: IndexVar, lattice: &Lattice, strategies: &[Strategy], its: &Its<'p>) {
         let name = |i: &IterId| its.get(i).map_or("?".to_string(), |it| it.name());
         let p = self.p;
-        let opname = |i: IterId| i.operand().map_or_else(|| format!("dim({v})"), |o| p.operands[o].access.to_string());
+        let opname = |i: IterId| i.operand().map_or_else(|| format!("dim({})", p.name(v)), |o| p.operands[o].access.to_string());
         let loops = lattice
             .points
             .iter()
@@ -297,11 +299,11 @@ impl<'p> Lowerer<'p> {
                 fused: s.coiter.len() == 1 && its.get(&s.coiter[0]).is_some_and(|it| it.props().level.branchless && !it.dedups()),
             })
             .collect();
-        self.plans.push(VarPlan { var: v.to_string(), loops });
+        self.plans.push(VarPlan { var: v, loops });
     }
 
-    pub(super) fn extent(&self, v: &str) -> Expr {
-        self.p.extents.get(v).cloned().unwrap_or(Expr::Int(0))
+    pub(super) fn extent(&self, v: IndexVar) -> Expr {
+        self.p.vars.extent(v).clone()
     }
 
     /// Locate `op`'s next level at coordinate `coord`: (position, found).
@@ -315,14 +317,16 @@ impl<'p> Lowerer<'p> {
         let d = next;
         // Derived variables (blocked formats): var = outer * b + inner, only
         // inside the tensor (blocks past the edge hold padding).
-        for dv in self.p.derived.clone() {
-            if st.bound.contains_key(&dv.var) {
+        let p = self.p;
+        for dv in p.vars.derived() {
+            let Some((outer, inner, b)) = p.vars.derivation(dv) else { continue };
+            if st.bound.contains_key(&dv) {
                 continue;
             }
-            if let (Some(o), Some(i)) = (st.bound.get(&dv.outer).cloned(), st.bound.get(&dv.inner).cloned()) {
-                let val = self.e.bind(&dv.var, Expr::add(Expr::mul(o, Expr::Int(dv.b)), i));
-                st.bound.insert(dv.var.clone(), val.clone());
-                let cond = Expr::lt(val, self.extent(&dv.var));
+            if let (Some(o), Some(i)) = (st.bound.get(&outer).cloned(), st.bound.get(&inner).cloned()) {
+                let val = self.e.bind(p.name(dv), Expr::add(Expr::mul(o, Expr::Int(b)), i));
+                st.bound.insert(dv, val.clone());
+                let cond = Expr::lt(val, self.extent(dv));
                 st.exact = false;
                 self.e.open();
                 self.after_bind(d, st, expr)?;

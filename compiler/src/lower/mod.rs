@@ -21,18 +21,20 @@ mod parallel;
 pub mod plan;
 mod prior;
 mod temporary;
+pub mod vars;
 
 use crate::format::level::Assembly;
 use crate::format::TensorFormat;
 use crate::ir::{Emitter, Expr, Function};
-use crate::notation::reduce::{additive_terms, distributed_terms, place_reductions, sums_hoist_to_root};
-use crate::notation::{Access, Assignment, Expr as NExpr, Index, Span};
+use crate::notation::reduce::{additive_terms, distributed_terms, sums_hoist_with_private};
+use crate::notation::{Access, Assignment, Expr as NExpr, Span};
 use graph::IterationGraph;
 use lattice::LExpr;
 use operands::{resolve, Problem, ResultAssembly};
 use convert::Conversion;
-use plan::VarPlan;
+use plan::{NamedPlan, VarPlan};
 use std::collections::BTreeMap;
+use vars::IndexVar;
 use thiserror::Error;
 
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -124,8 +126,9 @@ impl Kernel {
     pub fn output(&self) -> &str {
         &self.assignment.lhs.tensor
     }
-    pub fn plans(&self) -> impl Iterator<Item = &VarPlan> {
-        self.nests.iter().flat_map(|n| n.plans.iter())
+    /// Every nest's plans, each with its nest's variable names.
+    pub fn plans(&self) -> impl Iterator<Item = NamedPlan<'_>> {
+        self.nests.iter().flat_map(|n| n.plans.iter().map(|plan| NamedPlan { plan, vars: &n.problem.vars }))
     }
 }
 
@@ -140,7 +143,7 @@ pub(crate) enum Sink {
 /// What the recursion knows at a point in the loop nest.
 #[derive(Clone, Debug)]
 pub(crate) struct State {
-    pub bound: BTreeMap<String, Expr>,
+    pub bound: BTreeMap<IndexVar, Expr>,
     /// Per operand: positions of its resolved levels.
     pub pos: Vec<Vec<Expr>>,
     /// Per operand: end of a deduplicated run at its last resolved level.
@@ -156,7 +159,7 @@ pub(crate) struct State {
 
 pub(crate) struct Lowerer<'p> {
     pub p: &'p Problem,
-    pub order: Vec<String>,
+    pub order: Vec<IndexVar>,
     pub e: Emitter,
     pub plans: Vec<VarPlan>,
     /// Counter of appended positions per append chain head of the result.
@@ -177,32 +180,11 @@ impl Problem {
     }
 }
 
-/// The assignment with each access's hidden variables written out, so that
-/// reduction placement sees them (DIA's diagonals are summed per access).
-fn with_hidden(a: &Assignment, formats: &BTreeMap<String, TensorFormat>) -> Assignment {
-    fn go(e: &NExpr, formats: &BTreeMap<String, TensorFormat>, n: &mut usize) -> NExpr {
-        match e {
-            NExpr::Access(acc) => {
-                *n += 1;
-                let mut acc: Access = acc.clone();
-                if let Some(f) = formats.get(&acc.tensor) {
-                    for k in 0..f.levels.len() {
-                        if let crate::format::LevelVar::Hidden(h) = f.map.level_var(k) {
-                            acc.indices.push(Index { name: format!("{h}#{n}"), span: acc.span });
-                        }
-                    }
-                }
-                NExpr::Access(acc)
-            }
-            NExpr::Const(..) => e.clone(),
-            NExpr::Neg(x, s) => NExpr::Neg(Box::new(go(x, formats, n)), *s),
-            NExpr::Bin(op, x, y, s) => {
-                let x = go(x, formats, n);
-                NExpr::Bin(*op, Box::new(x), Box::new(go(y, formats, n)), *s)
-            }
-        }
-    }
-    Assignment { rhs: go(&a.rhs, formats, &mut 0), ..a.clone() }
+/// Whether `acc`'s format has levels with no dimension of their own: their
+/// variables are private to the access and summed where it is (DIA's
+/// diagonals are summed per access), which reduction placement must know.
+fn has_hidden_levels(acc: &Access, formats: &BTreeMap<String, TensorFormat>) -> bool {
+    formats.get(&acc.tensor).is_some_and(|f| (0..f.levels.len()).any(|k| matches!(f.map.level_var(k), crate::format::LevelVar::Hidden(_))))
 }
 
 /// Compile `a` given each tensor's format and dimensions.
@@ -310,7 +292,7 @@ fn workspace_fits(p: &Problem, graph: &IterationGraph) -> Result<(), LowerError>
         return Ok(());
     }
     Err(LowerError::Unsupported {
-        reason: format!("the loops ({}) do not visit the result's rows ({}) outermost", graph.order.join(", "), vars[..n - 1].join(", ")),
+        reason: format!("the loops ({}) do not visit the result's rows ({}) outermost", p.vars.join(&graph.order, ", "), p.vars.join(&vars[..n - 1], ", ")),
         span: p.assignment.span,
     })
 }
@@ -321,13 +303,12 @@ fn compile_statement(name: &str, a: &Assignment, formats: &BTreeMap<String, Tens
 
 fn compile_statement_expanding(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>, assembly: ResultAssembly, expand: bool) -> Result<Kernel, LowerError> {
     let buffered = assembly == ResultAssembly::Buffer;
-    let hoists = sums_hoist_to_root(&place_reductions(&with_hidden(a, formats)));
+    let hoists = sums_hoist_with_private(a, &|acc| has_hidden_levels(acc, formats));
     if !hoists && expand {
         // `(A(i,j)*x(j) + b(i)) * a`: multiplied out, the sum is a term of
         // its own. Kept only when that compiles; else the statement's own
         // reason is given.
-        let hidden = |acc: &Access| formats.get(&acc.tensor).is_some_and(|f| (0..f.levels.len()).any(|k| matches!(f.map.level_var(k), crate::format::LevelVar::Hidden(_))));
-        if let Some(expanded) = crate::notation::expand::expand_summed_products(a, &hidden) {
+        if let Some(expanded) = crate::notation::expand::expand_summed_products(a, &|acc| has_hidden_levels(acc, formats)) {
             if let Ok(kernel) = compile_statement_expanding(name, &expanded, formats, dims, assembly, false) {
                 return Ok(Kernel { assignment: a.clone(), ..kernel });
             }
@@ -365,7 +346,7 @@ fn compile_parts(
     let mut outer = None;
     let last = parts.len().saturating_sub(1);
     for (n, part) in parts.iter().enumerate() {
-        if !sums_hoist_to_root(&place_reductions(&with_hidden(part, formats))) {
+        if !sums_hoist_with_private(part, &|acc| has_hidden_levels(acc, formats)) {
             return Err(LowerError::Unsupported {
                 reason: format!("in `{}`, a sum sits inside an addition; write the terms as separate `+=` statements", part.rhs),
                 span: part.rhs.span(),

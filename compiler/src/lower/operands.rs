@@ -4,6 +4,7 @@
 //! formats compute the user's variables from them (derived variables).
 
 use super::ids::OperandId;
+use super::vars::{IndexVar, IndexVars, VarKind};
 use super::LowerError;
 use crate::format::{LevelVar, TensorFormat};
 use crate::ir::{Expr, ParamRef};
@@ -17,7 +18,7 @@ pub struct Operand {
     pub tensor: String,
     pub format: TensorFormat,
     /// The variable each level iterates, outermost level first.
-    pub level_vars: Vec<String>,
+    pub level_vars: Vec<IndexVar>,
     pub output: bool,
     pub access: Access,
 }
@@ -36,35 +37,12 @@ impl Operand {
     }
 }
 
-/// A variable private to one access: the coordinate of a level that has no
-/// dimension of its own (DIA's diagonal, a blocked format's block-internal
-/// variables). Its name, unique in the kernel, carries the tensor's name.
-#[derive(Clone, Debug, PartialEq)]
-pub struct HiddenVar {
-    pub name: String,
-    pub operand: OperandId,
-    pub level: usize,
-}
-
-/// A user variable computed from two hidden block variables:
-/// `var = outer * b + inner`.
-#[derive(Clone, Debug)]
-pub struct Derivation {
-    pub var: String,
-    pub outer: String,
-    pub inner: String,
-    pub b: i64,
-}
-
 #[derive(Clone, Debug)]
 pub struct Problem {
     pub assignment: Assignment,
     pub operands: Vec<Operand>,
-    pub derived: Vec<Derivation>,
-    /// Extent of each variable as an IR expression (a tensor dimension or a
-    /// level's size parameter).
-    pub extents: BTreeMap<String, Expr>,
-    pub hidden: Vec<HiddenVar>,
+    /// Every index variable: the user's, the hidden ones of each access.
+    pub vars: IndexVars,
     pub assembly: ResultAssembly,
 }
 
@@ -99,28 +77,27 @@ impl Problem {
     pub fn inputs(&self) -> &[Operand] {
         &self.operands[1..]
     }
-    pub fn derivation(&self, var: &str) -> Option<&Derivation> {
-        self.derived.iter().find(|d| d.var == var)
+    /// A variable the loops sum over: neither a result variable nor a
+    /// hidden one (summed with its access).
+    pub fn is_reduction(&self, v: IndexVar) -> bool {
+        !self.output().level_vars.contains(&v) && !self.vars.is_hidden(v)
     }
-    pub fn is_reduction(&self, var: &str) -> bool {
-        !self.output().level_vars.iter().any(|v| v == var) && !self.is_hidden(var)
+    /// The reduction variables the statement names, in order of first use.
+    pub fn reduction_vars(&self) -> Vec<IndexVar> {
+        self.assignment.reduction_vars().iter().filter_map(|name| self.vars.user(name)).collect()
     }
-    /// The hidden variable named `var`, if it is one.
-    pub fn hidden_var(&self, var: &str) -> Option<&HiddenVar> {
-        self.hidden.iter().find(|h| h.name == var)
-    }
-    pub fn is_hidden(&self, var: &str) -> bool {
-        self.hidden_var(var).is_some()
+    pub fn name(&self, v: IndexVar) -> &str {
+        self.vars.name(v)
     }
 }
 
 /// Build the operands of `a` given each tensor's format and dimensions.
 pub fn resolve(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> Result<Problem, LowerError> {
     let mut operands = Vec::new();
-    let mut derived: Vec<Derivation> = Vec::new();
-    let mut hidden: Vec<HiddenVar> = Vec::new();
-    let mut extents: BTreeMap<String, Expr> = BTreeMap::new();
-    let mut extent_values: BTreeMap<String, (usize, String)> = BTreeMap::new();
+    let mut vars = IndexVars::default();
+    // Each user variable by name, with the extent it was first given and
+    // the access that gave it (for a mismatch's message).
+    let mut user: BTreeMap<String, (IndexVar, usize, String)> = BTreeMap::new();
     let accesses: Vec<(&Access, bool)> = std::iter::once((&a.lhs, true)).chain(a.rhs.accesses().into_iter().map(|x| (x, false))).collect();
     let mut seen_tensors: BTreeMap<String, usize> = BTreeMap::new();
     for (id, (acc, output)) in accesses.into_iter().enumerate() {
@@ -134,46 +111,49 @@ pub fn resolve(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &
                 span: acc.span,
             });
         }
+        let mut dim_vars = Vec::new();
         for (d, idx) in acc.indices.iter().enumerate() {
             let n = tdims[d];
-            match extent_values.get(&idx.name) {
-                Some((m, other)) if *m != n => {
+            match user.get(&idx.name) {
+                Some((_, m, other)) if *m != n => {
                     return Err(LowerError::Shape { var: idx.name.clone(), first: format!("{other} gives {m}"), second: format!("{} gives {n}", acc), span: idx.span })
                 }
-                Some(_) => {}
+                Some((v, _, _)) => dim_vars.push(*v),
                 None => {
-                    extent_values.insert(idx.name.clone(), (n, acc.to_string()));
-                    extents.insert(idx.name.clone(), Expr::Param(ParamRef::dim(&acc.tensor, d)));
+                    let v = vars.add(idx.name.clone(), VarKind::User, Expr::Param(ParamRef::dim(&acc.tensor, d)));
+                    user.insert(idx.name.clone(), (v, n, acc.to_string()));
+                    dim_vars.push(v);
                 }
             }
         }
-        // Repeated uses of one tensor get distinct hidden variable names.
+        // Repeated uses of one tensor show distinct hidden variable names.
         let nth = seen_tensors.entry(acc.tensor.clone()).or_insert(0);
         *nth += 1;
         let suffix = if *nth > 1 { format!("{}{}", acc.tensor, nth) } else { acc.tensor.clone() };
         let mut level_vars = Vec::new();
+        let mut hidden_levels = false;
         for k in 0..format.levels.len() {
             match format.map.level_var(k) {
-                LevelVar::Dim(d) => level_vars.push(acc.indices[d].name.clone()),
+                LevelVar::Dim(d) => level_vars.push(dim_vars[d]),
                 LevelVar::Hidden(h) => {
-                    let name = format!("{h}{suffix}");
-                    extents.insert(name.clone(), Expr::Param(ParamRef::level(&acc.tensor, k, "N")));
-                    hidden.push(HiddenVar { name: name.clone(), operand: OperandId(id), level: k });
-                    level_vars.push(name);
+                    hidden_levels = true;
+                    let extent = Expr::Param(ParamRef::level(&acc.tensor, k, "N"));
+                    level_vars.push(vars.add(format!("{h}{suffix}"), VarKind::Hidden { operand: OperandId(id), level: k }, extent));
                 }
             }
         }
-        for d in format.map.derived() {
-            let var = acc.indices[d.dim].name.clone();
-            if derived.iter().any(|x| x.var == var) {
+        let derivations = format.map.derived();
+        for d in &derivations {
+            let var = dim_vars[d.dim];
+            if vars.derivation(var).is_some() {
                 return Err(LowerError::Unsupported {
-                    reason: format!("index `{var}` would be computed from the blocks of two operands; store one of them in a format without blocks"),
+                    reason: format!("index `{}` would be computed from the blocks of two operands; store one of them in a format without blocks", vars.name(var)),
                     span: acc.span,
                 });
             }
-            derived.push(Derivation { var, outer: level_vars[d.outer].clone(), inner: level_vars[d.inner].clone(), b: d.b as i64 });
+            vars.derive(var, level_vars[d.outer], level_vars[d.inner], d.b as i64);
         }
-        if output && !derived.is_empty() || output && level_vars.iter().any(|v| hidden.iter().any(|h| h.name == *v)) {
+        if output && (!derivations.is_empty() || hidden_levels) {
             return Err(LowerError::Unsupported {
                 reason: format!("the result {} cannot be assembled in {}: formats with hidden levels are input-only", acc, format.display_name()),
                 span: acc.span,
@@ -182,9 +162,9 @@ pub fn resolve(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &
         operands.push(Operand { id: OperandId(id), tensor: acc.tensor.clone(), format, level_vars, output, access: acc.clone() });
     }
     for v in a.lhs.vars() {
-        if !a.rhs.vars().iter().any(|r| r == v) && !extents.contains_key(v) {
+        if !a.rhs.vars().iter().any(|r| r == v) && !user.contains_key(v) {
             return Err(LowerError::Unsupported { reason: format!("index `{v}` of the result appears nowhere else"), span: a.lhs.span });
         }
     }
-    Ok(Problem { assignment: a.clone(), operands, derived, extents, hidden, assembly: ResultAssembly::Direct })
+    Ok(Problem { assignment: a.clone(), operands, vars, assembly: ResultAssembly::Direct })
 }

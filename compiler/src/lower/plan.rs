@@ -2,6 +2,7 @@
 //! which operands are merged, which levels are co-iterated and which
 //! located, with the iterator conversions applied.
 
+use super::vars::{IndexVar, IndexVars};
 use std::fmt;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -18,14 +19,30 @@ pub struct LoopPlan {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct VarPlan {
-    pub var: String,
+    pub var: IndexVar,
     pub loops: Vec<LoopPlan>,
 }
 
-impl VarPlan {
+/// A plan with the table that names its variable (its nest's).
+#[derive(Clone, Copy)]
+pub struct NamedPlan<'a> {
+    pub plan: &'a VarPlan,
+    pub vars: &'a IndexVars,
+}
+
+impl NamedPlan<'_> {
+    /// The name of the plan's variable.
+    pub fn var(&self) -> &str {
+        self.vars.name(self.plan.var)
+    }
+
+    pub fn loops(&self) -> &[LoopPlan] {
+        &self.plan.loops
+    }
+
     /// One-line summary for inlay hints: `co-iterate A2 ∪ B2` / `locate x1`.
     pub fn summary(&self) -> String {
-        let first = &self.loops[0];
+        let first = &self.plan.loops[0];
         let mut parts = Vec::new();
         if first.fused {
             parts.push(format!("fused {}", first.coiterated.join(", ")));
@@ -37,17 +54,17 @@ impl VarPlan {
         if !first.located.is_empty() {
             parts.push(format!("locate {}", first.located.join(", ")));
         }
-        if self.loops.len() > 1 {
-            parts.push(format!("{} lattice points", self.loops.len()));
+        if self.plan.loops.len() > 1 {
+            parts.push(format!("{} lattice points", self.plan.loops.len()));
         }
-        format!("{}: {}", self.var, parts.join("; "))
+        format!("{}: {}", self.var(), parts.join("; "))
     }
 }
 
-impl fmt::Display for VarPlan {
+impl fmt::Display for NamedPlan<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "index {}:", self.var)?;
-        for (n, l) in self.loops.iter().enumerate() {
+        writeln!(f, "index {}:", self.var())?;
+        for (n, l) in self.plan.loops.iter().enumerate() {
             writeln!(f, "  point {n}: [{}] computes {}", l.operands.join(", "), l.expr)?;
             writeln!(f, "    co-iterate: {}", if l.coiterated.is_empty() { "-".into() } else { l.coiterated.join(", ") })?;
             writeln!(f, "    locate:     {}", if l.located.is_empty() { "-".into() } else { l.located.join(", ") })?;

@@ -54,16 +54,29 @@ fn place(e: &Expr, vars: &[String]) -> RExpr {
 /// an addition or subtraction. Then `lhs = sum(all reduction vars, rhs)` and
 /// a single loop nest computes the assignment.
 pub fn sums_hoist_to_root(e: &RExpr) -> bool {
-    fn ok(e: &RExpr, under_add: bool) -> bool {
+    hoists(e, &|_| false)
+}
+
+/// `sums_hoist_to_root` for the statement `a` when some accesses also sum
+/// over variables of their own (`private_sums`: a format's hidden levels,
+/// DIA's diagonals, which no other access shares). Such a sum is placed at
+/// its access, so an access with one may not sit under an addition either.
+pub fn sums_hoist_with_private(a: &Assignment, private_sums: &dyn Fn(&Access) -> bool) -> bool {
+    hoists(&place_reductions(a), private_sums)
+}
+
+fn hoists(e: &RExpr, private_sums: &dyn Fn(&Access) -> bool) -> bool {
+    fn ok(e: &RExpr, under_add: bool, private_sums: &dyn Fn(&Access) -> bool) -> bool {
         match e {
-            RExpr::Access(_) | RExpr::Const(_) => true,
-            RExpr::Neg(x) => ok(x, under_add),
-            RExpr::Sum(_, x) => !under_add && ok(x, under_add),
-            RExpr::Bin(BinOp::Mul, a, b) => ok(a, under_add) && ok(b, under_add),
-            RExpr::Bin(_, a, b) => ok(a, true) && ok(b, true),
+            RExpr::Access(a) => !(under_add && private_sums(a)),
+            RExpr::Const(_) => true,
+            RExpr::Neg(x) => ok(x, under_add, private_sums),
+            RExpr::Sum(_, x) => !under_add && ok(x, under_add, private_sums),
+            RExpr::Bin(BinOp::Mul, a, b) => ok(a, under_add, private_sums) && ok(b, under_add, private_sums),
+            RExpr::Bin(_, a, b) => ok(a, true, private_sums) && ok(b, true, private_sums),
         }
     }
-    ok(e, false)
+    ok(e, false, private_sums)
 }
 
 /// Split a right-hand side into its top-level additive terms with their
@@ -164,6 +177,18 @@ mod tests {
         assert!(!sums_hoist_to_root(&r));
         let b = parse_assignment("y(i) = A(i,j) * (x(j) + w(j))").unwrap();
         assert!(sums_hoist_to_root(&place_reductions(&b)));
+    }
+
+    #[test]
+    fn an_access_summing_private_variables_may_not_sit_under_an_addition() {
+        let private = |acc: &Access| acc.tensor == "D";
+        let under_add = parse_assignment("y(i) = D(i,j) * x(j) + z(i)").unwrap();
+        assert!(!sums_hoist_with_private(&parse_assignment("y(i) = D(i) + z(i)").unwrap(), &private));
+        assert!(!sums_hoist_with_private(&under_add, &private));
+        // In a product the private sum hoists with the others.
+        assert!(sums_hoist_with_private(&parse_assignment("y(i) = D(i,j) * (x(j) * z(i))").unwrap(), &private));
+        assert!(sums_hoist_with_private(&parse_assignment("y(i) = A(i) + z(i)").unwrap(), &private));
+        assert!(!sums_hoist_with_private(&parse_assignment("y(i) = -(z(i) - D(i))").unwrap(), &private));
     }
 
     fn terms(text: &str) -> Option<Vec<String>> {

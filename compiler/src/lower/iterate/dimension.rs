@@ -13,8 +13,8 @@ pub(crate) struct DimensionIter {
 }
 
 impl DimensionIter {
-    /// The iterator over the whole dimension of `cx.var`, standing for
-    /// operand `id` (or for none: `IterId::Dimension`).
+    /// The iterator over the whole dimension of the variable named `var`,
+    /// standing for operand `id` (or for none: `IterId::Dimension`).
     pub fn new(id: IterId, var: &str, tensor: Option<&str>) -> Self {
         let who = tensor.map_or(String::new(), |t| format!(" for {t}"));
         // Every coordinate once, in order; any coordinate can be read.
@@ -32,7 +32,7 @@ impl<'p> LoopIterator<'p> for DimensionIter {
         Kind::Dimension
     }
     fn cursor_name(&self, cx: &Cx) -> String {
-        cx.var.to_string()
+        cx.var_name().to_string()
     }
     fn begin(&self, cx: &mut Cx) -> Cursor {
         Cursor { at: Expr::Int(0), end: cx.extent() }

@@ -208,7 +208,7 @@ pub(crate) fn locate(p: &Problem, e: &mut Emitter, st: &State, op: OperandId, co
     let level = &o.format.levels[k];
     let Some(loc) = level.locate() else {
         return Err(LowerError::Capability {
-            reason: format!("{} must be accessed at a given coordinate of `{}` but {} has no locate capability", o.access, o.level_vars[k], o.level_name(k)),
+            reason: format!("{} must be accessed at a given coordinate of `{}` but {} has no locate capability", o.access, p.name(o.level_vars[k]), o.level_name(k)),
             span: o.access.span,
         });
     };

@@ -25,6 +25,7 @@ pub(crate) use level::{level_iterator, locate, PositionIter};
 
 use super::ids::{IterId, OperandId};
 use super::operands::{Operand, Problem};
+use super::vars::IndexVar;
 use super::{LowerError, State};
 use crate::format::level::{CoordPositionIteration, CoordValueIteration, Properties};
 use crate::ir::{Emitter, Expr};
@@ -35,10 +36,10 @@ pub(crate) struct Cx<'a, 'p> {
     pub p: &'p Problem,
     pub e: &'a mut Emitter,
     pub st: &'a State,
-    pub var: &'a str,
+    pub var: IndexVar,
 }
 
-impl Cx<'_, '_> {
+impl<'p> Cx<'_, 'p> {
     /// Coordinates of an operand's resolved levels (its ancestors).
     pub fn ancestors(&self, o: &Operand) -> Vec<Expr> {
         ancestors(self.st, o)
@@ -48,7 +49,11 @@ impl Cx<'_, '_> {
         self.st.pos[o].last().cloned().unwrap_or(Expr::Int(0))
     }
     pub fn extent(&self) -> Expr {
-        self.p.extents.get(self.var).cloned().unwrap_or(Expr::Int(0))
+        self.p.vars.extent(self.var).clone()
+    }
+    /// The loop variable's name, which its IR variables are named after.
+    pub fn var_name(&self) -> &'p str {
+        self.p.name(self.var)
     }
 }
 
@@ -172,7 +177,7 @@ pub(crate) trait LoopIterator<'p> {
 fn select_guarded<'p>(it: &dyn LoopIterator<'p>, cx: &mut Cx, cur: &Cursor, exhausted: i64) -> Step {
     let c = Expr::select(Expr::lt(cur.at.clone(), cur.end.clone()), cur.at.clone(), Expr::Int(exhausted));
     let step = it.coordinate(cx, cur);
-    let coord = cx.e.bind(cx.var, c);
+    let coord = cx.e.bind(cx.var_name(), c);
     Step { coord, pos: step.pos, found: step.found, run_end: None }
 }
 
@@ -181,10 +186,10 @@ pub(crate) fn pos_name(o: &Operand, k: usize) -> String {
     format!("p{}{}", o.tensor, k + 1)
 }
 
-pub(crate) fn coord_name(p: &Problem, var: &str, o: &Operand) -> String {
-    match p.hidden_var(var) {
-        // Hidden variables already carry their tensor's name.
-        Some(h) if h.operand == o.id => var.to_string(),
-        _ => format!("{var}{}", o.tensor),
+pub(crate) fn coord_name(p: &Problem, var: IndexVar, o: &Operand) -> String {
+    match p.vars.hidden_level(var) {
+        // Hidden variables' names already carry their tensor's name.
+        Some((operand, _)) if operand == o.id => p.name(var).to_string(),
+        _ => format!("{}{}", p.name(var), o.tensor),
     }
 }

@@ -28,6 +28,7 @@ mod checks;
 
 use super::iterate::{Kind, LoopIterator};
 use super::operands::{Problem, ResultAssembly};
+use super::vars::IndexVar;
 use super::Lowerer;
 use checks::{assigns_outside, carried_counters_fit, carried_sums_fit, reads_result_only_to_add, rows_body_fits, rows_frame_fits};
 use crate::format::level::{Assembly, Iteration, LevelCtx};
@@ -38,7 +39,7 @@ use crate::ir::{CmpOp, Emitter, Expr, Parallel, ParamRef, Stmt, Ty, VarId, CALL_
 pub(crate) struct OuterLoop {
     var: VarId,
     /// The index variable whose coordinates the loop visits.
-    index: String,
+    index: IndexVar,
     /// Whether every thread visits different coordinates of `index`.
     distinct: bool,
     weight: Option<Weight>,
@@ -68,7 +69,7 @@ struct Weight {
 impl<'p> Lowerer<'p> {
     /// Note the `for` loop over `var` that iterates `v` with `it` as the
     /// outermost loop of the nest.
-    pub(super) fn record_outer(&mut self, var: VarId, v: &str, it: &dyn LoopIterator<'p>) {
+    pub(super) fn record_outer(&mut self, var: VarId, v: IndexVar, it: &dyn LoopIterator<'p>) {
         // Value iteration and whole dimensions count coordinates; position
         // iteration repeats a coordinate only on a non-unique level, where
         // an ordered one keeps the repeats together.
@@ -82,7 +83,7 @@ impl<'p> Lowerer<'p> {
             Kind::Value(_) | Kind::Dimension => true,
         };
         let weight = self.weight(it);
-        self.outer = Some(OuterLoop { var, index: v.to_string(), distinct, weight, runs });
+        self.outer = Some(OuterLoop { var, index: v, distinct, weight, runs });
     }
 
     /// The coordinate of the outermost level `it` iterates by position, at
