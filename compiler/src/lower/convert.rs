@@ -210,11 +210,11 @@ pub(super) fn densify_remerged(
 ) -> Kernel {
     let ([nest], true, None) = (kernel.nests.as_slice(), only_products(&a.rhs), &kernel.buffer) else { return kernel };
     let order = &nest.graph.order;
-    let level_at = |o: &super::operands::Operand, v: &String| o.level_vars.iter().position(|x| x == v).map(|k| o.format.levels[k].clone());
+    let level_at = |o: &super::operands::Operand, v: &super::vars::IndexVar| o.level_vars.iter().position(|x| x == v).map(|k| o.format.levels[k].clone());
     // Costly to reach again for each outer coordinate: a level merged with
     // another operand's (restarting from its first entry), or a hashed one
     // probed where a dense copy is one load.
-    let costly = |o: &super::operands::Operand, v: &String, p: &super::operands::Operand| match (level_at(o, v), level_at(p, v)) {
+    let costly = |o: &super::operands::Operand, v: &super::vars::IndexVar, p: &super::operands::Operand| match (level_at(o, v), level_at(p, v)) {
         (Some(mine), Some(theirs)) => !mine.is_dense() && (mine.locate().is_some() || theirs.locate().is_none()),
         _ => false,
     };
@@ -229,7 +229,8 @@ pub(super) fn densify_remerged(
         !o.format.is_all_dense() && elements <= crate::format::alternatives::DENSE_LIMIT && outer_without && reached_again
     });
     let Some(o) = remerged else { return kernel };
-    let (tensor, outer) = (source(o), order.iter().find(|u| !o.level_vars.contains(u)).cloned().unwrap_or_default());
+    let outer = order.iter().find(|u| !o.level_vars.contains(u)).map_or(String::new(), |&u| nest.problem.vars.name(u).to_string());
+    let tensor = source(o);
     let Ok(dense) = crate::format::parse_format("dense", o.format.order(), &crate::format::Registry::builtin()) else { return kernel };
     let accesses = a.rhs.accesses();
     let group: Vec<usize> = (0..accesses.len()).filter(|&n| accesses[n].tensor == tensor).collect();
