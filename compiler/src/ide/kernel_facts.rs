@@ -66,7 +66,7 @@ fn related_in(p: &Problem, var: &str) -> (Option<IndexVar>, Vec<(IndexVar, Strin
         add(inner, format!("{formula}: position of `{var}` inside its block"));
     }
     for o in &p.operands {
-        if !o.access.indices.iter().any(|i| i.name == var) {
+        if own.is_none_or(|v| !o.dim_vars.contains(&v)) {
             continue;
         }
         for &lv in &o.level_vars {

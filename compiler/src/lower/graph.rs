@@ -183,9 +183,7 @@ fn cycle_error(p: &Problem, edges: &[Edge], stuck: &[IndexVar]) -> LowerError {
         let without: Vec<Edge> = edges.iter().filter(|e| e.2 != i).cloned().collect();
         if let Ok(order) = topo(p, &without) {
             let mut dims: Vec<usize> = (0..o.access.indices.len()).collect();
-            // The variable the user wrote for dimension `d`.
-            let dim_var = |d: usize| p.vars.user(&o.access.indices[d].name);
-            dims.sort_by_key(|&d| dim_var(d).and_then(|v| order.iter().position(|w| *w == v)).unwrap_or(usize::MAX));
+            dims.sort_by_key(|&d| order.iter().position(|v| *v == o.dim_vars[d]).unwrap_or(usize::MAX));
             let mode = dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",");
             suggestion = format!("; store {} with mode order {mode} (-f {}:{}:{mode})", o.tensor, o.tensor, o.format.level_list());
             break;

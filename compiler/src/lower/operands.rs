@@ -19,6 +19,8 @@ pub struct Operand {
     pub format: TensorFormat,
     /// The variable each level iterates, outermost level first.
     pub level_vars: Vec<IndexVar>,
+    /// The variable written for each dimension of the access.
+    pub dim_vars: Vec<IndexVar>,
     pub output: bool,
     pub access: Access,
 }
@@ -84,7 +86,7 @@ impl Problem {
     }
     /// The reduction variables the statement names, in order of first use.
     pub fn reduction_vars(&self) -> Vec<IndexVar> {
-        self.assignment.reduction_vars().iter().filter_map(|name| self.vars.user(name)).collect()
+        self.vars.ids().filter(|&v| self.is_reduction(v)).collect()
     }
     pub fn name(&self, v: IndexVar) -> &str {
         self.vars.name(v)
@@ -159,7 +161,7 @@ pub fn resolve(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &
                 span: acc.span,
             });
         }
-        operands.push(Operand { id: OperandId(id), tensor: acc.tensor.clone(), format, level_vars, output, access: acc.clone() });
+        operands.push(Operand { id: OperandId(id), tensor: acc.tensor.clone(), format, level_vars, dim_vars, output, access: acc.clone() });
     }
     for v in a.lhs.vars() {
         if !a.rhs.vars().iter().any(|r| r == v) && !user.contains_key(v) {
