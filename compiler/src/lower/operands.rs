@@ -88,6 +88,7 @@ impl Problem {
     pub fn reduction_vars(&self) -> Vec<IndexVar> {
         self.vars.ids().filter(|&v| self.is_reduction(v)).collect()
     }
+    /// The name `v` is shown by (IR variables are named after it).
     pub fn name(&self, v: IndexVar) -> &str {
         self.vars.name(v)
     }

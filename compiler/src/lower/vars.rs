@@ -7,7 +7,6 @@
 
 use super::ids::OperandId;
 use crate::ir::Expr;
-use std::fmt;
 
 /// An index variable: its position in the kernel's `IndexVars` table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -28,7 +27,7 @@ pub enum VarKind {
 
 /// One index variable's entry.
 #[derive(Clone, Debug)]
-pub struct VarInfo {
+struct Entry {
     /// The name shown for it: the user's, or for a hidden variable the
     /// format's name for it followed by its tensor's (`dA`, `iblkB2`).
     pub name: String,
@@ -43,17 +42,13 @@ pub struct VarInfo {
 /// access is resolved.
 #[derive(Clone, Debug, Default)]
 pub struct IndexVars {
-    vars: Vec<VarInfo>,
+    vars: Vec<Entry>,
 }
 
 impl IndexVars {
     pub fn add(&mut self, name: String, kind: VarKind, extent: Expr) -> IndexVar {
-        self.vars.push(VarInfo { name, kind, extent });
+        self.vars.push(Entry { name, kind, extent });
         IndexVar(self.vars.len() - 1)
-    }
-
-    pub fn info(&self, v: IndexVar) -> &VarInfo {
-        &self.vars[v.0]
     }
 
     pub fn name(&self, v: IndexVar) -> &str {
@@ -126,23 +121,6 @@ impl IndexVars {
     pub fn names(&self, vs: &[IndexVar]) -> Vec<String> {
         vs.iter().map(|&v| self.name(v).to_string()).collect()
     }
-
-    /// `v` shown by name.
-    pub fn show(&self, v: IndexVar) -> Named<'_> {
-        Named { vars: self, v }
-    }
-}
-
-/// An index variable with its table, displayed by name.
-pub struct Named<'a> {
-    vars: &'a IndexVars,
-    v: IndexVar,
-}
-
-impl fmt::Display for Named<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.vars.name(self.v))
-    }
 }
 
 #[cfg(test)]
@@ -170,6 +148,6 @@ mod tests {
         assert_eq!(t.derivation(i), Some((outer, inner, 4)));
         assert!(t.derives_another(outer) && t.derives_another(inner) && !t.derives_another(i));
         assert_eq!(t.join(&[outer, i], " -> "), "iblkA -> i");
-        assert_eq!(t.show(inner).to_string(), "iinA");
+        assert_eq!(t.names(&[inner]), ["iinA"]);
     }
 }
