@@ -3,7 +3,8 @@
 //! W1 unions of products with a dense factor, W2 non-unique operands
 //! reduced into an insert-then-append result, W3 results read on their own
 //! right-hand side; workspaces (SpGEMM), coordinate buffers (transposes,
-//! conversions), and unions linear in their terms.
+//! conversions), and unions linear in their terms; hidden level variables
+//! that shared a name with another variable.
 
 mod common;
 use common::*;
@@ -204,6 +205,23 @@ fn linear_merges_cover_the_dimension_where_constants_keep_terms_alive() {
             ok(check("A = -((C(i) + 3)) * ((B(j,i,k) + B(j,i,k)) - -(B(j,i,k)))", &[("C", "COO")], &d, &[]));
             let d = data(&[("B", vec![], 1.0), ("C", vec![4, 6, 6], density)], seed);
             ok(check("A = B * ((C(k,i,j) - B) + (C(k,i,j) - B))", &[("C", "mode-generic")], &d, &[]));
+        }
+    }
+}
+
+#[test]
+fn hidden_variables_are_their_own_whatever_their_names() {
+    // A hidden variable is shown as the format's name for it followed by
+    // its tensor's (`diagA`, the second use of `A`: `diagA2`). A user
+    // variable spelled the same, or the hidden variable of a tensor named
+    // `A2`, is another variable: once they were merged into one loop.
+    for seed in 1..4 {
+        let d = data(&[("A", vec![5, 5], 0.4), ("A2", vec![5, 5], 0.4), ("x", vec![5], 1.0), ("B", vec![3], 1.0)], seed);
+        for f in ["DIA", "ELL", "BCSR(2)"] {
+            ok(check("y(i) = A(i,j) * x(j) * B(diagA)", &[("A", f)], &d, &[5]));
+            ok(check("y(i) = A(i,j) * x(j) * B(slotA)", &[("A", f)], &d, &[5]));
+            ok(check("y(i) = A(i,j) * x(j) * B(iblkA)", &[("A", f)], &d, &[5]));
+            ok(check("y(i) = A(i,j) * A(i,j) * A2(i,j) * x(j)", &[("A", f), ("A2", f)], &d, &[5]));
         }
     }
 }
