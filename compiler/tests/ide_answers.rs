@@ -66,6 +66,31 @@ fn blocked_and_diagonal_formats_show_the_hidden_variables() {
     }
 }
 
+/// The hover of the variable at the `skip`-th character after `needle` in
+/// a file of the given text.
+fn hover_in(text: &str, needle: &str, skip: usize) -> String {
+    let mut a = Analysis::new();
+    let f = a.set_file(Path::new("/tmp/hover_in.tensor"), text.to_string());
+    hover_at(&a, f, text, needle, skip)
+}
+
+#[test]
+fn the_loops_of_a_variable_are_those_that_bind_its_coordinates_whatever_their_names() {
+    // The second use of `A` has hidden variable `slotA2`: a loop of `j` and
+    // `k` (A(j,k)), not of `i`, although it is spelled like `slotA` + 2.
+    let ell = "tensor A : f64[6, 6] @ ELL = random(seed: 1, density: 0.4)\ntensor C : f64[6, 6] @ dense\nkernel k { C(i,k) = A(i,j) * A(j,k) }\n";
+    let i = loops(&hover_in(ell, "C(i,k)", 2));
+    assert!(i.iter().any(|l| l.contains("slotA =")) && !i.iter().any(|l| l.contains("slotA2")), "{i:?}");
+    let k = loops(&hover_in(ell, "C(i,k)", 4));
+    assert!(k.iter().any(|l| l.contains("slotA2 =")), "{k:?}");
+    // A variable named `p`: CSR's positions `pA2` are no coordinates of it.
+    let csr = "tensor A : f64[6, 6] @ CSR = random(seed: 1, density: 0.4)\ntensor x : f64[6] @ dense = random(seed: 2)\ntensor y : f64[6] @ dense\nkernel k { y(p) = A(p,q) * x(q) }\n";
+    let p = loops(&hover_in(csr, "y(p)", 2));
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert!(!p[0].contains("pA2"), "{p:?}");
+    assert!(loops(&hover_in(csr, "x(q)", 2)).iter().any(|l| l.contains("pA2")));
+}
+
 #[test]
 fn tensor_hover_keeps_brackets_and_draws_the_matrix() {
     let (a, f, text) = example("spmv_vectors.tensor");

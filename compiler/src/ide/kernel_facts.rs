@@ -6,11 +6,12 @@
 //! types; hovers and inlay hints read the plain structs below.
 
 use crate::ir::print::{Dialect, Printer};
-use crate::ir::{Block, Function, Stmt};
+use crate::ir::{Block, Function, Stmt, VarId};
 use crate::lower::operands::Problem;
 use crate::lower::plan::NamedPlan;
 use crate::lower::vars::IndexVar;
 use crate::lower::Kernel;
+use std::collections::BTreeMap;
 
 /// A variable whose loops do the work of a variable the user wrote.
 #[derive(Clone, Debug, PartialEq)]
@@ -97,10 +98,15 @@ pub fn var_facts(k: &Kernel, var: &str) -> VarFacts {
         }
         ids_per_nest.push(ids);
     }
-    let names: Vec<&str> = std::iter::once(var).chain(related.iter().map(|r| r.name.as_str())).collect();
-    let tensors: Vec<&str> = k.nests.iter().flat_map(|n| n.problem.operands.iter().map(|o| o.tensor.as_str())).collect();
+    // The IR variables holding coordinates of those variables, by name.
+    let coords: BTreeMap<VarId, &str> = k
+        .nests
+        .iter()
+        .zip(&ids_per_nest)
+        .flat_map(|(n, ids)| n.coords.iter().filter(|(_, v)| ids.contains(v)).map(|&(id, v)| (id, n.problem.vars.name(v))))
+        .collect();
     let mut loops = Vec::new();
-    Walk { f: &k.function, names: &names, tensors: &tensors }.block(&k.function.body, 0, &mut loops);
+    Walk { f: &k.function, coords: &coords }.block(&k.function.body, 0, &mut loops);
     let outermost = k.nests.first().and_then(|n| {
         let v = *n.graph.order.first()?;
         ids_per_nest[0].contains(&v).then(|| n.problem.vars.name(v))
@@ -116,31 +122,22 @@ pub fn var_facts(k: &Kernel, var: &str) -> VarFacts {
     VarFacts { orders, related, plans, loops, shared }
 }
 
-/// Whether an IR variable holds coordinates of `v`: `v`, or `v` followed by
-/// an operand's name (`jA`: `j` as read from `A`), with a numeric suffix
-/// when made unique (`jA2`).
-fn names_var(ir_name: &str, v: &str, tensors: &[&str]) -> bool {
-    let Some(rest) = ir_name.strip_prefix(v) else { return false };
-    let rest = rest.trim_end_matches(|c: char| c.is_ascii_digit());
-    rest.is_empty() || tensors.contains(&rest)
-}
-
 /// Walks the loop IR for the loops that visit some variables.
 struct Walk<'a> {
     f: &'a Function,
-    names: &'a [&'a str],
-    tensors: &'a [&'a str],
+    /// The IR variables holding coordinates of those variables, with the
+    /// variable's name.
+    coords: &'a BTreeMap<VarId, &'a str>,
 }
 
 impl Walk<'_> {
-    fn var(&self, id: u32) -> Option<&str> {
-        let n = &self.f.vars[id as usize].name;
-        self.names.iter().find(|v| names_var(n, v, self.tensors)).copied()
+    fn var(&self, id: VarId) -> Option<&str> {
+        self.coords.get(&id).copied()
     }
 
     /// The variable a loop visits: its own counter, or a coordinate it
     /// binds before its first other statement.
-    fn visited(&self, counter: Option<u32>, body: &Block) -> Option<&str> {
+    fn visited(&self, counter: Option<VarId>, body: &Block) -> Option<&str> {
         counter.and_then(|c| self.var(c)).or_else(|| {
             body.iter().take_while(|s| matches!(s, Stmt::Let(..) | Stmt::Comment(_))).find_map(|s| match s {
                 Stmt::Let(id, _) => self.var(*id),

@@ -160,9 +160,11 @@ impl<'p> Lowerer<'p> {
         }
         let vals = ArrayRef::vals(&o.tensor);
         let c = LevelCtx::new(&o.tensor, last);
-        let var = self.p.name(o.level_vars[last]);
+        let var = o.level_vars[last];
+        let (name, coords) = (self.p.name(var), &mut self.coords);
         self.e.for_("pw", Expr::Int(0), count.clone(), |e, t| {
-            let j = e.let_var(var, Expr::load(w.list.clone(), t));
+            let j = e.let_var(name, Expr::load(w.list.clone(), t));
+            super::iterate::note_coord(coords, &j, var);
             app.append_coord(&c, e, at.clone(), j.clone());
             e.reserve(vals.clone(), Expr::add(at.clone(), Expr::Int(1)));
             e.store(vals.clone(), at.clone(), Expr::load(w.vals.clone(), j.clone()));

@@ -6,7 +6,7 @@
 //! `loops.rs`; nothing here asks what kind of level it iterates.
 
 use super::ids::IterId;
-use super::iterate::{Cursor, Cx, Shape, Step};
+use super::iterate::{note_coord, Cursor, Cx, Kind, LoopIterator, Shape, Step};
 use super::lattice::{LExpr, Lattice, Point};
 use super::loops::{Its, Strategy};
 use super::vars::IndexVar;
@@ -33,7 +33,26 @@ fn present(e: &LExpr, found: &BTreeMap<IterId, Expr>) -> Expr {
 impl<'p> Lowerer<'p> {
     /// Where iterators emit, for the loop over `v`.
     pub(super) fn cx<'a>(&'a mut self, st: &'a State, v: IndexVar) -> Cx<'a, 'p> {
-        Cx { p: self.p, e: &mut self.e, st, var: v }
+        Cx { p: self.p, e: &mut self.e, st, var: v, coords: &mut self.coords }
+    }
+
+    /// `Emitter::bind` for a coordinate of `v`: a new variable is noted
+    /// as holding `v`'s coordinates (a trivial `e` is returned as it is).
+    pub(super) fn bind_coord(&mut self, v: IndexVar, e: Expr) -> Expr {
+        if e.is_trivial() {
+            return e;
+        }
+        let x = self.e.let_var(self.p.name(v), e);
+        note_coord(&mut self.coords, &x, v);
+        x
+    }
+
+    /// Note an iterator's cursor as holding coordinates of `v` when it is
+    /// one (value iteration, a whole dimension), not a position.
+    fn note_cursor(&mut self, v: IndexVar, it: &dyn LoopIterator<'p>, cursor: &Expr) {
+        if !matches!(it.kind(), Kind::Position(_)) {
+            note_coord(&mut self.coords, cursor, v);
+        }
     }
 
     pub(super) fn guard(&mut self, cond: Expr, body: Vec<Stmt>) {
@@ -58,6 +77,7 @@ impl<'p> Lowerer<'p> {
             Shape::Once => {
                 // Exactly one position: the cursor is bound, not looped.
                 let at = self.e.bind(&name, bounds.at);
+                self.note_cursor(v, it.as_ref(), &at);
                 let cur = Cursor { at: at.clone(), end: Expr::add(at, Expr::Int(1)) };
                 let step = it.coordinate(&mut self.cx(st, v), &cur);
                 self.e.open();
@@ -67,6 +87,7 @@ impl<'p> Lowerer<'p> {
             }
             Shape::While => {
                 let at = self.e.let_var(&name, bounds.at);
+                self.note_cursor(v, it.as_ref(), &at);
                 let cur = Cursor { at: at.clone(), end: bounds.end };
                 self.e.open();
                 let step = it.coordinate(&mut self.cx(st, v), &cur);
@@ -81,6 +102,7 @@ impl<'p> Lowerer<'p> {
             }
             Shape::For => {
                 let var = self.e.fresh(&name, crate::ir::Ty::I64);
+                self.note_cursor(v, it.as_ref(), &Expr::Var(var));
                 let cur = Cursor { at: Expr::Var(var), end: bounds.end.clone() };
                 self.e.open();
                 let step = it.coordinate(&mut self.cx(st, v), &cur);
@@ -103,7 +125,7 @@ impl<'p> Lowerer<'p> {
     #[allow(clippy::too_many_arguments)]
     fn single_cases(&mut self, d: usize, v: IndexVar, st: &State, lattice: &Lattice, pt: &Point, s: &Strategy, it: (IterId, Step), its: &Its<'p>) -> Result<(), LowerError> {
         let (id, step) = it;
-        let coord = self.e.bind(self.p.name(v), step.coord);
+        let coord = self.bind_coord(v, step.coord);
         let located = self.locate_all(s, v, &coord, st, its)?;
         let mut st = st.clone();
         if located.values().any(|(_, f)| *f != Expr::Bool(true)) {
@@ -132,6 +154,7 @@ impl<'p> Lowerer<'p> {
                     let bounds = it.begin(&mut self.cx(st, v));
                     let name = it.cursor_name(&self.cx(st, v));
                     let at = self.e.let_var(&name, bounds.at);
+                    self.note_cursor(v, it.as_ref(), &at);
                     cursors.insert(*op, Cursor { at, end: bounds.end });
                 }
             }
@@ -167,7 +190,7 @@ impl<'p> Lowerer<'p> {
                 Some(dr) => steps[&dr].coord.clone(),
                 None => s.coiter.iter().map(|op| steps[op].coord.clone()).reduce(Expr::min).unwrap_or(Expr::Int(0)),
             };
-            let coord = self.e.bind(self.p.name(v), coord);
+            let coord = self.bind_coord(v, coord);
             let located = self.locate_all(s, v, &coord, st, its)?;
             if lattice.linear {
                 self.linear_case(d, v, &coord, st, pt, s, &steps, &located, its)?;

@@ -324,7 +324,7 @@ impl<'p> Lowerer<'p> {
                 continue;
             }
             if let (Some(o), Some(i)) = (st.bound.get(&outer).cloned(), st.bound.get(&inner).cloned()) {
-                let val = self.e.bind(p.name(dv), Expr::add(Expr::mul(o, Expr::Int(b)), i));
+                let val = self.bind_coord(dv, Expr::add(Expr::mul(o, Expr::Int(b)), i));
                 st.bound.insert(dv, val.clone());
                 let cond = Expr::lt(val, self.extent(dv));
                 st.exact = false;

@@ -25,7 +25,7 @@ pub mod vars;
 
 use crate::format::level::Assembly;
 use crate::format::TensorFormat;
-use crate::ir::{Emitter, Expr, Function};
+use crate::ir::{Emitter, Expr, Function, VarId};
 use crate::notation::reduce::{additive_terms, distributed_terms, sums_hoist_with_private};
 use crate::notation::{Access, Assignment, Expr as NExpr, Span};
 use graph::IterationGraph;
@@ -85,6 +85,11 @@ pub struct Nest {
     pub problem: Problem,
     pub graph: IterationGraph,
     pub plans: Vec<VarPlan>,
+    /// The IR variables of `Kernel::function` that hold coordinates of an
+    /// index variable (loop counters and cursors that are coordinates,
+    /// coordinates read or computed), so that the loops of a variable are
+    /// found without reading IR names.
+    pub coords: Vec<(VarId, IndexVar)>,
 }
 
 /// A compiled kernel: the loop IR and how it was derived.
@@ -171,6 +176,8 @@ pub(crate) struct Lowerer<'p> {
     pub touched: Option<Expr>,
     /// The outermost loop, when it is a plain `for` (`lower::parallel`).
     pub outer: Option<parallel::OuterLoop>,
+    /// IR variables holding coordinates of index variables (`Nest::coords`).
+    pub coords: Vec<(VarId, IndexVar)>,
 }
 
 impl Problem {
@@ -358,7 +365,7 @@ fn compile_parts(
         if assembly == ResultAssembly::Workspace {
             workspace_fits(&p, &graph)?;
         }
-        let mut l = Lowerer { p: &p, order: graph.order.clone(), e, plans: Vec::new(), out_sizes: std::mem::take(&mut out_sizes), accumulating_stores: 0, exact_stores: 0, touched: None, outer: None };
+        let mut l = Lowerer { p: &p, order: graph.order.clone(), e, plans: Vec::new(), out_sizes: std::mem::take(&mut out_sizes), accumulating_stores: 0, exact_stores: 0, touched: None, outer: None, coords: Vec::new() };
         l.e.comment(format!("{part}"));
         let body_start = l.e.mark();
         if !buffered || n == 0 {
@@ -377,10 +384,11 @@ fn compile_parts(
             l.e.remove_zero_fill(body_start, &crate::ir::ArrayRef::vals(&p.output().tensor));
         }
         let plans = std::mem::take(&mut l.plans);
+        let coords = std::mem::take(&mut l.coords);
         out_sizes = std::mem::take(&mut l.out_sizes);
         outer = l.outer.take();
         e = l.e;
-        nests.push(Nest { problem: p.clone(), graph, plans });
+        nests.push(Nest { problem: p.clone(), graph, plans, coords });
     }
     // One nest only: the shares of several nests would have to agree on
     // which thread owns which rows.

@@ -62,8 +62,13 @@ pub(super) fn compile_with_temporary(a: &Assignment, formats: &Formats, dims: &D
     }
     let extents: Vec<ParamRef> = kept.into_iter().map(|(_, p, _)| p).collect();
     let function = join(&k1.function, &k2.function, &Temporary { tensor: &temp, extents: &extents });
+    // `join` numbers the second kernel's IR variables after the first's.
+    let offset = k1.function.vars.len() as crate::ir::VarId;
     let mut nests = k1.nests;
-    nests.extend(k2.nests);
+    nests.extend(k2.nests.into_iter().map(|mut n| {
+        n.coords.iter_mut().for_each(|(id, _)| *id += offset);
+        n
+    }));
     let mut temporaries = k1.temporaries;
     temporaries.push(first);
     temporaries.extend(k2.temporaries);

@@ -102,7 +102,7 @@ impl<'p> PositionIter<'p> {
     pub fn read_guarded<R>(&self, cx: &mut Cx, cur: &Cursor, exhausted: i64, before: impl FnOnce(&mut Cx) -> R, inside: impl FnOnce(&mut Cx, &Expr, &R)) -> (Expr, R) {
         let o = self.level.operand(cx);
         let anc = cx.ancestors(o);
-        let coord = cx.e.let_var(&coord_name(cx.p, cx.var, o), Expr::Int(exhausted));
+        let coord = cx.let_coord(&coord_name(cx.p, cx.var, o), Expr::Int(exhausted));
         let r = before(cx);
         cx.e.open();
         let (x, _) = self.access(cx, cur.at.clone(), &anc);
@@ -135,7 +135,7 @@ impl<'p> LoopIterator<'p> for PositionIter<'p> {
         let o = self.level.operand(cx);
         let anc = cx.ancestors(o);
         let (coord, found) = self.access(cx, cur.at.clone(), &anc);
-        let coord = cx.e.bind(&coord_name(cx.p, cx.var, o), coord);
+        let coord = cx.bind_coord(&coord_name(cx.p, cx.var, o), coord);
         Step { coord, pos: cur.at.clone(), found, run_end: None }
     }
     fn coordinate_guarded(&self, cx: &mut Cx, cur: &Cursor, exhausted: i64) -> Step {

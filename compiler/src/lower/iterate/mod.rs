@@ -28,7 +28,7 @@ use super::operands::{Operand, Problem};
 use super::vars::IndexVar;
 use super::{LowerError, State};
 use crate::format::level::{CoordPositionIteration, CoordValueIteration, Properties};
-use crate::ir::{Emitter, Expr};
+use crate::ir::{Emitter, Expr, VarId};
 
 /// Where an iterator emits: the kernel's operands, the code being built,
 /// what the enclosing loops resolved, and the variable of this loop.
@@ -37,6 +37,8 @@ pub(crate) struct Cx<'a, 'p> {
     pub e: &'a mut Emitter,
     pub st: &'a State,
     pub var: IndexVar,
+    /// Where the IR variables holding coordinates of `var` are noted.
+    pub coords: &'a mut Vec<(VarId, IndexVar)>,
 }
 
 impl<'p> Cx<'_, 'p> {
@@ -54,6 +56,28 @@ impl<'p> Cx<'_, 'p> {
     /// The loop variable's name, which its IR variables are named after.
     pub fn var_name(&self) -> &'p str {
         self.p.name(self.var)
+    }
+    /// `Emitter::bind` for a coordinate of the loop's variable.
+    pub fn bind_coord(&mut self, name: &str, e: Expr) -> Expr {
+        if e.is_trivial() {
+            return e;
+        }
+        self.let_coord(name, e)
+    }
+    /// `Emitter::let_var` for a coordinate of the loop's variable.
+    pub fn let_coord(&mut self, name: &str, e: Expr) -> Expr {
+        let x = self.e.let_var(name, e);
+        note_coord(self.coords, &x, self.var);
+        x
+    }
+}
+
+/// Note `x`, when it is an IR variable, as holding coordinates of `v`.
+pub(crate) fn note_coord(coords: &mut Vec<(VarId, IndexVar)>, x: &Expr, v: IndexVar) {
+    if let Expr::Var(id) = x {
+        if !coords.contains(&(*id, v)) {
+            coords.push((*id, v));
+        }
     }
 }
 
@@ -177,7 +201,7 @@ pub(crate) trait LoopIterator<'p> {
 fn select_guarded<'p>(it: &dyn LoopIterator<'p>, cx: &mut Cx, cur: &Cursor, exhausted: i64) -> Step {
     let c = Expr::select(Expr::lt(cur.at.clone(), cur.end.clone()), cur.at.clone(), Expr::Int(exhausted));
     let step = it.coordinate(cx, cur);
-    let coord = cx.e.bind(cx.var_name(), c);
+    let coord = cx.bind_coord(cx.var_name(), c);
     Step { coord, pos: step.pos, found: step.found, run_end: None }
 }
 
