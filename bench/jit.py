@@ -11,17 +11,19 @@ timed in the same process, so machine noise hits both alike).
 
 Inputs: generated matrices (`gen_matrix`), written once to bench/out/jit/,
 and random operands from tensorc's own generator (`--density`, `-d`).
-Needs `cargo build --release` and the `gen_matrix` example built.
+Needs `cargo build --release` and the `gen_matrix` example built;
+`TENSORC=path` times another build of tensorc.
 """
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TENSORC = ROOT / "target" / "release" / "tensorc"
+TENSORC = Path(os.environ.get("TENSORC", ROOT / "target" / "release" / "tensorc"))
 GEN = ROOT / "target" / "release" / "examples" / "gen_matrix"
 DATA = ROOT / "bench" / "out" / "jit"
 

@@ -3,6 +3,7 @@
 
 mod call;
 mod translate;
+mod vector;
 
 pub use call::{run_kernel, run_rows, run_share, RunError, Share};
 pub(crate) use call::Code;

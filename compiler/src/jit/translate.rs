@@ -4,7 +4,7 @@
 //! Blocks are sealed as soon as their predecessors are known, so SSA
 //! construction never guesses.
 
-use crate::ir::{ArrayRef, BinOp, CmpOp, ElemTy, Expr, Function, ParamRef, Stmt, Ty};
+use crate::ir::{ArrayRef, BinOp, CmpOp, ElemTy, Expr, Function, ParamRef, Stmt, Ty, VarInfo};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, AbiParam, AliasRegion, AliasRegionData, Block, InstBuilder, MemFlagsData, SigRef, Signature, Type, Value};
 use cranelift_frontend::{FunctionBuilder, Variable};
@@ -56,8 +56,10 @@ struct ArrayVars {
 }
 
 pub struct Translator<'a, 'b> {
-    b: &'a mut FunctionBuilder<'b>,
+    pub(super) b: &'a mut FunctionBuilder<'b>,
     vars: Vec<Variable>,
+    /// The IR's variable declarations (types, for the vector loop's plan).
+    var_info: Vec<VarInfo>,
     arrays: BTreeMap<ArrayRef, ArrayVars>,
     params: BTreeMap<ParamRef, Value>,
     ptr_ty: Type,
@@ -68,6 +70,10 @@ pub struct Translator<'a, 'b> {
     /// Loads of input arrays hoisted out of the loops being translated,
     /// innermost last (Cranelift does not move loads out of loops itself).
     hoisted: Vec<(Expr, Value)>,
+    /// Base pointers of grown arrays loaded once before a loop that cannot
+    /// grow them (no `reserve` inside), innermost last: without them every
+    /// access in the loop reloads the pointer from its slot.
+    grown_bases: Vec<(ArrayRef, Value)>,
 }
 
 fn flags() -> MemFlagsData {
@@ -140,7 +146,7 @@ impl<'a, 'b> Translator<'a, 'b> {
         let reserve_sig = b.import_signature(sig);
         let fail = b.create_block();
         let regions = Regions::new(&mut b.func.dfg);
-        let mut t = Translator { vars: Vec::new(), arrays: BTreeMap::new(), params: BTreeMap::new(), ptr_ty, args, reserve_sig, fail, regions, hoisted: Vec::new(), b };
+        let mut t = Translator { vars: Vec::new(), var_info: f.vars.clone(), grown_bases: Vec::new(), arrays: BTreeMap::new(), params: BTreeMap::new(), ptr_ty, args, reserve_sig, fail, regions, hoisted: Vec::new(), b };
         for v in &f.vars {
             let var = t.b.declare_var(cl_ty(v.ty));
             t.vars.push(var);
@@ -184,7 +190,11 @@ impl<'a, 'b> Translator<'a, 'b> {
         self.arrays.get(a).ok_or_else(|| format!("array {} not bound", a.c_name()))
     }
 
-    fn address(&mut self, a: &ArrayRef, index: &Expr) -> Result<Value, String> {
+    pub(super) fn writes(&self, a: &ArrayRef) -> Result<bool, String> {
+        Ok(self.array(a)?.writes)
+    }
+
+    pub(super) fn address(&mut self, a: &ArrayRef, index: &Expr) -> Result<Value, String> {
         let shift = match a.elem() {
             ElemTy::I32 => 2,
             ElemTy::F64 => 3,
@@ -192,6 +202,7 @@ impl<'a, 'b> Translator<'a, 'b> {
         let i = self.expr(index)?;
         let base = match self.array(a)?.base {
             Base::Fixed(v) => v,
+            Base::Grown(_) if self.grown_bases.iter().any(|(g, _)| g == a) => self.grown_bases.iter().rev().find(|(g, _)| g == a).map(|(_, v)| *v).ok_or("grown base")?,
             Base::Grown(off) => {
                 let table = self.b.ins().load(self.ptr_ty, pure(), self.args, ARGS_ARRAYS);
                 self.b.ins().load(self.ptr_ty, flags().with_alias_region(Some(self.regions.ptrs)), table, off)
@@ -202,14 +213,19 @@ impl<'a, 'b> Translator<'a, 'b> {
     }
 
     fn elems(&self) -> MemFlagsData {
-        flags().with_alias_region(Some(self.regions.elems))
+        self.elems_with(flags())
+    }
+
+    /// `base` for elements of the arrays the kernel writes.
+    pub(super) fn elems_with(&self, base: MemFlagsData) -> MemFlagsData {
+        base.with_alias_region(Some(self.regions.elems))
     }
 
     fn value_ty(&self, v: Value) -> Type {
         self.b.func.dfg.value_type(v)
     }
 
-    fn expr(&mut self, e: &Expr) -> Result<Value, String> {
+    pub(super) fn expr(&mut self, e: &Expr) -> Result<Value, String> {
         Ok(match e {
             Expr::Int(v) => self.b.ins().iconst(types::I64, *v),
             Expr::Float(v) => self.b.ins().f64const(*v),
@@ -366,7 +382,7 @@ impl<'a, 'b> Translator<'a, 'b> {
         Ok(())
     }
 
-    fn stmt(&mut self, s: &Stmt) -> Result<(), String> {
+    pub(super) fn stmt(&mut self, s: &Stmt) -> Result<(), String> {
         match s {
             Stmt::Let(v, e) | Stmt::Set(v, e) => {
                 let x = self.expr(e)?;
@@ -384,37 +400,20 @@ impl<'a, 'b> Translator<'a, 'b> {
                 let var = *self.vars.get(*var_id as usize).ok_or("unknown variable")?;
                 let lo = self.expr(lo)?;
                 let hi = self.expr(hi)?;
-                // Rotated loop: one test before entry, then the test at the
-                // bottom, so each iteration takes a single branch.
-                self.b.def_var(var, lo);
-                let (body_block, exit) = (self.b.create_block(), self.b.create_block());
-                let enter = self.b.ins().icmp(IntCC::SignedLessThan, lo, hi);
-                // The loop runs at least once past this test: loads every
-                // iteration makes at the same place are made here once.
-                let preheader = self.b.create_block();
-                self.b.ins().brif(enter, preheader, &[], exit, &[]);
-                self.b.seal_block(preheader);
-                self.b.switch_to_block(preheader);
-                let outer = self.hoisted.len();
-                for load in self.invariant_loads(*var_id, body) {
-                    let v = self.expr(&load)?;
-                    self.hoisted.push((load, v));
-                }
-                self.b.ins().jump(body_block, &[]);
-                self.b.switch_to_block(body_block);
-                self.block(body)?;
-                self.hoisted.truncate(outer);
-                let i = self.b.use_var(var);
-                let next = self.b.ins().iadd_imm_s(i, 1);
-                self.b.def_var(var, next);
-                let more = self.b.ins().icmp(IntCC::SignedLessThan, next, hi);
-                self.b.ins().brif(more, body_block, &[], exit, &[]);
-                self.b.seal_block(body_block);
-                self.b.seal_block(exit);
-                self.b.switch_to_block(exit);
+                let var_info = std::mem::take(&mut self.var_info);
+                let vectorized = match super::vector::plan(*var_id, body, &var_info) {
+                    Some(plan) => self.vector_loop(&plan, var, lo, hi, body).map(|()| true),
+                    None => Ok(false),
+                };
+                self.var_info = var_info;
+                // The scalar loop runs the iterations the vector loop left.
+                let lo = if vectorized? { self.b.use_var(var) } else { lo };
+                self.scalar_loop(*var_id, var, lo, hi, body)?;
             }
             Stmt::While { cond, body } => {
                 let (header, body_block, exit) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
+                let outer = self.grown_bases.len();
+                self.load_grown_bases(body);
                 self.b.ins().jump(header, &[]);
                 self.b.switch_to_block(header);
                 let c = self.expr(cond)?;
@@ -426,6 +425,7 @@ impl<'a, 'b> Translator<'a, 'b> {
                 self.b.ins().jump(header, &[]);
                 self.b.seal_block(header);
                 self.b.switch_to_block(exit);
+                self.grown_bases.truncate(outer);
             }
             Stmt::If { cond, then, els } => {
                 let c = self.expr(cond)?;
@@ -447,6 +447,89 @@ impl<'a, 'b> Translator<'a, 'b> {
             Stmt::Comment(_) => {}
         }
         Ok(())
+    }
+
+    /// `for var in lo..hi { body }` as a rotated loop: one test before
+    /// entry, then the test at the bottom, so each iteration takes a single
+    /// branch.
+    fn scalar_loop(&mut self, index: crate::ir::VarId, var: Variable, lo: Value, hi: Value, body: &[Stmt]) -> Result<(), String> {
+        self.b.def_var(var, lo);
+        let (body_block, exit) = (self.b.create_block(), self.b.create_block());
+        let enter = self.b.ins().icmp(IntCC::SignedLessThan, lo, hi);
+        // The loop runs at least once past this test: what every iteration
+        // loads at the same place is loaded here once.
+        let preheader = self.b.create_block();
+        self.b.ins().brif(enter, preheader, &[], exit, &[]);
+        self.b.seal_block(preheader);
+        self.b.switch_to_block(preheader);
+        let outer = self.enter_loop(index, body)?;
+        self.b.ins().jump(body_block, &[]);
+        self.b.switch_to_block(body_block);
+        self.block(body)?;
+        self.leave_loop(outer);
+        let i = self.b.use_var(var);
+        let next = self.b.ins().iadd_imm_s(i, 1);
+        self.b.def_var(var, next);
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, hi);
+        self.b.ins().brif(more, body_block, &[], exit, &[]);
+        self.b.seal_block(body_block);
+        self.b.seal_block(exit);
+        self.b.switch_to_block(exit);
+        Ok(())
+    }
+
+    /// In a loop's preheader: load what the loop over `index` with `body`
+    /// reads unchanged in every iteration. Returns the mark `leave_loop`
+    /// takes after the body.
+    pub(super) fn enter_loop(&mut self, index: crate::ir::VarId, body: &[Stmt]) -> Result<(usize, usize), String> {
+        let outer = (self.hoisted.len(), self.grown_bases.len());
+        for load in self.invariant_loads(index, body) {
+            let v = self.expr(&load)?;
+            self.hoisted.push((load, v));
+        }
+        self.load_grown_bases(body);
+        Ok(outer)
+    }
+
+    pub(super) fn leave_loop(&mut self, (hoisted, grown): (usize, usize)) {
+        self.hoisted.truncate(hoisted);
+        self.grown_bases.truncate(grown);
+    }
+
+    /// Load the base pointers of the grown arrays `body` accesses, when it
+    /// cannot move them (it grows nothing), into `grown_bases`.
+    fn load_grown_bases(&mut self, body: &[Stmt]) {
+        let mut grows = false;
+        let mut used = std::collections::BTreeSet::new();
+        crate::ir::walk_block(body, &mut |s| {
+            match s {
+                Stmt::Reserve { .. } => grows = true,
+                Stmt::Store(a, ..) => {
+                    used.insert(a.clone());
+                }
+                _ => {}
+            }
+            for e in crate::ir::stmt_exprs(s) {
+                e.walk(&mut |x| {
+                    if let Expr::Load(a, _) = x {
+                        used.insert(a.clone());
+                    }
+                });
+            }
+        });
+        if grows {
+            return;
+        }
+        for a in used {
+            let Some(ArrayVars { base: Base::Grown(off), .. }) = self.arrays.get(&a) else { continue };
+            if self.grown_bases.iter().any(|(g, _)| *g == a) {
+                continue;
+            }
+            let off = *off;
+            let table = self.b.ins().load(self.ptr_ty, pure(), self.args, ARGS_ARRAYS);
+            let base = self.b.ins().load(self.ptr_ty, flags().with_alias_region(Some(self.regions.ptrs)), table, off);
+            self.grown_bases.push((a, base));
+        }
     }
 
     /// Grow an output array through the runtime when `len` exceeds its

@@ -1,0 +1,344 @@
+//! Two-lane vector loops. Cranelift does not vectorize, and the cc tier's
+//! compiler does: an innermost `for` over consecutive `f64` elements (SpDM's
+//! and MTTKRP's loops over a dense row, DIA's loop along a diagonal, zero
+//! fills) runs `f64x2` operations here, two vectors per iteration, followed
+//! by the scalar loop for the remaining iterations.
+//!
+//! A loop qualifies by the shape of its body, whatever the formats behind
+//! it: only `let`s and `f64` stores; every array index either the same in
+//! all iterations (`Uniform`) or the loop index plus something that is
+//! (`Unit`: consecutive iterations, consecutive elements); every value a
+//! lane computes on its own. Each lane does exactly the scalar loop's
+//! operations in the same order, so results are bitwise those of the
+//! scalar loop. An array the loop stores is read only at the index it is
+//! stored at, so no lane reads what another lane writes.
+
+use super::translate::Translator;
+use crate::ir::{ArrayRef, BinOp, CmpOp, ElemTy, Expr, Stmt, Ty, VarId, VarInfo};
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, Value};
+use cranelift_frontend::Variable;
+use std::collections::BTreeMap;
+
+/// Elements per vector (`f64x2`: the widest vector Cranelift's x64 backend
+/// lowers).
+const LANES: i64 = 2;
+/// Vectors per iteration: independent operations to overlap, and the loop's
+/// own test paid once per four elements.
+const UNROLL: i64 = 2;
+
+/// How a value varies across the lanes of one vector iteration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Class {
+    /// The same in every lane: computed once, as a scalar.
+    Uniform,
+    /// An integer equal to the loop index plus a `Uniform` value: the
+    /// first lane's value, the others following it.
+    Unit,
+    /// An `f64` per lane.
+    Floats,
+    /// A comparison result per lane.
+    Mask,
+}
+
+/// A loop found vectorizable: how each of its body's `let`s varies.
+pub(super) struct Plan<'v> {
+    index: VarId,
+    lets: BTreeMap<VarId, Class>,
+    stored: BTreeMap<ArrayRef, Expr>,
+    vars: &'v [VarInfo],
+}
+
+/// The plan for `for index in ..: body`, or `None` when the loop does not
+/// have the shape described above.
+pub(super) fn plan<'v>(index: VarId, body: &[Stmt], vars: &'v [VarInfo]) -> Option<Plan<'v>> {
+    let mut p = Plan { index, lets: BTreeMap::new(), stored: BTreeMap::new(), vars };
+    // Every stored array, at the one index it is stored at.
+    for s in body {
+        match s {
+            Stmt::Store(a, i, _) => {
+                if a.elem() != ElemTy::F64 || p.stored.get(a).is_some_and(|j| j != i) {
+                    return None;
+                }
+                p.stored.insert(a.clone(), i.clone());
+            }
+            Stmt::Let(..) | Stmt::Comment(_) => {}
+            _ => return None,
+        }
+    }
+    for s in body {
+        match s {
+            Stmt::Let(v, e) => {
+                if *v == index || p.lets.contains_key(v) {
+                    return None;
+                }
+                let c = p.classify(e)?;
+                p.lets.insert(*v, c);
+            }
+            Stmt::Store(_, i, v) => {
+                if p.classify(i)? != Class::Unit || !matches!(p.classify(v)?, Class::Floats | Class::Uniform) {
+                    return None;
+                }
+            }
+            _ => {}
+        }
+    }
+    // Loads of stored arrays only at the stored index.
+    let mut ok = true;
+    for s in body {
+        for e in crate::ir::stmt_exprs(s) {
+            e.walk(&mut |x| {
+                if let Expr::Load(a, i) = x {
+                    ok &= p.stored.get(a).is_none_or(|j| **i == *j);
+                }
+            });
+        }
+    }
+    ok.then_some(p)
+}
+
+impl Plan<'_> {
+    fn is_float(&self, e: &Expr) -> bool {
+        e.ty(self.vars) == Ty::F64
+    }
+
+    /// How `e` varies across lanes, or `None` when lanes cannot compute it
+    /// (a gather, a stride other than one, integer arithmetic per lane).
+    pub(super) fn classify(&self, e: &Expr) -> Option<Class> {
+        use Class::*;
+        Some(match e {
+            Expr::Int(_) | Expr::Float(_) | Expr::Bool(_) | Expr::Param(_) => Uniform,
+            Expr::Var(v) if *v == self.index => Unit,
+            // Variables the body does not assign are the same in every lane.
+            Expr::Var(v) => self.lets.get(v).copied().unwrap_or(Uniform),
+            Expr::Load(a, i) => match (self.classify(i)?, a.elem()) {
+                (Uniform, _) if !self.stored.contains_key(a) => Uniform,
+                (Unit, ElemTy::F64) => Floats,
+                _ => return None,
+            },
+            Expr::Bin(op, a, b) => match (self.classify(a)?, self.classify(b)?) {
+                (Uniform, Uniform) => Uniform,
+                (Unit, Uniform) if matches!(op, BinOp::Add | BinOp::Sub) => Unit,
+                (Uniform, Unit) if *op == BinOp::Add => Unit,
+                (Floats | Uniform, Floats | Uniform) if float_op(*op) && self.is_float(a) => Floats,
+                _ => return None,
+            },
+            Expr::Cmp(_, a, b) => match (self.classify(a)?, self.classify(b)?) {
+                (Uniform, Uniform) => Uniform,
+                (Floats | Uniform, Floats | Uniform) if self.is_float(a) => Mask,
+                _ => return None,
+            },
+            Expr::Not(a) => match self.classify(a)? {
+                Uniform => Uniform,
+                _ => return None,
+            },
+            Expr::Neg(a) => match self.classify(a)? {
+                Uniform => Uniform,
+                Floats => Floats,
+                _ => return None,
+            },
+            Expr::Select(c, a, b) => match (self.classify(c)?, self.classify(a)?, self.classify(b)?) {
+                (Uniform, Uniform, Uniform) => Uniform,
+                (Uniform | Mask, Floats | Uniform, Floats | Uniform) if self.is_float(a) => Floats,
+                _ => return None,
+            },
+        })
+    }
+}
+
+fn float_op(op: BinOp) -> bool {
+    matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Min | BinOp::Max)
+}
+
+/// Vector accesses: never trapping (validated positions), but only
+/// element-aligned, so not `aligned`.
+fn vector_flags() -> MemFlagsData {
+    MemFlagsData::new().with_notrap()
+}
+
+impl Translator<'_, '_> {
+    /// The vector part of `for var in lo..hi { body }`: runs while four
+    /// elements remain and leaves `var` at the first iteration it did not
+    /// run, for the scalar loop to finish.
+    pub(super) fn vector_loop(&mut self, plan: &Plan, var: Variable, lo: Value, hi: Value, body: &[Stmt]) -> Result<(), String> {
+        let step = LANES * UNROLL;
+        self.b.def_var(var, lo);
+        let limit = self.b.ins().iadd_imm_s(hi, -(step - 1));
+        let enter = self.b.ins().icmp(IntCC::SignedLessThan, lo, limit);
+        let (pre, vbody, rest) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
+        self.b.ins().brif(enter, pre, &[], rest, &[]);
+        self.b.seal_block(pre);
+        self.b.switch_to_block(pre);
+        let outer = self.enter_loop(plan.index, body)?;
+        self.b.ins().jump(vbody, &[]);
+        self.b.switch_to_block(vbody);
+        for copy in 0..UNROLL {
+            if copy > 0 {
+                let k = self.b.use_var(var);
+                let k = self.b.ins().iadd_imm_s(k, LANES);
+                self.b.def_var(var, k);
+            }
+            self.vector_body(plan, body)?;
+        }
+        self.leave_loop(outer);
+        let k = self.b.use_var(var);
+        let next = self.b.ins().iadd_imm_s(k, LANES);
+        self.b.def_var(var, next);
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, limit);
+        self.b.ins().brif(more, vbody, &[], rest, &[]);
+        self.b.seal_block(vbody);
+        self.b.seal_block(rest);
+        self.b.switch_to_block(rest);
+        Ok(())
+    }
+
+    /// One vector iteration: lanes `var`, `var + 1`.
+    fn vector_body(&mut self, plan: &Plan, body: &[Stmt]) -> Result<(), String> {
+        let mut lanes = BTreeMap::new();
+        for s in body {
+            match s {
+                Stmt::Let(v, e) => match plan.lets.get(v) {
+                    Some(Class::Floats | Class::Mask) => {
+                        let x = self.vexpr(plan, &lanes, e)?;
+                        lanes.insert(*v, x);
+                    }
+                    _ => self.stmt(s)?,
+                },
+                Stmt::Store(a, i, v) => {
+                    let addr = self.address(a, i)?;
+                    let x = self.vexpr(plan, &lanes, v)?;
+                    let f = self.elems_with(vector_flags());
+                    self.b.ins().store(f, x, addr, 0);
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// `e` as a vector: `f64x2`, or `i64x2` for a comparison's mask.
+    fn vexpr(&mut self, plan: &Plan, lanes: &BTreeMap<VarId, Value>, e: &Expr) -> Result<Value, String> {
+        let class = plan.classify(e).ok_or("vector loop: expression the plan refused")?;
+        if class == Class::Uniform {
+            let x = self.expr(e)?;
+            return Ok(self.b.ins().splat(types::F64X2, x));
+        }
+        Ok(match e {
+            Expr::Var(v) => *lanes.get(v).ok_or("vector loop: lanes of an undefined variable")?,
+            Expr::Load(a, i) => {
+                let addr = self.address(a, i)?;
+                let f = if self.writes(a)? { self.elems_with(vector_flags()) } else { vector_flags().with_readonly() };
+                self.b.ins().load(types::F64X2, f, addr, 0)
+            }
+            Expr::Bin(op, a, b) => {
+                let (x, y) = (self.vexpr(plan, lanes, a)?, self.vexpr(plan, lanes, b)?);
+                let ins = self.b.ins();
+                match op {
+                    BinOp::Add => ins.fadd(x, y),
+                    BinOp::Sub => ins.fsub(x, y),
+                    BinOp::Mul => ins.fmul(x, y),
+                    BinOp::Div => ins.fdiv(x, y),
+                    BinOp::Min => ins.fmin(x, y),
+                    BinOp::Max => ins.fmax(x, y),
+                    _ => return Err("vector loop: not a float operation".into()),
+                }
+            }
+            Expr::Cmp(op, a, b) => {
+                let (x, y) = (self.vexpr(plan, lanes, a)?, self.vexpr(plan, lanes, b)?);
+                let cc = match op {
+                    CmpOp::Eq => FloatCC::Equal,
+                    CmpOp::Ne => FloatCC::NotEqual,
+                    CmpOp::Lt => FloatCC::LessThan,
+                    CmpOp::Le => FloatCC::LessThanOrEqual,
+                    CmpOp::Gt => FloatCC::GreaterThan,
+                    CmpOp::Ge => FloatCC::GreaterThanOrEqual,
+                };
+                self.b.ins().fcmp(cc, x, y)
+            }
+            Expr::Neg(a) => {
+                let x = self.vexpr(plan, lanes, a)?;
+                self.b.ins().fneg(x)
+            }
+            Expr::Select(c, a, b) => {
+                let (x, y) = (self.vexpr(plan, lanes, a)?, self.vexpr(plan, lanes, b)?);
+                if plan.classify(c) == Some(Class::Uniform) {
+                    let c = self.expr(c)?;
+                    self.b.ins().select(c, x, y)
+                } else {
+                    let mask = self.vexpr(plan, lanes, c)?;
+                    let mask = self.b.ins().bitcast(types::F64X2, MemFlagsData::new().with_endianness(Endianness::Little), mask);
+                    self.b.ins().bitselect(mask, x, y)
+                }
+            }
+            _ => return Err("vector loop: expression without lanes".into()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{Emitter, Function};
+
+    fn planned(f: &Function) -> Option<Vec<Class>> {
+        match f.body.last()? {
+            Stmt::For { var, body, .. } => plan(*var, body, &f.vars).map(|p| p.lets.values().copied().collect()),
+            _ => None,
+        }
+    }
+
+    /// `for k in 0..n { let p = base + k; y[p] = y[p] + a * x[at(k)]; extra }`.
+    fn row_update(at: impl Fn(Expr) -> Expr, extra: impl Fn(&mut Emitter, Expr)) -> Function {
+        let mut e = Emitter::new();
+        let base = e.let_var("base", Expr::Int(8));
+        let a = e.let_var("a", Expr::Float(2.0));
+        let y = ArrayRef::vals("y");
+        e.for_("k", Expr::Int(0), Expr::Int(10), |e, k| {
+            let p = e.let_var("p", Expr::add(base.clone(), k.clone()));
+            let term = Expr::mul(a.clone(), Expr::load(ArrayRef::vals("x"), at(k.clone())));
+            e.store(y.clone(), p.clone(), Expr::add(Expr::load(y.clone(), p), term));
+            extra(e, k);
+        });
+        e.finish("k")
+    }
+
+    #[test]
+    fn a_row_update_over_consecutive_elements_runs_in_lanes() {
+        assert_eq!(planned(&row_update(|k| k, |_, _| {})), Some(vec![Class::Unit]));
+    }
+
+    #[test]
+    fn a_guarded_product_runs_in_lanes() {
+        // DIA's loop body: a select on a per-lane comparison.
+        let f = row_update(
+            |k| k,
+            |e, k| {
+                let v = e.let_var("v", Expr::load(ArrayRef::vals("A"), k.clone()));
+                let t = e.let_var("t", Expr::select(Expr::ne(v.clone(), Expr::Float(0.0)), v, Expr::Float(0.0)));
+                e.store(ArrayRef::vals("z"), k, t);
+            },
+        );
+        assert_eq!(planned(&f), Some(vec![Class::Unit, Class::Floats, Class::Floats]));
+    }
+
+    #[test]
+    fn gathers_and_strides_stay_scalar() {
+        assert_eq!(planned(&row_update(|k| Expr::load(ArrayRef::level("A", 1, "crd"), k), |_, _| {})), None);
+        assert_eq!(planned(&row_update(|k| Expr::mul(k, Expr::Int(2)), |_, _| {})), None);
+    }
+
+    #[test]
+    fn a_stored_array_read_at_another_index_stays_scalar() {
+        // z[k] = y[k + 1] beside y[base + k] += ...: a lane would read what another writes.
+        let f = row_update(|k| k, |e, k| e.store(ArrayRef::vals("z"), k.clone(), Expr::load(ArrayRef::vals("y"), Expr::add(k, Expr::Int(1)))));
+        assert_eq!(planned(&f), None);
+    }
+
+    #[test]
+    fn loops_with_control_flow_or_integer_stores_stay_scalar() {
+        let f = row_update(|k| k, |e, k| e.store(ArrayRef::level("A", 1, "pos"), k, Expr::Int(0)));
+        assert_eq!(planned(&f), None);
+        let f = row_update(|k| k, |e, k| e.if_(Expr::lt(k.clone(), Expr::Int(3)), |e| e.store(ArrayRef::vals("z"), k, Expr::Float(1.0))));
+        assert_eq!(planned(&f), None);
+    }
+}
