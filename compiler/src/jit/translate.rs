@@ -195,21 +195,31 @@ impl<'a, 'b> Translator<'a, 'b> {
     }
 
     pub(super) fn address(&mut self, a: &ArrayRef, index: &Expr) -> Result<Value, String> {
+        let i = self.expr(index)?;
+        let base = self.base(a)?;
+        Ok(self.element(base, a, i))
+    }
+
+    /// The address of element `i` of `a` from `base`, an address in `a`.
+    pub(super) fn element(&mut self, base: Value, a: &ArrayRef, i: Value) -> Value {
         let shift = match a.elem() {
             ElemTy::I32 => 2,
             ElemTy::F64 => 3,
         };
-        let i = self.expr(index)?;
-        let base = match self.array(a)?.base {
+        let off = self.b.ins().ishl_imm_u(i, shift);
+        self.b.ins().iadd(base, off)
+    }
+
+    /// The base pointer of `a`.
+    pub(super) fn base(&mut self, a: &ArrayRef) -> Result<Value, String> {
+        Ok(match self.array(a)?.base {
             Base::Fixed(v) => v,
             Base::Grown(_) if self.grown_bases.iter().any(|(g, _)| g == a) => self.grown_bases.iter().rev().find(|(g, _)| g == a).map(|(_, v)| *v).ok_or("grown base")?,
             Base::Grown(off) => {
                 let table = self.b.ins().load(self.ptr_ty, pure(), self.args, ARGS_ARRAYS);
                 self.b.ins().load(self.ptr_ty, flags().with_alias_region(Some(self.regions.ptrs)), table, off)
             }
-        };
-        let off = self.b.ins().ishl_imm_u(i, shift);
-        Ok(self.b.ins().iadd(base, off))
+        })
     }
 
     fn elems(&self) -> MemFlagsData {

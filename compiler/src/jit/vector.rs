@@ -27,6 +27,15 @@ const LANES: i64 = 2;
 /// own test paid once per four elements.
 const UNROLL: i64 = 2;
 
+/// Where the vector body being emitted stands: the loop index at the
+/// iteration's first lane, which of its vectors, and the lanes of the
+/// vector `let`s so far.
+struct Lanes {
+    k: Value,
+    copy: i64,
+    vars: BTreeMap<VarId, Value>,
+}
+
 /// How a value varies across the lanes of one vector iteration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Class {
@@ -45,6 +54,8 @@ pub(super) enum Class {
 pub(super) struct Plan<'v> {
     index: VarId,
     lets: BTreeMap<VarId, Class>,
+    /// The expressions of `Unit` lets, to find their uniform part.
+    unit_lets: BTreeMap<VarId, Expr>,
     stored: BTreeMap<ArrayRef, Expr>,
     vars: &'v [VarInfo],
 }
@@ -52,7 +63,7 @@ pub(super) struct Plan<'v> {
 /// The plan for `for index in ..: body`, or `None` when the loop does not
 /// have the shape described above.
 pub(super) fn plan<'v>(index: VarId, body: &[Stmt], vars: &'v [VarInfo]) -> Option<Plan<'v>> {
-    let mut p = Plan { index, lets: BTreeMap::new(), stored: BTreeMap::new(), vars };
+    let mut p = Plan { index, lets: BTreeMap::new(), unit_lets: BTreeMap::new(), stored: BTreeMap::new(), vars };
     // Every stored array, at the one index it is stored at.
     for s in body {
         match s {
@@ -73,6 +84,9 @@ pub(super) fn plan<'v>(index: VarId, body: &[Stmt], vars: &'v [VarInfo]) -> Opti
                     return None;
                 }
                 let c = p.classify(e)?;
+                if c == Class::Unit {
+                    p.unit_lets.insert(*v, e.clone());
+                }
                 p.lets.insert(*v, c);
             }
             Stmt::Store(_, i, v) => {
@@ -100,6 +114,17 @@ pub(super) fn plan<'v>(index: VarId, body: &[Stmt], vars: &'v [VarInfo]) -> Opti
 impl Plan<'_> {
     fn is_float(&self, e: &Expr) -> bool {
         e.ty(self.vars) == Ty::F64
+    }
+
+    /// `u` with `e = u + index`, for `e` of class `Unit`.
+    fn uniform_part(&self, e: &Expr) -> Option<Expr> {
+        match e {
+            Expr::Var(v) if *v == self.index => Some(Expr::Int(0)),
+            Expr::Var(v) => self.uniform_part(self.unit_lets.get(v)?),
+            Expr::Bin(op @ (BinOp::Add | BinOp::Sub), a, b) if self.classify(a)? == Class::Unit => Some(Expr::bin(*op, self.uniform_part(a)?, (**b).clone())),
+            Expr::Bin(BinOp::Add, a, b) if self.classify(b)? == Class::Unit => Some(Expr::add((**a).clone(), self.uniform_part(b)?)),
+            _ => None,
+        }
     }
 
     /// How `e` varies across lanes, or `None` when lanes cannot compute it
@@ -172,17 +197,14 @@ impl Translator<'_, '_> {
         let outer = self.enter_loop(plan.index, body)?;
         self.b.ins().jump(vbody, &[]);
         self.b.switch_to_block(vbody);
+        let k = self.b.use_var(var);
+        let mut lanes = Lanes { k, copy: 0, vars: BTreeMap::new() };
         for copy in 0..UNROLL {
-            if copy > 0 {
-                let k = self.b.use_var(var);
-                let k = self.b.ins().iadd_imm_s(k, LANES);
-                self.b.def_var(var, k);
-            }
-            self.vector_body(plan, body)?;
+            lanes.copy = copy;
+            self.vector_body(plan, &mut lanes, body)?;
         }
         self.leave_loop(outer);
-        let k = self.b.use_var(var);
-        let next = self.b.ins().iadd_imm_s(k, LANES);
+        let next = self.b.ins().iadd_imm_s(k, step);
         self.b.def_var(var, next);
         let more = self.b.ins().icmp(IntCC::SignedLessThan, next, limit);
         self.b.ins().brif(more, vbody, &[], rest, &[]);
@@ -192,23 +214,27 @@ impl Translator<'_, '_> {
         Ok(())
     }
 
-    /// One vector iteration: lanes `var`, `var + 1`.
-    fn vector_body(&mut self, plan: &Plan, body: &[Stmt]) -> Result<(), String> {
-        let mut lanes = BTreeMap::new();
+    /// One vector of an iteration: lanes `k + copy * LANES` onwards.
+    fn vector_body(&mut self, plan: &Plan, lanes: &mut Lanes, body: &[Stmt]) -> Result<(), String> {
+        lanes.vars.clear();
         for s in body {
             match s {
                 Stmt::Let(v, e) => match plan.lets.get(v) {
                     Some(Class::Floats | Class::Mask) => {
-                        let x = self.vexpr(plan, &lanes, e)?;
-                        lanes.insert(*v, x);
+                        let x = self.vexpr(plan, lanes, e)?;
+                        lanes.vars.insert(*v, x);
                     }
-                    _ => self.stmt(s)?,
+                    // Needed only inside addresses, which take their
+                    // uniform part instead (`vector_address`).
+                    Some(Class::Unit) => {}
+                    _ if lanes.copy == 0 => self.stmt(s)?,
+                    _ => {}
                 },
                 Stmt::Store(a, i, v) => {
-                    let addr = self.address(a, i)?;
-                    let x = self.vexpr(plan, &lanes, v)?;
+                    let (addr, offset) = self.vector_address(plan, lanes, a, i)?;
+                    let x = self.vexpr(plan, lanes, v)?;
                     let f = self.elems_with(vector_flags());
-                    self.b.ins().store(f, x, addr, 0);
+                    self.b.ins().store(f, x, addr, offset);
                 }
                 _ => {}
             }
@@ -216,19 +242,32 @@ impl Translator<'_, '_> {
         Ok(())
     }
 
+    /// The address of the vector at `index` (class `Unit`) as a pointer and
+    /// a constant offset: `a + u` is the same in every iteration (Cranelift
+    /// computes it once, before the loop), so each access is one x64
+    /// addressing mode, `(a + u) + k * 8 + copy * 16`.
+    fn vector_address(&mut self, plan: &Plan, lanes: &Lanes, a: &crate::ir::ArrayRef, index: &Expr) -> Result<(Value, i32), String> {
+        let u = plan.uniform_part(index).ok_or("vector loop: index without a uniform part")?;
+        let u = self.expr(&u)?;
+        let base = self.base(a)?;
+        let row = self.element(base, a, u);
+        let addr = self.element(row, a, lanes.k);
+        Ok((addr, (lanes.copy * LANES * 8) as i32))
+    }
+
     /// `e` as a vector: `f64x2`, or `i64x2` for a comparison's mask.
-    fn vexpr(&mut self, plan: &Plan, lanes: &BTreeMap<VarId, Value>, e: &Expr) -> Result<Value, String> {
+    fn vexpr(&mut self, plan: &Plan, lanes: &Lanes, e: &Expr) -> Result<Value, String> {
         let class = plan.classify(e).ok_or("vector loop: expression the plan refused")?;
         if class == Class::Uniform {
             let x = self.expr(e)?;
             return Ok(self.b.ins().splat(types::F64X2, x));
         }
         Ok(match e {
-            Expr::Var(v) => *lanes.get(v).ok_or("vector loop: lanes of an undefined variable")?,
+            Expr::Var(v) => *lanes.vars.get(v).ok_or("vector loop: lanes of an undefined variable")?,
             Expr::Load(a, i) => {
-                let addr = self.address(a, i)?;
+                let (addr, offset) = self.vector_address(plan, lanes, a, i)?;
                 let f = if self.writes(a)? { self.elems_with(vector_flags()) } else { vector_flags().with_readonly() };
-                self.b.ins().load(types::F64X2, f, addr, 0)
+                self.b.ins().load(types::F64X2, f, addr, offset)
             }
             Expr::Bin(op, a, b) => {
                 let (x, y) = (self.vexpr(plan, lanes, a)?, self.vexpr(plan, lanes, b)?);
