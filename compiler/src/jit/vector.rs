@@ -1,7 +1,7 @@
 //! Two-lane vector loops. Cranelift does not vectorize, and the cc tier's
 //! compiler does: an innermost `for` over consecutive `f64` elements (SpDM's
 //! and MTTKRP's loops over a dense row, DIA's loop along a diagonal, zero
-//! fills) runs `f64x2` operations here, two vectors per iteration, followed
+//! fills) runs `f64x2` operations here, four vectors per iteration, followed
 //! by the scalar loop for the remaining iterations.
 //!
 //! A loop qualifies by the shape of its body, whatever the formats behind
@@ -24,8 +24,8 @@ use std::collections::BTreeMap;
 /// lowers).
 const LANES: i64 = 2;
 /// Vectors per iteration: independent operations to overlap, and the loop's
-/// own test paid once per four elements.
-const UNROLL: i64 = 2;
+/// own test paid once per eight elements.
+const UNROLL: i64 = 4;
 
 /// Where the vector body being emitted stands: the loop index at the
 /// iteration's first lane, which of its vectors, and the lanes of the
@@ -182,7 +182,7 @@ fn vector_flags() -> MemFlagsData {
 }
 
 impl Translator<'_, '_> {
-    /// The vector part of `for var in lo..hi { body }`: runs while four
+    /// The vector part of `for var in lo..hi { body }`: runs while eight
     /// elements remain and leaves `var` at the first iteration it did not
     /// run, for the scalar loop to finish.
     pub(super) fn vector_loop(&mut self, plan: &Plan, var: Variable, lo: Value, hi: Value, body: &[Stmt]) -> Result<(), String> {
