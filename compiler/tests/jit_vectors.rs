@@ -40,7 +40,7 @@ fn data(entries: &[(&str, Vec<usize>, f64)], seed: u64) -> BTreeMap<String, CooT
 
 #[test]
 fn sparse_times_dense_at_every_row_width() {
-    for cols in 1..=11 {
+    for cols in 1..=19 {
         let d = data(&[("B", vec![7, 6], 0.4), ("C", vec![6, cols], 1.0)], cols as u64);
         for f in ["CSR", "COO"] {
             same_bits("A(i,k) = B(i,j) * C(j,k)", &[("B", f)], &d, &[7, cols]);
@@ -50,7 +50,7 @@ fn sparse_times_dense_at_every_row_width() {
 
 #[test]
 fn mttkrp_at_every_row_width() {
-    for cols in 1..=9 {
+    for cols in 1..=18 {
         let d = data(&[("B", vec![4, 5, 3], 0.3), ("P", vec![5, cols], 1.0), ("Q", vec![3, cols], 1.0)], cols as u64);
         same_bits("A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)", &[("B", "COO")], &d, &[4, cols]);
     }
@@ -58,7 +58,7 @@ fn mttkrp_at_every_row_width() {
 
 #[test]
 fn diagonals_of_every_length() {
-    for n in 1..=12 {
+    for n in 1..=20 {
         let d = data(&[("A", vec![n, n], 0.5), ("x", vec![n], 1.0)], n as u64);
         same_bits("y(i) = A(i,j) * x(j)", &[("A", "DIA")], &d, &[n]);
     }
@@ -66,7 +66,7 @@ fn diagonals_of_every_length() {
 
 #[test]
 fn dense_element_wise_loops() {
-    for n in 1..=9 {
+    for n in 1..=18 {
         let d = data(&[("B", vec![3, n], 1.0), ("C", vec![3, n], 1.0)], n as u64);
         same_bits("A(i,j) = B(i,j) - 2 * C(i,j)", &[], &d, &[3, n]);
         same_bits("A(i,j) = -B(i,j) * C(i,j)", &[], &d, &[3, n]);
