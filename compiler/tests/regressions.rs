@@ -116,6 +116,24 @@ fn spgemm_through_a_workspace_or_buffer() {
 }
 
 #[test]
+fn spgemm_rows_of_every_length_come_out_sorted() {
+    // Row r of B has r entries and C about 5 a row over 10K columns, so
+    // row r of A has about 5r coordinates spread too widely for the flag
+    // scan: rows up to 128 keys are placed by rank, longer ones sorted.
+    let mut rng = Rng(7);
+    let mut b = CooTensor::new(vec![45, 45]);
+    for r in 0..45u32 {
+        for k in 0..r {
+            b.push(&[r, k], rng.value());
+        }
+    }
+    let d: BTreeMap<String, CooTensor> = [("B".to_string(), b), ("C".to_string(), random(&[45, 10_000], 5e-4, &mut rng))].into_iter().collect();
+    for a in ["CSR", "DCSR"] {
+        ok(check("A(i,j) = B(i,k) * C(k,j)", &[("A", a), ("B", "CSR"), ("C", "CSR")], &d, &[45, 10_000]));
+    }
+}
+
+#[test]
 fn spgemm_into_a_result_too_wide_for_a_dense_workspace_row() {
     // 5M columns: a dense row (16 bytes a column) would take 80 MB per
     // kernel; the result goes through the coordinate buffer, whose memory

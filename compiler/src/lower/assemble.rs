@@ -155,23 +155,32 @@ impl<'p> Lowerer<'p> {
         let Assembly::Append(app) = o.format.levels[last].assembly() else { return };
         let at = self.out_sizes[&self.chain_head(last)].clone();
         let w = Workspace::of(&o.tensor);
-        if o.format.levels[last].properties().ordered {
-            self.e.sort_flagged_keys(&w.list, count.clone(), &w.seen);
-        }
+        // Either the list comes out in order, or (a short row in an ordered
+        // level) each coordinate goes to its rank among the row's.
+        let ranked = match o.format.levels[last].properties().ordered {
+            true => self.e.sort_flagged_keys(&w.list, count.clone(), &w.seen),
+            false => Expr::Bool(false),
+        };
         let vals = ArrayRef::vals(&o.tensor);
         let c = LevelCtx::new(&o.tensor, last);
         let var = o.level_vars[last];
         let (name, coords) = (self.p.name(var), &mut self.coords);
         self.e.for_("pw", Expr::Int(0), count.clone(), |e, t| {
-            let j = e.let_var(name, Expr::load(w.list.clone(), t));
+            let j = e.let_var(name, Expr::load(w.list.clone(), t.clone()));
             super::iterate::note_coord(coords, &j, var);
-            app.append_coord(&c, e, at.clone(), j.clone());
-            e.reserve(vals.clone(), Expr::add(at.clone(), Expr::Int(1)));
-            e.store(vals.clone(), at.clone(), Expr::load(w.vals.clone(), j.clone()));
+            let place = e.let_var("wplace", t);
+            e.if_(ranked.clone(), |e| {
+                let rank = e.rank_of(&w.list, count.clone(), j.clone());
+                e.set(&place, rank);
+            });
+            let dst = e.let_var("wdst", Expr::add(at.clone(), place));
+            app.append_coord(&c, e, dst.clone(), j.clone());
+            e.reserve(vals.clone(), Expr::add(dst.clone(), Expr::Int(1)));
+            e.store(vals.clone(), dst, Expr::load(w.vals.clone(), j.clone()));
             e.store(w.vals.clone(), j.clone(), Expr::Float(0.0));
             e.store(w.seen.clone(), j, Expr::Int(0));
-            e.set(&at, Expr::add(at.clone(), Expr::Int(1)));
         });
+        self.e.set(&at, Expr::add(at.clone(), count.clone()));
         self.e.set(&count, Expr::Int(0));
     }
 
