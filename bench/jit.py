@@ -52,6 +52,7 @@ def kernels():
         ("SpDM CSR", [spdm, "-f", "B:CSR", "-i", f"B:{power}", "-d", "C:100000,32"]),
         ("TTV COO", ["A(i,j) = B(i,j,k) * c(k)", "-f", "B:COO"] + t3),
         ("MTTKRP COO", ["A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)", "-f", "B:COO", "-d", "P:300,16", "-d", "Q:400,16"] + t3),
+        ("PLUS COO", ["A(i,j,k) = B(i,j,k) + C(i,j,k)", "-f", "A:COO", "-f", "B:COO", "-f", "C:COO", "-d", "C:200,300,400"] + t3),
         ("INNERPROD COO", ["a = B(i,j,k) * C(i,j,k)", "-f", "B:COO", "-f", "C:COO", "-d", "C:200,300,400"] + t3),
     ]
 

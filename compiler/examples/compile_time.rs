@@ -18,6 +18,7 @@ fn main() {
         ("SpMV DIA", "y(i) = A(i,j) * x(j)", &[("A", "DIA", 2), ("x", "dense", 1), ("y", "dense", 1)]),
         ("PLUS CSR", "A(i,j) = B(i,j) + C(i,j)", &[("A", "CSR", 2), ("B", "CSR", 2), ("C", "CSR", 2)]),
         ("PLUS COO", "A(i,j) = B(i,j) + C(i,j)", &[("A", "COO", 2), ("B", "COO", 2), ("C", "COO", 2)]),
+        ("PLUS3 COO", "A(i,j,k) = B(i,j,k) + C(i,j,k)", &[("A", "COO", 3), ("B", "COO", 3), ("C", "COO", 3)]),
         ("SpDM COO", "A(i,k) = B(i,j) * C(j,k)", &[("A", "dense", 2), ("B", "COO", 2), ("C", "dense", 2)]),
         ("TTV COO", "A(i,j) = B(i,j,k) * c(k)", &[("A", "dense", 2), ("B", "COO", 3), ("c", "dense", 1)]),
         ("MTTKRP", "A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)", &[("A", "dense", 2), ("B", "COO", 3), ("P", "dense", 2), ("Q", "dense", 2)]),
