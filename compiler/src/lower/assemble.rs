@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 impl<'p> Lowerer<'p> {
     /// First level of the append chain that `k` belongs to (an append level
     /// followed by branchless append levels appends them together).
-    fn chain_head(&self, k: usize) -> usize {
+    pub(super) fn chain_head(&self, k: usize) -> usize {
         let levels = &self.p.output().format.levels;
         let mut h = k;
         while h > 0 && levels[h].properties().branchless && matches!(levels[h - 1].assembly(), Assembly::Append(_)) {
@@ -110,17 +110,7 @@ impl<'p> Lowerer<'p> {
             }
         }
         if self.p.assembly == ResultAssembly::Workspace {
-            let extent = self.extent(o.level_vars[o.level_vars.len() - 1]);
-            let w = Workspace::of(&o.tensor);
-            self.e.comment(format!("workspace row of {} (values, touched flags, touched list)", o.tensor));
-            for a in [&w.vals, &w.seen, &w.list] {
-                self.e.reserve(a.clone(), extent.clone());
-            }
-            self.e.for_("pw", Expr::Int(0), extent, |e, q| {
-                e.store(w.vals.clone(), q.clone(), Expr::Float(0.0));
-                e.store(w.seen.clone(), q, Expr::Int(0));
-            });
-            self.touched = Some(self.e.let_var("w_count", Expr::Int(0)));
+            self.workspace_init();
         }
         Ok(())
     }
@@ -129,59 +119,9 @@ impl<'p> Lowerer<'p> {
     /// when the last level goes through one.
     pub(super) fn result_values(&self) -> ArrayRef {
         match self.p.assembly {
-            ResultAssembly::Workspace => Workspace::of(&self.p.output().tensor).vals,
+            ResultAssembly::Workspace => super::workspace::Workspace::of(&self.p.output().tensor).vals,
             _ => ArrayRef::vals(&self.p.output().tensor),
         }
-    }
-
-    /// Record coordinate `j` of the last level in the workspace's touched
-    /// list (once).
-    fn touch(&mut self, j: Expr) {
-        let w = Workspace::of(&self.p.output().tensor);
-        let Some(count) = self.touched.clone() else { return };
-        self.e.if_(Expr::eq(Expr::load(w.seen.clone(), j.clone()), Expr::Int(0)), |e| {
-            e.store(w.seen.clone(), j.clone(), Expr::Int(1));
-            e.store(w.list.clone(), count.clone(), j.clone());
-            e.set(&count, Expr::add(count.clone(), Expr::Int(1)));
-        });
-    }
-
-    /// Append the touched coordinates of the workspace row to the result's
-    /// last level (sorted when the level is ordered), and clear the row.
-    fn flush_workspace(&mut self) {
-        let o = self.p.output();
-        let last = o.level_vars.len() - 1;
-        let Some(count) = self.touched.clone() else { return };
-        let Assembly::Append(app) = o.format.levels[last].assembly() else { return };
-        let at = self.out_sizes[&self.chain_head(last)].clone();
-        let w = Workspace::of(&o.tensor);
-        // Either the list comes out in order, or (a short row in an ordered
-        // level) each coordinate goes to its rank among the row's.
-        let ranked = match o.format.levels[last].properties().ordered {
-            true => self.e.sort_flagged_keys(&w.list, count.clone(), &w.seen),
-            false => Expr::Bool(false),
-        };
-        let vals = ArrayRef::vals(&o.tensor);
-        let c = LevelCtx::new(&o.tensor, last);
-        let var = o.level_vars[last];
-        let (name, coords) = (self.p.name(var), &mut self.coords);
-        self.e.for_("pw", Expr::Int(0), count.clone(), |e, t| {
-            let j = e.let_var(name, Expr::load(w.list.clone(), t.clone()));
-            super::iterate::note_coord(coords, &j, var);
-            let place = e.let_var("wplace", t);
-            e.if_(ranked.clone(), |e| {
-                let rank = e.rank_of(&w.list, count.clone(), j.clone());
-                e.set(&place, rank);
-            });
-            let dst = e.let_var("wdst", Expr::add(at.clone(), place));
-            app.append_coord(&c, e, dst.clone(), j.clone());
-            e.reserve(vals.clone(), Expr::add(dst.clone(), Expr::Int(1)));
-            e.store(vals.clone(), dst, Expr::load(w.vals.clone(), j.clone()));
-            e.store(w.vals.clone(), j.clone(), Expr::Float(0.0));
-            e.store(w.seen.clone(), j, Expr::Int(0));
-        });
-        self.e.set(&at, Expr::add(at.clone(), count.clone()));
-        self.e.set(&count, Expr::Int(0));
     }
 
     /// Finalise appended levels once every coordinate is in.
@@ -411,19 +351,5 @@ impl<'p> Lowerer<'p> {
             }
             _ => Expr::load(vals, pos),
         }
-    }
-}
-
-/// The scratch arrays of a result's workspace row.
-struct Workspace {
-    vals: ArrayRef,
-    seen: ArrayRef,
-    list: ArrayRef,
-}
-
-impl Workspace {
-    fn of(tensor: &str) -> Self {
-        let scratch = |name: &str, ty| ArrayRef { tensor: tensor.to_string(), slot: crate::ir::Slot::Scratch(name.to_string(), ty) };
-        Workspace { vals: scratch("w_vals", crate::ir::ElemTy::F64), seen: scratch("w_seen", crate::ir::ElemTy::I32), list: scratch("w_list", crate::ir::ElemTy::I32) }
     }
 }

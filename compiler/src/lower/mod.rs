@@ -22,6 +22,7 @@ pub mod plan;
 mod prior;
 mod temporary;
 pub mod vars;
+mod workspace;
 
 use crate::format::level::Assembly;
 use crate::format::TensorFormat;
