@@ -199,3 +199,18 @@ fn a_shared_tensor_gets_a_copy_instead_of_breaking_the_other_kernel() {
     let (_, _, after) = diagnostics(&fixed);
     assert!(after.is_empty(), "{fixed}\n{after:#?}");
 }
+
+#[test]
+fn definition_of_a_name_shared_by_a_format_and_a_tensor_follows_the_cursor() {
+    let text = "tensor T : f64[4, 4] @ CSR = banded(bands: 1, seed: 1)\nformat T = (dense, compressed)\ntensor B : f64[4, 4] @ T = banded(bands: 1, seed: 2)\ntensor A : f64[4, 4] @ CSR\nkernel k { A(i,j) = B(i,j) * T(i,j) }\n";
+    let mut a = Analysis::new();
+    let f = a.set_file(Path::new("/virtual/names.tensor"), text.to_string());
+    let format_decl = text.find("format T").unwrap() + "format ".len();
+    let tensor_decl = text.find("tensor T").unwrap() + "tensor ".len();
+    // On `@ T`: the format.
+    let on_format = text.find("@ T").unwrap() + 2;
+    assert_eq!(a.definition(f, on_format).map(|s| s.start), Some(format_decl));
+    // On `T(i,j)` in the kernel: the tensor, though the format is declared too.
+    let on_tensor = text.find("T(i,j)").unwrap();
+    assert_eq!(a.definition(f, on_tensor).map(|s| s.start), Some(tensor_decl));
+}

@@ -76,10 +76,11 @@ impl Analysis {
         let word = word_at(self.text(file), offset)?;
         let item = parsed.items.iter().find(|it| it.span.start <= offset && offset <= it.span.end)?;
         let wants_format = matches!(&item.kind, ItemKind::Tensor(t) if { let s = shifted(t.format.span(), item.span.start); s.start <= offset && offset <= s.end });
-        self.symbols(file)
-            .into_iter()
-            .find(|s| s.name == word && (s.kind == SymbolKind::Tensor || (wants_format && s.kind == SymbolKind::Format)) || (s.name == word && s.kind == SymbolKind::Format))
-            .map(|s| s.selection)
+        // Formats and tensors have names of their own: on a tensor's format
+        // the format of that name comes first, elsewhere the tensor.
+        let wanted = if wants_format { SymbolKind::Format } else { SymbolKind::Tensor };
+        let named: Vec<Symbol> = self.symbols(file).into_iter().filter(|s| s.name == word && matches!(s.kind, SymbolKind::Tensor | SymbolKind::Format)).collect();
+        named.iter().find(|s| s.kind == wanted).or(named.first()).map(|s| s.selection)
     }
 
     pub fn completions(&self, file: SourceFile, offset: usize) -> Vec<Completion> {
