@@ -16,7 +16,11 @@ use crate::notation::BinOp;
 use std::collections::BTreeMap;
 
 /// Positions resolved by one case: (iterator, position, run end, found).
-type Resolved = (IterId, Expr, Option<Expr>, Expr);
+/// An operand resolved at this level: its iterator, position, run end,
+/// whether it is present, and whether its position comes from a range
+/// under its parent (a position iterator: empty where the parent is absent,
+/// so being there implies the presence above it).
+type Resolved = (IterId, Expr, Option<Expr>, Expr, bool);
 
 /// Whether `e` can be nonzero, given the found flags of its located
 /// operands (the others are present by the case that computes `e`).
@@ -243,11 +247,11 @@ impl<'p> Lowerer<'p> {
             }
             let f = if f.is_trivial() { f } else { self.e.let_var("present", f) };
             found_of.insert(*op, f.clone());
-            resolved.push((*op, step.pos.clone(), step.run_end.clone(), f));
+            resolved.push((*op, step.pos.clone(), step.run_end.clone(), f, ranged(its, op)));
         }
         for (op, (pos, found)) in located {
             found_of.insert(*op, found.clone());
-            resolved.push((*op, pos.clone(), None, found.clone()));
+            resolved.push((*op, pos.clone(), None, found.clone(), false));
         }
         let cond = present(&pt.expr, &found_of);
         self.e.open();
@@ -280,12 +284,12 @@ impl<'p> Lowerer<'p> {
                 cond = Expr::and(cond, Expr::eq(step.coord.clone(), coord.clone()));
             }
             cond = Expr::and(cond, step.found.clone());
-            resolved.push((*op, step.pos.clone(), step.run_end.clone(), Expr::Bool(true)));
+            resolved.push((*op, step.pos.clone(), step.run_end.clone(), Expr::Bool(true), ranged(its, op)));
         }
         for op in q.iters.iter() {
             if let Some((pos, found)) = located.get(op) {
                 cond = Expr::and(cond, found.clone());
-                resolved.push((*op, pos.clone(), None, Expr::Bool(true)));
+                resolved.push((*op, pos.clone(), None, Expr::Bool(true), false));
             }
         }
         // Factors located outside the lattice: the case applies where its
@@ -295,7 +299,7 @@ impl<'p> Lowerer<'p> {
         for op in q.expr.operands().into_iter().map(IterId::Operand) {
             if let (false, Some((pos, found))) = (q.iters.contains(&op), located.get(&op)) {
                 found_of.insert(op, found.clone());
-                resolved.push((op, pos.clone(), None, found.clone()));
+                resolved.push((op, pos.clone(), None, found.clone(), false));
             }
         }
         cond = Expr::and(cond, present(&q.expr, &found_of));
@@ -322,12 +326,15 @@ impl<'p> Lowerer<'p> {
     fn case(&mut self, d: usize, v: IndexVar, coord: Expr, st: &State, q: &Point, resolved: &[Resolved], its: &Its<'p>) -> Result<(), LowerError> {
         let mut st = st.clone();
         st.bound.insert(v, coord.clone());
-        for (op, pos, run_end, found) in resolved {
+        for (op, pos, run_end, found, ranged) in resolved {
             // Iterators over a level resolve it; a dimension resolves none.
             let Some((o, _)) = its.get(op).and_then(|it| it.level()) else { continue };
             st.pos[o].push(pos.clone());
             st.run_end[o] = run_end.clone();
-            st.found[o] = Expr::and(st.found[o].clone(), found.clone());
+            // A position in a range under the parent implies the parent was
+            // present: reads below need not test it again (the guards a
+            // linear union's outer level would leave in every inner case).
+            st.found[o] = if *ranged { found.clone() } else { Expr::and(st.found[o].clone(), found.clone()) };
         }
         self.after_bind(d + 1, st, q.expr.clone())
     }
@@ -343,4 +350,11 @@ impl<'p> Lowerer<'p> {
         }
         Ok(out)
     }
+}
+
+/// Whether `op` is co-iterated by position, through a range under its
+/// parent (`iterate::level`'s `raw_bounds`, empty where the parent is
+/// absent).
+fn ranged(its: &Its<'_>, op: &IterId) -> bool {
+    its.get(op).is_some_and(|it| matches!(it.kind(), super::iterate::Kind::Position(_)))
 }
