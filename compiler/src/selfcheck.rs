@@ -63,7 +63,7 @@ pub fn readers(bytes: &[u8]) {
         Ok(t) => {
             well_formed(&t, "mtx");
             let mut out = Vec::new();
-            mtx::write_mtx(&mut out, &t).expect("write mtx");
+            mtx::write_mtx(&mut out, &t).expect("write mtx"); // ok: writing into a Vec cannot fail
             let back = mtx::read_mtx(&out[..], "written.mtx").unwrap_or_else(|e| panic!("written mtx does not read back: {e}"));
             assert!(same_entries(&t, &back), "mtx round trip changed the tensor");
         }
@@ -73,7 +73,7 @@ pub fn readers(bytes: &[u8]) {
         Ok(t) => {
             well_formed(&t, "tns");
             let mut out = Vec::new();
-            tns::write_tns(&mut out, &t).expect("write tns");
+            tns::write_tns(&mut out, &t).expect("write tns"); // ok: writing into a Vec cannot fail
             let back = tns::read_tns(&out[..], "written.tns", Some(&t.dims)).unwrap_or_else(|e| panic!("written tns does not read back: {e}"));
             if t.order() > 0 {
                 assert!(same_entries(&t, &back), "tns round trip changed the tensor");

@@ -78,7 +78,7 @@ mod tests {
     #[test]
     fn utf16_positions_round_trip() {
         let mut d = Document::new("// é𝄞\nkernel k { y(i) = x(i) }\n", 1);
-        let off = d.text().find("kernel").unwrap();
+        let off = d.text().find("kernel").unwrap(); // ok: test code, a panic is a failed test
         let p = d.position(off);
         assert_eq!((p.line, p.character), (1, 0));
         assert_eq!(d.offset(p), off);
@@ -95,12 +95,12 @@ mod tests {
         let text = "// a\u{2028}b\u{2029}c\u{85}d\u{c}e\u{b}f\nx\r\ny\rz";
         let d = Document::new(text, 1);
         assert_eq!(d.rope.len_lines(), 4);
-        let x = d.position(text.find('x').unwrap());
+        let x = d.position(text.find('x').unwrap()); // ok: test code, a panic is a failed test
         assert_eq!((x.line, x.character), (1, 0));
-        let f = d.position(text.find('f').unwrap());
+        let f = d.position(text.find('f').unwrap()); // ok: test code, a panic is a failed test
         assert_eq!((f.line, f.character), (0, 13));
-        assert_eq!(d.position(text.find('z').unwrap()), Position::new(3, 0));
+        assert_eq!(d.position(text.find('z').unwrap()), Position::new(3, 0)); // ok: test code, a panic is a failed test
         // A column past the end of a line stops before its break.
-        assert_eq!(d.offset(Position::new(1, 99)), text.find('x').unwrap() + 1);
+        assert_eq!(d.offset(Position::new(1, 99)), text.find('x').unwrap() + 1); // ok: test code, a panic is a failed test
     }
 }

@@ -95,7 +95,7 @@ mod tests {
 
     #[test]
     fn alternatives_skip_the_current_format_and_big_dense() {
-        let csr = parse_format("CSR", 2, &Registry::builtin()).unwrap();
+        let csr = parse_format("CSR", 2, &Registry::builtin()).unwrap(); // ok: test code, a panic is a failed test
         let c: Vec<String> = alternatives(&csr, 2, 1 << 30).into_iter().map(|a| a.text).collect();
         assert_eq!(c[0], "CSC");
         assert!(!c.contains(&"CSR".to_string()) && !c.contains(&"dense".to_string()), "{c:?}");
@@ -104,7 +104,7 @@ mod tests {
 
     #[test]
     fn an_unordered_vector_has_a_sorted_alternative() {
-        let u = parse_format("compressed(unordered)", 1, &Registry::builtin()).unwrap();
+        let u = parse_format("compressed(unordered)", 1, &Registry::builtin()).unwrap(); // ok: test code, a panic is a failed test
         let c: Vec<String> = alternatives(&u, 1, 100).into_iter().map(|a| a.text).collect();
         assert_eq!(c[0], "sparse", "{c:?}");
     }

@@ -150,7 +150,7 @@ mod tests {
         for i in 0..300 {
             t.push(&[i, i], 1.0);
         }
-        let (w, h, cells) = density(&t).unwrap();
+        let (w, h, cells) = density(&t).unwrap(); // ok: test code, a panic is a failed test
         assert_eq!((w, h), (SIDE, SIDE));
         assert!((0..SIDE).all(|i| cells[i * w + i] > 0));
         assert_eq!(cells.iter().filter(|&&n| n > 0).count(), SIDE);
@@ -159,7 +159,7 @@ mod tests {
         // IHDR, then IDAT holding the rows uncompressed, then IEND.
         assert_eq!(&png[12..16], b"IHDR");
         assert_eq!(&png[png.len() - 8..png.len() - 4], b"IEND");
-        let idat_len = u32::from_be_bytes(png[33..37].try_into().unwrap()) as usize;
+        let idat_len = u32::from_be_bytes(png[33..37].try_into().unwrap()) as usize; // ok: test code, a panic is a failed test
         assert_eq!(idat_len, 2 + 5 + SIDE * (SIDE / 2 + 1) + 4);
     }
 

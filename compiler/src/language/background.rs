@@ -183,8 +183,8 @@ mod tests {
             std::thread::sleep(Duration::from_secs(2));
             1
         })
-        .unwrap();
-        started_rx.recv().unwrap();
+        .unwrap(); // ok: test code, a panic is a failed test
+        started_rx.recv().unwrap(); // ok: test code, a panic is a failed test
         let t0 = std::time::Instant::now();
         assert_eq!(bg.run(&db, "short".into(), || 2), Ok(2));
         assert!(t0.elapsed() < Duration::from_secs(1));
@@ -210,11 +210,11 @@ mod tests {
                 })
             }))
         });
-        started_rx.recv().unwrap();
+        started_rx.recv().unwrap(); // ok: test code, a panic is a failed test
         let t0 = Instant::now();
         file.set_text(&mut db).to("kernel k { y(i) = x(i) }".into());
         assert!(t0.elapsed() < Duration::from_secs(1), "the edit waited {:?}", t0.elapsed());
-        assert!(reader.join().unwrap().is_err(), "the snapshot was cancelled");
+        assert!(reader.join().unwrap().is_err(), "the snapshot was cancelled"); // ok: test code, a panic is a failed test
         // The work finished meanwhile is picked up, not started again.
         assert_eq!(bg.run(&db, "slow".into(), || 0), Ok(7));
     }

@@ -285,7 +285,7 @@ mod tests {
         assert!(f.errors.is_empty(), "{:?}", f.errors);
         let names: Vec<&str> = f.items.iter().map(|i| i.name()).collect();
         assert!(names.contains(&"spmv") && names.contains(&"many") && names.contains(&"A"));
-        let many = f.items.iter().find(|i| i.name() == "many").unwrap();
+        let many = f.items.iter().find(|i| i.name() == "many").unwrap(); // ok: test code, a panic is a failed test
         let ItemKind::Kernel(k) = &many.kind else { panic!() };
         assert_eq!(k.statements.len(), 3);
         assert_eq!(k.statements[2].to_string(), "a = B(i,j) * C(i,j) - 2.5 * -D(i,j) + E(i,j)");
@@ -322,11 +322,11 @@ mod tests {
             "",
             "@@@ kernel q { y(i) = x(i) }",
         ];
-        let (mut old_text, mut old_tree) = (String::new(), parse_incremental("", None, &mut || false).unwrap().1);
+        let (mut old_text, mut old_tree) = (String::new(), parse_incremental("", None, &mut || false).unwrap().1); // ok: test code, a panic is a failed test
         for t in texts.iter().chain(texts.iter().rev()) {
-            let (inc, tree) = parse_incremental(t, Some((&old_text, &old_tree)), &mut || false).unwrap();
+            let (inc, tree) = parse_incremental(t, Some((&old_text, &old_tree)), &mut || false).unwrap(); // ok: test code, a panic is a failed test
             assert_eq!(inc, parse(t), "{t:?}");
-            assert_eq!(tree.root_node().to_sexp(), parse_incremental(t, None, &mut || false).unwrap().1.root_node().to_sexp());
+            assert_eq!(tree.root_node().to_sexp(), parse_incremental(t, None, &mut || false).unwrap().1.root_node().to_sexp()); // ok: test code, a panic is a failed test
             (old_text, old_tree) = (t.to_string(), tree);
         }
     }

@@ -304,7 +304,7 @@ mod tests {
 
     #[test]
     fn renames_only_the_chosen_accesses() {
-        let a = parse_assignment("A(i,j) = B(i,j) * B(j,i) + B(i,j)").unwrap();
+        let a = parse_assignment("A(i,j) = B(i,j) * B(j,i) + B(i,j)").unwrap(); // ok: test code, a panic is a failed test
         let r = rename_accesses(&a.rhs, &[1], "T");
         let names: Vec<&str> = r.accesses().iter().map(|x| x.tensor.as_str()).collect();
         assert_eq!(names, ["B", "T", "B"]);

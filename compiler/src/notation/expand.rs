@@ -119,15 +119,15 @@ mod tests {
     use crate::notation::parse_assignment;
 
     fn expanded(text: &str) -> Option<String> {
-        expand_summed_products(&parse_assignment(text).unwrap(), &|_| false).map(|a| a.rhs.to_string())
+        expand_summed_products(&parse_assignment(text).unwrap(), &|_| false).map(|a| a.rhs.to_string()) // ok: test code, a panic is a failed test
     }
 
     #[test]
     fn scaled_sums_are_multiplied_out() {
-        assert_eq!(expanded("y(i) = (A(i,j)*x(j) + b(i)) * a").unwrap(), "A(i,j) * x(j) * a + b(i) * a");
-        assert_eq!(expanded("y(i) = z(i) * (A(i,j)*x(j) - b(i))").unwrap(), "z(i) * A(i,j) * x(j) - z(i) * b(i)");
+        assert_eq!(expanded("y(i) = (A(i,j)*x(j) + b(i)) * a").unwrap(), "A(i,j) * x(j) * a + b(i) * a"); // ok: test code, a panic is a failed test
+        assert_eq!(expanded("y(i) = z(i) * (A(i,j)*x(j) - b(i))").unwrap(), "z(i) * A(i,j) * x(j) - z(i) * b(i)"); // ok: test code, a panic is a failed test
         // Nested: the inner product first, then the outer one.
-        assert_eq!(expanded("y(i) = ((A(i,j)*x(j) + b(i)) * a + c(i)) * d").unwrap(), "A(i,j) * x(j) * a * d + b(i) * a * d + c(i) * d");
+        assert_eq!(expanded("y(i) = ((A(i,j)*x(j) + b(i)) * a + c(i)) * d").unwrap(), "A(i,j) * x(j) * a * d + b(i) * a * d + c(i) * d"); // ok: test code, a panic is a failed test
     }
 
     #[test]
@@ -143,9 +143,9 @@ mod tests {
 
     #[test]
     fn an_access_with_its_own_sum_counts_as_one() {
-        let a = parse_assignment("y(i) = (A(i) + b(i)) * a").unwrap();
+        let a = parse_assignment("y(i) = (A(i) + b(i)) * a").unwrap(); // ok: test code, a panic is a failed test
         assert_eq!(expanded("y(i) = (A(i) + b(i)) * a"), None);
-        let e = expand_summed_products(&a, &|acc| acc.tensor == "A").unwrap();
+        let e = expand_summed_products(&a, &|acc| acc.tensor == "A").unwrap(); // ok: test code, a panic is a failed test
         assert_eq!(e.rhs.to_string(), "A(i) * a + b(i) * a");
     }
 }

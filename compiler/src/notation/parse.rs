@@ -156,7 +156,7 @@ impl<'a> Parser<'a> {
                     }
                 }
             }
-            end = self.expect(")")?.end;
+            end = self.expect(")")?.end; // ok: the parser's own `expect`, which returns a Result
         }
         Ok(Access { tensor: name, indices, span: Span::new(span.start, end) })
     }
@@ -222,7 +222,7 @@ impl<'a> Parser<'a> {
                 self.check_depth(nest + 1)?;
                 let s = self.bump().1;
                 let (inner, d) = self.expr(nest + 1)?;
-                let e = self.expect(")")?;
+                let e = self.expect(")")?; // ok: the parser's own `expect`, which returns a Result
                 Ok((
                     match inner {
                         Expr::Bin(op, a, b, _) => Expr::Bin(op, a, b, s.join(e)),
@@ -282,16 +282,16 @@ mod tests {
 
     #[test]
     fn parses_spmv_and_prints_back() {
-        let a = parse_assignment("y(i) = A(i,j) * x(j)").unwrap();
+        let a = parse_assignment("y(i) = A(i,j) * x(j)").unwrap(); // ok: test code, a panic is a failed test
         assert_eq!(a.to_string(), "y(i) = A(i,j) * x(j)");
         assert_eq!(a.reduction_vars(), vec!["j".to_string()]);
     }
 
     #[test]
     fn precedence_and_unary() {
-        let a = parse_assignment("a = -B(i) * 2 + C(i) - (D(i) - E(i))").unwrap();
+        let a = parse_assignment("a = -B(i) * 2 + C(i) - (D(i) - E(i))").unwrap(); // ok: test code, a panic is a failed test
         assert_eq!(a.to_string(), "a = -B(i) * 2 + C(i) - (D(i) - E(i))");
-        let b = parse_assignment("y(i) += 1.5e2*x(i)").unwrap();
+        let b = parse_assignment("y(i) += 1.5e2*x(i)").unwrap(); // ok: test code, a panic is a failed test
         assert!(b.accumulate);
     }
 

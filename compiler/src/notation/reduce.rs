@@ -171,38 +171,38 @@ mod tests {
 
     #[test]
     fn reduction_placed_at_lowest_common_node() {
-        let a = parse_assignment("y(i) = A(i,j) * x(j) + z(i)").unwrap();
+        let a = parse_assignment("y(i) = A(i,j) * x(j) + z(i)").unwrap(); // ok: test code, a panic is a failed test
         let r = place_reductions(&a);
         assert!(matches!(&r, RExpr::Bin(BinOp::Add, l, _) if matches!(**l, RExpr::Sum(..))));
         assert!(!sums_hoist_to_root(&r));
-        let b = parse_assignment("y(i) = A(i,j) * (x(j) + w(j))").unwrap();
+        let b = parse_assignment("y(i) = A(i,j) * (x(j) + w(j))").unwrap(); // ok: test code, a panic is a failed test
         assert!(sums_hoist_to_root(&place_reductions(&b)));
     }
 
     #[test]
     fn an_access_summing_private_variables_may_not_sit_under_an_addition() {
         let private = |acc: &Access| acc.tensor == "D";
-        let under_add = parse_assignment("y(i) = D(i,j) * x(j) + z(i)").unwrap();
-        assert!(!sums_hoist_with_private(&parse_assignment("y(i) = D(i) + z(i)").unwrap(), &private));
+        let under_add = parse_assignment("y(i) = D(i,j) * x(j) + z(i)").unwrap(); // ok: test code, a panic is a failed test
+        assert!(!sums_hoist_with_private(&parse_assignment("y(i) = D(i) + z(i)").unwrap(), &private)); // ok: test code, a panic is a failed test
         assert!(!sums_hoist_with_private(&under_add, &private));
         // In a product the private sum hoists with the others.
-        assert!(sums_hoist_with_private(&parse_assignment("y(i) = D(i,j) * (x(j) * z(i))").unwrap(), &private));
-        assert!(sums_hoist_with_private(&parse_assignment("y(i) = A(i) + z(i)").unwrap(), &private));
-        assert!(!sums_hoist_with_private(&parse_assignment("y(i) = -(z(i) - D(i))").unwrap(), &private));
+        assert!(sums_hoist_with_private(&parse_assignment("y(i) = D(i,j) * (x(j) * z(i))").unwrap(), &private)); // ok: test code, a panic is a failed test
+        assert!(sums_hoist_with_private(&parse_assignment("y(i) = A(i) + z(i)").unwrap(), &private)); // ok: test code, a panic is a failed test
+        assert!(!sums_hoist_with_private(&parse_assignment("y(i) = -(z(i) - D(i))").unwrap(), &private)); // ok: test code, a panic is a failed test
     }
 
     fn terms(text: &str) -> Option<Vec<String>> {
-        let a = parse_assignment(text).unwrap();
+        let a = parse_assignment(text).unwrap(); // ok: test code, a panic is a failed test
         distributed_terms(&a, |_| Some(5)).map(|t| t.into_iter().map(|(p, e)| format!("{}{e}", if p { "+" } else { "-" })).collect())
     }
 
     #[test]
     fn sums_distribute_over_their_terms() {
-        assert_eq!(terms("y(i) = B(i,j) * x(j) - 2 * C(i,j) * w(j) + z(i)").unwrap(), ["+B(i,j) * x(j)", "-2 * C(i,j) * w(j)", "+z(i)"]);
+        assert_eq!(terms("y(i) = B(i,j) * x(j) - 2 * C(i,j) * w(j) + z(i)").unwrap(), ["+B(i,j) * x(j)", "-2 * C(i,j) * w(j)", "+z(i)"]); // ok: test code, a panic is a failed test
         // `3` sits inside the sum over j: added once per j.
-        assert_eq!(terms("a = B(j) + 3 - C(j)").unwrap(), ["+B(j)", "+5 * 3", "-C(j)"]);
+        assert_eq!(terms("a = B(j) + 3 - C(j)").unwrap(), ["+B(j)", "+5 * 3", "-C(j)"]); // ok: test code, a panic is a failed test
         // Inside a product, a factor without j comes out of the sum.
-        assert_eq!(terms("a = (B(j) + C(j)) * d + D(j)").unwrap().len(), 2);
+        assert_eq!(terms("a = (B(j) + C(j)) * d + D(j)").unwrap().len(), 2); // ok: test code, a panic is a failed test
         // Alone, `(B(j) + 1) * d` would sum B only: not distributable.
         assert_eq!(terms("a = (B(j) + 1) * d + D(j)"), None);
     }
