@@ -157,3 +157,96 @@ fn ttv_and_innerprod_on_real_tensors() {
         }
     }
 }
+
+fn transposed(t: &CooTensor) -> CooTensor {
+    let mut out = CooTensor::new(vec![t.dims[1], t.dims[0]]);
+    for e in 0..t.nnz() {
+        let c = t.coord(e);
+        out.push(&[c[1], c[0]], t.vals[e]);
+    }
+    out
+}
+
+/// Run `expr` with `formats` (name, preset, order) on `data`; the result as
+/// a dense row-major array, after checking that an ordered result's
+/// coordinates come out in order.
+fn run_dense(expr: &str, formats: &[(&str, &str, usize)], data: &[(&str, &CooTensor)], out_dims: &[usize]) -> Vec<f64> {
+    let r = Registry::builtin();
+    let a = parse_assignment(expr).unwrap(); // ok: test code, a panic is a failed test
+    let formats = formats.iter().map(|(n, f, o)| (n.to_string(), parse_format(f, *o, &r).unwrap())).collect(); // ok: test code, a panic is a failed test
+    let data = data.iter().map(|(n, t)| (n.to_string(), (*t).clone())).collect();
+    let mut p = prepare("k", &a, &formats, &data, out_dims, None).unwrap_or_else(|e| panic!("{expr}: {e}"));
+    p.run().unwrap_or_else(|e| panic!("{expr}: {e}"));
+    let got = p.result().unwrap_or_else(|e| panic!("{expr}: {e}"));
+    let ordered = formats[&a.lhs.tensor].levels.iter().all(|l| l.properties().ordered);
+    if ordered {
+        let coords: Vec<Vec<u32>> = (0..got.nnz()).map(|e| got.coord(e).to_vec()).collect();
+        assert!(coords.windows(2).all(|w| w[0] < w[1]), "{expr}: result coordinates out of order");
+    }
+    got.to_dense()
+}
+
+fn assert_close(got: &[f64], want: &[f64], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!((g - w).abs() <= 1e-9 * (1.0 + w.abs()), "{what}: element {i} = {g}, expected {w}");
+    }
+}
+
+/// Sparse results on the real matrices against plain loops over their
+/// entries: SpGEMM B·Bᵀ through the workspace row (rows of every length,
+/// placed by rank or sorted), B + Bᵀ merged linearly at the outer level
+/// (COO, DCSR), and B times a dense matrix of 11 columns (the Cranelift
+/// tier's vector loop with its remainder).
+#[test]
+fn sparse_results_and_dense_rows_on_real_matrices() {
+    for path in fixtures().into_iter().filter(|p| p.extension().is_some_and(|e| e == "mtx")) {
+        let b = read_tensor(&path).unwrap(); // ok: test code, a panic is a failed test
+        let bt = transposed(&b);
+        let (m, n) = (b.dims[0], b.dims[1]);
+        let name = path.display().to_string();
+        // SpGEMM: A = B * Bᵀ, m x m.
+        let mut rows: Vec<Vec<(usize, f64)>> = vec![Vec::new(); n];
+        for e in 0..bt.nnz() {
+            let c = bt.coord(e);
+            rows[c[0] as usize].push((c[1] as usize, bt.vals[e]));
+        }
+        let mut want = vec![0.0; m * m];
+        for e in 0..b.nnz() {
+            let c = b.coord(e);
+            for &(j, v) in &rows[c[1] as usize] {
+                want[c[0] as usize * m + j] += b.vals[e] * v;
+            }
+        }
+        for a in ["CSR", "DCSR", "COO"] {
+            let got = run_dense("A(i,j) = B(i,k) * C(k,j)", &[("A", a, 2), ("B", "CSR", 2), ("C", "CSR", 2)], &[("B", &b), ("C", &bt)], &[m, m]);
+            assert_close(&got, &want, &format!("{name}: SpGEMM into {a}"));
+        }
+        // B + Bᵀ (square matrices).
+        if m == n {
+            let mut want = b.to_dense();
+            for (w, t) in want.iter_mut().zip(bt.to_dense()) {
+                *w += t;
+            }
+            for f in ["COO", "DCSR", "CSR"] {
+                let got = run_dense("A(i,j) = B(i,j) + C(i,j)", &[("A", f, 2), ("B", f, 2), ("C", f, 2)], &[("B", &b), ("C", &bt)], &[m, m]);
+                assert_close(&got, &want, &format!("{name}: B + Bt in {f}"));
+            }
+        }
+        // SpDM: B times a dense n x 11 matrix.
+        let k = 11;
+        let dv: Vec<f64> = (0..n * k).map(|x| ((x * 5 % 17) as f64 - 8.0) / 3.0).collect();
+        let d = CooTensor::from_dense(vec![n, k], &dv);
+        let mut want = vec![0.0; m * k];
+        for e in 0..b.nnz() {
+            let c = b.coord(e);
+            for col in 0..k {
+                want[c[0] as usize * k + col] += b.vals[e] * dv[c[1] as usize * k + col];
+            }
+        }
+        for f in ["CSR", "COO"] {
+            let got = run_dense("A(i,l) = B(i,j) * D(j,l)", &[("A", "dense", 2), ("B", f, 2), ("D", "dense", 2)], &[("B", &b), ("D", &d)], &[m, k]);
+            assert_close(&got, &want, &format!("{name}: SpDM with B in {f}"));
+        }
+    }
+}
