@@ -286,15 +286,7 @@ impl<'a, 'b> Translator<'a, 'b> {
             Expr::Cmp(op, a, b) => {
                 let (x, y) = (self.expr(a)?, self.expr(b)?);
                 if self.value_ty(x) == types::F64 {
-                    let cc = match op {
-                        CmpOp::Eq => FloatCC::Equal,
-                        CmpOp::Ne => FloatCC::NotEqual,
-                        CmpOp::Lt => FloatCC::LessThan,
-                        CmpOp::Le => FloatCC::LessThanOrEqual,
-                        CmpOp::Gt => FloatCC::GreaterThan,
-                        CmpOp::Ge => FloatCC::GreaterThanOrEqual,
-                    };
-                    self.b.ins().fcmp(cc, x, y)
+                    self.b.ins().fcmp(float_cc(*op), x, y)
                 } else {
                     let cc = match op {
                         CmpOp::Eq => IntCC::Equal,
@@ -579,5 +571,17 @@ impl<'a, 'b> Translator<'a, 'b> {
         self.b.seal_block(done);
         self.b.switch_to_block(done);
         Ok(())
+    }
+}
+
+/// The IR's comparison on floats (ordered: false when either is NaN, as in C).
+pub(super) fn float_cc(op: CmpOp) -> FloatCC {
+    match op {
+        CmpOp::Eq => FloatCC::Equal,
+        CmpOp::Ne => FloatCC::NotEqual,
+        CmpOp::Lt => FloatCC::LessThan,
+        CmpOp::Le => FloatCC::LessThanOrEqual,
+        CmpOp::Gt => FloatCC::GreaterThan,
+        CmpOp::Ge => FloatCC::GreaterThanOrEqual,
     }
 }

@@ -14,8 +14,8 @@
 //! stored at, so no lane reads what another lane writes.
 
 use super::translate::Translator;
-use crate::ir::{ArrayRef, BinOp, CmpOp, ElemTy, Expr, Stmt, Ty, VarId, VarInfo};
-use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use crate::ir::{ArrayRef, BinOp, ElemTy, Expr, Stmt, Ty, VarId, VarInfo};
+use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, Value};
 use cranelift_frontend::Variable;
 use std::collections::BTreeMap;
@@ -57,13 +57,17 @@ pub(super) struct Plan<'v> {
     /// The expressions of `Unit` lets, to find their uniform part.
     unit_lets: BTreeMap<VarId, Expr>,
     stored: BTreeMap<ArrayRef, Expr>,
+    /// Every variable the body declares: one read before its `let` would
+    /// be the previous iteration's value, which lanes cannot give.
+    declared: std::collections::BTreeSet<VarId>,
     vars: &'v [VarInfo],
 }
 
 /// The plan for `for index in ..: body`, or `None` when the loop does not
 /// have the shape described above.
 pub(super) fn plan<'v>(index: VarId, body: &[Stmt], vars: &'v [VarInfo]) -> Option<Plan<'v>> {
-    let mut p = Plan { index, lets: BTreeMap::new(), unit_lets: BTreeMap::new(), stored: BTreeMap::new(), vars };
+    let declared = body.iter().filter_map(|s| if let Stmt::Let(v, _) = s { Some(*v) } else { None }).collect();
+    let mut p = Plan { index, lets: BTreeMap::new(), unit_lets: BTreeMap::new(), stored: BTreeMap::new(), declared, vars };
     // Every stored array, at the one index it is stored at.
     for s in body {
         match s {
@@ -135,7 +139,11 @@ impl Plan<'_> {
             Expr::Int(_) | Expr::Float(_) | Expr::Bool(_) | Expr::Param(_) => Uniform,
             Expr::Var(v) if *v == self.index => Unit,
             // Variables the body does not assign are the same in every lane.
-            Expr::Var(v) => self.lets.get(v).copied().unwrap_or(Uniform),
+            Expr::Var(v) => match self.lets.get(v) {
+                Some(c) => *c,
+                None if self.declared.contains(v) => return None,
+                None => Uniform,
+            },
             Expr::Load(a, i) => match (self.classify(i)?, a.elem()) {
                 (Uniform, _) if !self.stored.contains_key(a) => Uniform,
                 (Unit, ElemTy::F64) => Floats,
@@ -284,15 +292,7 @@ impl Translator<'_, '_> {
             }
             Expr::Cmp(op, a, b) => {
                 let (x, y) = (self.vexpr(plan, lanes, a)?, self.vexpr(plan, lanes, b)?);
-                let cc = match op {
-                    CmpOp::Eq => FloatCC::Equal,
-                    CmpOp::Ne => FloatCC::NotEqual,
-                    CmpOp::Lt => FloatCC::LessThan,
-                    CmpOp::Le => FloatCC::LessThanOrEqual,
-                    CmpOp::Gt => FloatCC::GreaterThan,
-                    CmpOp::Ge => FloatCC::GreaterThanOrEqual,
-                };
-                self.b.ins().fcmp(cc, x, y)
+                self.b.ins().fcmp(super::translate::float_cc(*op), x, y)
             }
             Expr::Neg(a) => {
                 let x = self.vexpr(plan, lanes, a)?;
@@ -370,6 +370,22 @@ mod tests {
     fn a_stored_array_read_at_another_index_stays_scalar() {
         // z[k] = y[k + 1] beside y[base + k] += ...: a lane would read what another writes.
         let f = row_update(|k| k, |e, k| e.store(ArrayRef::vals("z"), k.clone(), Expr::load(ArrayRef::vals("y"), Expr::add(k, Expr::Int(1)))));
+        assert_eq!(planned(&f), None);
+    }
+
+    #[test]
+    fn a_variable_read_before_its_let_stays_scalar() {
+        // `z[k] = v; let v = x[k]`: each iteration reads the last one's `v`.
+        let mut e = Emitter::new();
+        e.for_("k", Expr::Int(0), Expr::Int(10), |e, k| {
+            let v = e.let_var("v", Expr::load(ArrayRef::vals("x"), k.clone()));
+            e.store(ArrayRef::vals("z"), k, v);
+        });
+        let mut f = e.finish("k");
+        assert!(planned(&f).is_some());
+        if let Some(Stmt::For { body, .. }) = f.body.last_mut() {
+            body.reverse();
+        }
         assert_eq!(planned(&f), None);
     }
 
