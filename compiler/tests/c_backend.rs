@@ -92,15 +92,7 @@ fn data_for(expr: &str, out_name: &str, seed: u64) -> (BTreeMap<String, CooTenso
 fn two_backends_one_answer(dir: &Path, tag: &str, expr: &str, specs: &[(&str, &str)], seed: u64) -> Result<bool, String> {
     let a = parse_assignment(expr).map_err(|e| e.to_string())?;
     let (data, out_dims) = data_for(expr, &a.lhs.tensor, seed);
-    let mut orders: BTreeMap<String, usize> = data.iter().map(|(k, v)| (k.clone(), v.order())).collect();
-    orders.insert(a.lhs.tensor.clone(), out_dims.len());
-    let mut all: Vec<(&str, &str)> = specs.to_vec();
-    for name in orders.keys() {
-        if !all.iter().any(|(n, _)| n == name) {
-            all.push((name.as_str(), "dense"));
-        }
-    }
-    let formats = formats_of(&all, &orders);
+    let formats = formats_rest_dense(&a, specs, &data, out_dims.len());
     let mut jit = match prepare("kernel", &a, &formats, &data, &out_dims, None) {
         Ok(p) => p,
         Err(_) => return Ok(false),

@@ -11,11 +11,6 @@ use tensor_compiler::coo::CooTensor;
 use tensor_compiler::execute::prepare;
 use tensor_compiler::notation::parse_assignment;
 
-fn data(entries: &[(&str, Vec<usize>, f64)], seed: u64) -> BTreeMap<String, CooTensor> {
-    let mut rng = Rng(seed);
-    entries.iter().map(|(n, d, dens)| (n.to_string(), random(d, *dens, &mut rng))).collect()
-}
-
 fn ok(r: Result<(), String>) {
     if let Err(e) = r {
         panic!("{e}");
@@ -25,22 +20,14 @@ fn ok(r: Result<(), String>) {
 /// The tensors `expr` converts before its kernel, and to which formats.
 fn conversions(expr: &str, specs: &[(&str, &str)], d: &BTreeMap<String, CooTensor>, out_dims: &[usize]) -> Vec<(String, String)> {
     let a = parse_assignment(expr).unwrap();
-    let mut orders: BTreeMap<String, usize> = d.iter().map(|(k, v)| (k.clone(), v.order())).collect();
-    orders.insert(a.lhs.tensor.clone(), out_dims.len());
-    let mut all = specs.to_vec();
-    for name in orders.keys() {
-        if !all.iter().any(|(n, _)| n == name) {
-            all.push((name.as_str(), "dense"));
-        }
-    }
-    let p = prepare("kernel", &a, &formats_of(&all, &orders), d, out_dims, None).unwrap_or_else(|e| panic!("{expr}: {e}"));
+    let p = prepare("kernel", &a, &formats_rest_dense(&a, specs, d, out_dims.len()), d, out_dims, None).unwrap_or_else(|e| panic!("{expr}: {e}"));
     p.kernel.conversions.iter().map(|c| (c.source.clone(), c.format_text.clone())).collect()
 }
 
 #[test]
 fn operands_in_conflicting_orders_are_converted() {
     for seed in 1..4 {
-        let d = data(&[("B", vec![30, 30], 0.15), ("C", vec![30, 30], 0.15)], seed);
+        let d = random_data(&[("B", vec![30, 30], 0.15), ("C", vec![30, 30], 0.15)], seed);
         for (b, c) in [("CSR", "CSR"), ("CSC", "CSC"), ("COO", "CSR"), ("DCSR", "CSR"), ("CSR", "COO")] {
             for y in ["dense", "CSR", "CSC", "COO", "hashed,dense"] {
                 let specs = [("B", b), ("C", c), ("A", y)];
@@ -54,7 +41,7 @@ fn operands_in_conflicting_orders_are_converted() {
             ok(check("a = B(i,j) * B(j,i)", &[("B", b)], &d, &[]));
         }
     }
-    let d = data(&[("B", vec![30, 30], 0.15), ("C", vec![30, 30], 0.15)], 7);
+    let d = random_data(&[("B", vec![30, 30], 0.15), ("C", vec![30, 30], 0.15)], 7);
     assert_eq!(conversions("A(i,j) = B(i,j) * C(j,i)", &[("B", "CSR"), ("C", "CSR")], &d, &[30, 30]), [("C".to_string(), "CSC".to_string())]);
     // Formats that agree need no conversion.
     assert!(conversions("A(i,j) = B(i,j) * C(j,i)", &[("B", "CSR"), ("C", "CSC")], &d, &[30, 30]).is_empty());
@@ -63,12 +50,12 @@ fn operands_in_conflicting_orders_are_converted() {
 #[test]
 fn a_tensor_read_twice_in_the_wrong_order_is_converted_once_for_both() {
     for seed in 1..4 {
-        let d = data(&[("B", vec![12, 9], 0.3), ("C", vec![12, 9], 0.3), ("X", vec![12, 9], 0.3)], seed);
+        let d = random_data(&[("B", vec![12, 9], 0.3), ("C", vec![12, 9], 0.3), ("X", vec![12, 9], 0.3)], seed);
         for y in ["dense", "dense,dense:1,0", "CSR"] {
             let specs = [("B", "CSR"), ("C", "CSR"), ("X", "CSC"), ("Y", y)];
             ok(check("Y(i,j) = B(i,j) * X(i,j) + C(i,j) * X(i,j)", &specs, &d, &[12, 9]));
         }
-        let d3 = data(&[("B", vec![4, 5, 6], 0.3), ("E", vec![4, 5, 6], 0.3)], seed);
+        let d3 = random_data(&[("B", vec![4, 5, 6], 0.3), ("E", vec![4, 5, 6], 0.3)], seed);
         for e in ["compressed,dense,compressed:2,0,1", "CSF:1,2,0", "COO:2,1,0"] {
             ok(check("A(i,j,k) = B(i,j,k) * E(i,j,k)", &[("B", "CSF"), ("E", e), ("A", "dense")], &d3, &[4, 5, 6]));
         }
@@ -78,7 +65,7 @@ fn a_tensor_read_twice_in_the_wrong_order_is_converted_once_for_both() {
 #[test]
 fn unordered_operands_merged_with_others_are_sorted_first() {
     for seed in 1..5 {
-        let d = data(&[("b", vec![40], 0.3), ("c", vec![40], 0.3), ("x", vec![40], 0.3), ("a", vec![40], 0.3), ("z", vec![40], 1.0)], seed);
+        let d = random_data(&[("b", vec![40], 0.3), ("c", vec![40], 0.3), ("x", vec![40], 0.3), ("a", vec![40], 0.3), ("z", vec![40], 1.0)], seed);
         for y in ["dense", "sparse", "hash"] {
             for c in ["compressed(unordered)", "hash"] {
                 ok(check("y(i) = b(i) * c(i) + x(i)", &[("b", "sparse"), ("c", c), ("x", "sparse"), ("y", y)], &d, &[40]));
@@ -91,7 +78,7 @@ fn unordered_operands_merged_with_others_are_sorted_first() {
                 &[40],
             ));
         }
-        let m = data(&[("B", vec![20, 20], 0.2), ("C", vec![20, 20], 0.2)], seed);
+        let m = random_data(&[("B", vec![20, 20], 0.2), ("C", vec![20, 20], 0.2)], seed);
         ok(check("Y(i,j) = B(i,j) + C(i,j)", &[("B", "hashed,dense"), ("C", "CSR"), ("Y", "CSR")], &m, &[20, 20]));
         ok(check("Y(i,j) = B(i,j) + C(i,j)", &[("B", "dense,compressed(unordered)"), ("C", "CSR"), ("Y", "CSR")], &m, &[20, 20]));
     }
@@ -100,7 +87,7 @@ fn unordered_operands_merged_with_others_are_sorted_first() {
 #[test]
 fn the_result_read_transposed_on_its_right_hand_side() {
     for seed in 1..4 {
-        let d = data(&[("A", vec![15, 15], 0.2), ("B", vec![15, 15], 0.2)], seed);
+        let d = random_data(&[("A", vec![15, 15], 0.2), ("B", vec![15, 15], 0.2)], seed);
         for f in ["CSR", "CSC", "COO", "dense"] {
             ok(check("A(i,j) = A(j,i) * B(i,j)", &[("A", f), ("B", "CSR")], &d, &[15, 15]));
             ok(check("A(i,j) = A(j,i) + B(i,j)", &[("A", f), ("B", "CSR")], &d, &[15, 15]));
@@ -111,7 +98,7 @@ fn the_result_read_transposed_on_its_right_hand_side() {
 #[test]
 fn sums_spanning_several_terms_distribute_over_them() {
     for seed in 1..5 {
-        let d = data(
+        let d = random_data(
             &[("B", vec![9, 7], 0.3), ("C", vec![9, 7], 0.3), ("x", vec![7], 0.5), ("w", vec![7], 0.5), ("z", vec![9], 0.5), ("b", vec![7], 0.5), ("c", vec![7], 0.5)],
             seed,
         );
@@ -146,7 +133,7 @@ fn conversions_are_told_and_counted_in_the_run() {
 #[test]
 fn products_over_an_addition_holding_a_sum_are_multiplied_out() {
     for seed in 1..5 {
-        let d = data(&[("B", vec![9, 7], 0.3), ("C", vec![7, 7], 0.3), ("x", vec![7], 0.5), ("b", vec![9], 0.5), ("z", vec![9], 0.5), ("a", vec![], 1.0)], seed);
+        let d = random_data(&[("B", vec![9, 7], 0.3), ("C", vec![7, 7], 0.3), ("x", vec![7], 0.5), ("b", vec![9], 0.5), ("z", vec![9], 0.5), ("a", vec![], 1.0)], seed);
         for fb in ["CSR", "COO", "DIA", "BCSR(2)", "CSC"] {
             for y in ["dense", "sparse", "hash"] {
                 let specs = [("B", fb), ("x", "dense"), ("b", "sparse"), ("z", "sparse"), ("y", y)];
@@ -199,7 +186,7 @@ fn a_sparse_operand_merged_again_for_every_row_is_read_from_a_dense_copy() {
     // rows × nnz(x); a hashed `x` is probed for every entry of A. A dense
     // copy, located, costs nnz(A) loads.
     for seed in 1..4 {
-        let d = data(&[("A", vec![30, 40], 0.2), ("B", vec![30, 40], 0.3), ("x", vec![40], 0.3), ("z", vec![30], 0.5)], seed);
+        let d = random_data(&[("A", vec![30, 40], 0.2), ("B", vec![30, 40], 0.3), ("x", vec![40], 0.3), ("z", vec![30], 0.5)], seed);
         for (a, x) in [("CSR", "sparse"), ("COO", "sparse"), ("DCSR", "sparse"), ("CSR", "compressed(unordered)"), ("CSR", "hash")] {
             let specs = [("A", a), ("x", x)];
             let want = vec![("x".to_string(), "dense".to_string())];

@@ -13,15 +13,7 @@ use tensor_compiler::notation::parse_assignment;
 
 fn same_bits(expr: &str, specs: &[(&str, &str)], data: &BTreeMap<String, CooTensor>, out_dims: &[usize]) {
     let a = parse_assignment(expr).unwrap();
-    let mut orders: BTreeMap<String, usize> = data.iter().map(|(k, v)| (k.clone(), v.order())).collect();
-    orders.insert(a.lhs.tensor.clone(), out_dims.len());
-    let mut all: Vec<(&str, &str)> = specs.to_vec();
-    for name in orders.keys() {
-        if !all.iter().any(|(n, _)| n == name) {
-            all.push((name.as_str(), "dense"));
-        }
-    }
-    let formats = formats_of(&all, &orders);
+    let formats = formats_rest_dense(&a, specs, data, out_dims.len());
     let mut jit = prepare("kernel", &a, &formats, data, out_dims, None).unwrap_or_else(|e| panic!("{expr}: {e}"));
     jit.run().unwrap_or_else(|e| panic!("{expr}: {e}"));
     let mut interpreted = prepare("kernel", &a, &formats, data, out_dims, None).unwrap();
@@ -33,15 +25,10 @@ fn same_bits(expr: &str, specs: &[(&str, &str)], data: &BTreeMap<String, CooTens
     assert!(got.nnz() > 0 || want.nnz() == 0);
 }
 
-fn data(entries: &[(&str, Vec<usize>, f64)], seed: u64) -> BTreeMap<String, CooTensor> {
-    let mut rng = Rng(seed);
-    entries.iter().map(|(n, d, dens)| (n.to_string(), random(d, *dens, &mut rng))).collect()
-}
-
 #[test]
 fn sparse_times_dense_at_every_row_width() {
     for cols in 1..=19 {
-        let d = data(&[("B", vec![7, 6], 0.4), ("C", vec![6, cols], 1.0)], cols as u64);
+        let d = random_data(&[("B", vec![7, 6], 0.4), ("C", vec![6, cols], 1.0)], cols as u64);
         for f in ["CSR", "COO"] {
             same_bits("A(i,k) = B(i,j) * C(j,k)", &[("B", f)], &d, &[7, cols]);
         }
@@ -51,7 +38,7 @@ fn sparse_times_dense_at_every_row_width() {
 #[test]
 fn mttkrp_at_every_row_width() {
     for cols in 1..=18 {
-        let d = data(&[("B", vec![4, 5, 3], 0.3), ("P", vec![5, cols], 1.0), ("Q", vec![3, cols], 1.0)], cols as u64);
+        let d = random_data(&[("B", vec![4, 5, 3], 0.3), ("P", vec![5, cols], 1.0), ("Q", vec![3, cols], 1.0)], cols as u64);
         same_bits("A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)", &[("B", "COO")], &d, &[4, cols]);
     }
 }
@@ -59,7 +46,7 @@ fn mttkrp_at_every_row_width() {
 #[test]
 fn diagonals_of_every_length() {
     for n in 1..=20 {
-        let d = data(&[("A", vec![n, n], 0.5), ("x", vec![n], 1.0)], n as u64);
+        let d = random_data(&[("A", vec![n, n], 0.5), ("x", vec![n], 1.0)], n as u64);
         same_bits("y(i) = A(i,j) * x(j)", &[("A", "DIA")], &d, &[n]);
     }
 }
@@ -67,7 +54,7 @@ fn diagonals_of_every_length() {
 #[test]
 fn dense_element_wise_loops() {
     for n in 1..=18 {
-        let d = data(&[("B", vec![3, n], 1.0), ("C", vec![3, n], 1.0)], n as u64);
+        let d = random_data(&[("B", vec![3, n], 1.0), ("C", vec![3, n], 1.0)], n as u64);
         same_bits("A(i,j) = B(i,j) - 2 * C(i,j)", &[], &d, &[3, n]);
         same_bits("A(i,j) = -B(i,j) * C(i,j)", &[], &d, &[3, n]);
     }

@@ -3,12 +3,6 @@
 
 mod common;
 use common::*;
-use std::collections::BTreeMap;
-
-fn data(entries: &[(&str, Vec<usize>, f64)], seed: u64) -> BTreeMap<String, tensor_compiler::coo::CooTensor> {
-    let mut rng = Rng(seed);
-    entries.iter().map(|(n, d, dens)| (n.to_string(), random(d, *dens, &mut rng))).collect()
-}
 
 fn ok(r: Result<(), String>) {
     if let Err(e) = r {
@@ -19,7 +13,7 @@ fn ok(r: Result<(), String>) {
 #[test]
 fn spmv_every_matrix_format() {
     for seed in 1..4 {
-        let d = data(&[("A", vec![13, 11], 0.2), ("x", vec![11], 1.0)], seed);
+        let d = random_data(&[("A", vec![13, 11], 0.2), ("x", vec![11], 1.0)], seed);
         for f in ["CSR", "CSC", "COO", "COO-AoS", "DCSR", "ELL", "DIA", "BCSR(2)", "BCSR(4)", "CSB(3)", "dense", "CSF", "compressed,compressed:1,0"] {
             ok(check("y(i) = A(i,j) * x(j)", &[("A", f)], &d, &[13]));
         }
@@ -29,7 +23,7 @@ fn spmv_every_matrix_format() {
 #[test]
 fn spmv_sparse_and_hash_vectors() {
     for seed in 1..4 {
-        let d = data(&[("A", vec![9, 12], 0.3), ("x", vec![12], 0.3)], seed);
+        let d = random_data(&[("A", vec![9, 12], 0.3), ("x", vec![12], 0.3)], seed);
         for f in ["CSR", "DCSR", "COO"] {
             for xf in ["sparse", "hash", "dense"] {
                 ok(check("y(i) = A(i,j) * x(j)", &[("A", f), ("x", xf)], &d, &[9]));
@@ -41,7 +35,7 @@ fn spmv_sparse_and_hash_vectors() {
 #[test]
 fn matrix_adds() {
     for seed in 1..4 {
-        let d = data(&[("B", vec![10, 12], 0.2), ("C", vec![10, 12], 0.2)], seed);
+        let d = random_data(&[("B", vec![10, 12], 0.2), ("C", vec![10, 12], 0.2)], seed);
         for (a, b, c) in [
             ("CSR", "CSR", "CSR"),
             ("COO", "COO", "COO"),
@@ -60,7 +54,7 @@ fn matrix_adds() {
 
 #[test]
 fn unordered_union_runs_through_separate_nests() {
-    let d = data(&[("B", vec![6, 6], 0.3), ("C", vec![6, 6], 0.3)], 2);
+    let d = random_data(&[("B", vec![6, 6], 0.3), ("C", vec![6, 6], 0.3)], 2);
     // An unordered operand cannot be merged: with a dense result each term
     // runs as its own nest; with an appended result the nests append to a
     // coordinate buffer that is packed afterwards.
@@ -72,7 +66,7 @@ fn unordered_union_runs_through_separate_nests() {
 #[test]
 fn elementwise_products_figure1() {
     for seed in 1..4 {
-        let d = data(&[("B", vec![9, 8], 0.3), ("C", vec![9, 8], 0.3)], seed);
+        let d = random_data(&[("B", vec![9, 8], 0.3), ("C", vec![9, 8], 0.3)], seed);
         for (b, c) in [("COO", "dense"), ("CSR", "dense"), ("CSR", "COO"), ("COO", "COO"), ("DIA", "CSR"), ("hashed,hashed", "CSR")] {
             for a in ["dense", "CSR", "COO", "DCSR"] {
                 // DIA visits rows once per diagonal, not in the order an
@@ -86,7 +80,7 @@ fn elementwise_products_figure1() {
 #[test]
 fn spdm_and_spmm() {
     for seed in 1..3 {
-        let d = data(&[("B", vec![7, 9], 0.3), ("C", vec![9, 5], 1.0)], seed);
+        let d = random_data(&[("B", vec![7, 9], 0.3), ("C", vec![9, 5], 1.0)], seed);
         for b in ["COO", "CSR", "CSC", "DCSR"] {
             ok(check("A(i,k) = B(i,j) * C(j,k)", &[("B", b)], &d, &[7, 5]));
         }
@@ -96,7 +90,7 @@ fn spdm_and_spmm() {
 #[test]
 fn third_order_kernels() {
     for seed in 1..3 {
-        let d = data(
+        let d = random_data(
             &[("B", vec![5, 6, 7], 0.15), ("C", vec![5, 6, 7], 0.15), ("c", vec![7], 1.0), ("M", vec![4, 7], 1.0), ("P", vec![6, 3], 1.0), ("Q", vec![7, 3], 1.0)],
             seed,
         );
@@ -117,7 +111,7 @@ fn third_order_kernels() {
 #[test]
 fn sparse_and_hash_vector_results() {
     for seed in 1..4 {
-        let d = data(&[("b", vec![40], 0.2), ("c", vec![40], 0.2), ("A", vec![40, 30], 0.1), ("x", vec![30], 1.0)], seed);
+        let d = random_data(&[("b", vec![40], 0.2), ("c", vec![40], 0.2), ("A", vec![40, 30], 0.1), ("x", vec![30], 1.0)], seed);
         for out in ["sparse", "hash", "dense", "COO"] {
             for (b, c) in [("sparse", "sparse"), ("hash", "sparse"), ("dense", "sparse"), ("COO", "dense")] {
                 ok(check("a(i) = b(i) * c(i)", &[("a", out), ("b", b), ("c", c)], &d, &[40]));
@@ -130,7 +124,7 @@ fn sparse_and_hash_vector_results() {
 
 #[test]
 fn nested_sums_and_broadcasts() {
-    let d = data(&[("A", vec![8, 6], 0.3), ("x", vec![6], 1.0), ("z", vec![8], 0.5), ("B", vec![8, 6], 0.3)], 7);
+    let d = random_data(&[("A", vec![8, 6], 0.3), ("x", vec![6], 1.0), ("z", vec![8], 0.5), ("B", vec![8, 6], 0.3)], 7);
     ok(check("y(i) = A(i,j) * x(j) + z(i)", &[("A", "CSR"), ("z", "sparse")], &d, &[8]));
     ok(check("y(i) = A(i,j) * x(j) - 3", &[("A", "CSR")], &d, &[8]));
     ok(check("C(i,j) = A(i,j) + z(i)", &[("A", "CSR"), ("z", "sparse")], &d, &[8, 6]));
@@ -142,7 +136,7 @@ fn nested_sums_and_broadcasts() {
 
 #[test]
 fn transposed_operands_and_loop_orders() {
-    let d = data(&[("B", vec![7, 7], 0.3), ("C", vec![7, 7], 0.3)], 3);
+    let d = random_data(&[("B", vec![7, 7], 0.3), ("C", vec![7, 7], 0.3)], 3);
     ok(check("A(i,j) = B(i,j) + C(j,i)", &[("B", "CSR"), ("C", "CSC")], &d, &[7, 7]));
     ok(check("A(i,j) = B(i,j) * C(j,i)", &[("B", "CSR"), ("C", "dense")], &d, &[7, 7]));
     ok(check("A(i,j) = B(i,j) + C(j,i)", &[("B", "CSR"), ("C", "dense")], &d, &[7, 7]));

@@ -104,15 +104,7 @@ fn data(c: &Case, rows: usize, seed: u64) -> Data {
     }
     let out_dims = dims(&a.lhs);
     let initial = a.accumulate.then(|| random(&out_dims, 0.5, &mut rng));
-    let mut orders: BTreeMap<String, usize> = data.iter().map(|(k, v)| (k.clone(), v.order())).collect();
-    orders.insert(a.lhs.tensor.clone(), out_dims.len());
-    let mut all: Vec<(&str, &str)> = c.formats.to_vec();
-    for name in orders.keys() {
-        if !all.iter().any(|(n, _)| n == name) {
-            all.push((name.as_str(), "dense"));
-        }
-    }
-    let formats = formats_of(&all, &orders);
+    let formats = formats_rest_dense(&a, c.formats, &data, out_dims.len());
     Data { a, formats, data, out_dims, initial }
 }
 

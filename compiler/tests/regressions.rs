@@ -19,11 +19,6 @@ fn tensor(dims: &[usize], entries: &[(&[u32], f64)]) -> CooTensor {
     t
 }
 
-fn data(entries: &[(&str, Vec<usize>, f64)], seed: u64) -> BTreeMap<String, CooTensor> {
-    let mut rng = Rng(seed);
-    entries.iter().map(|(n, d, dens)| (n.to_string(), random(d, *dens, &mut rng))).collect()
-}
-
 fn ok(r: Result<(), String>) {
     if let Err(e) = r {
         panic!("{e}");
@@ -48,7 +43,7 @@ fn w1_union_of_products_with_a_dense_factor() {
     d.insert("x".to_string(), tensor(&[2], &[(&[0], 1.0), (&[1], 1.0)]));
     ok(check("y(i) = a(i)*x(i) + b(i)*x(i)", &[("a", "sparse"), ("b", "sparse"), ("x", "dense")], &d, &[2]));
     for seed in 1..6 {
-        let mut d = data(&[("B", vec![40, 40], 0.1), ("x", vec![40], 1.0), ("c", vec![40], 0.3), ("z", vec![40], 0.3)], seed);
+        let mut d = random_data(&[("B", vec![40, 40], 0.1), ("x", vec![40], 1.0), ("c", vec![40], 0.3), ("z", vec![40], 0.3)], seed);
         let bt = transpose(&d["B"]);
         d.insert("C".into(), bt);
         for y in ["dense", "sparse"] {
@@ -75,7 +70,7 @@ fn w2_nonunique_operand_reduced_into_insert_then_append_result() {
     d.insert("C".to_string(), tensor(&[2, 2], &[(&[0, 0], 1.0), (&[0, 1], 1.0), (&[1, 0], 1.0), (&[1, 1], 1.0)]));
     ok(check("Y(i,j) = B(i,k) * C(k,j)", &[("B", "COO"), ("C", "dense"), ("Y", "CSR")], &d, &[2, 2]));
     for seed in 1..5 {
-        let d = data(&[("B", vec![12, 9], 0.3), ("C", vec![9, 7], 0.5)], seed);
+        let d = random_data(&[("B", vec![12, 9], 0.3), ("C", vec![9, 7], 0.5)], seed);
         for b in ["COO", "COO-AoS", "CSB(2)", "compressed(nonunique),singleton"] {
             for y in ["CSR", "dense,compressed(nonunique)", "DCSR", "COO", "CSC", "dense", "hashed,dense"] {
                 ok(check("Y(i,j) = B(i,k) * C(k,j)", &[("B", b), ("C", "dense"), ("Y", y)], &d, &[12, 7]));
@@ -87,7 +82,7 @@ fn w2_nonunique_operand_reduced_into_insert_then_append_result() {
 #[test]
 fn w3_result_read_on_its_right_hand_side() {
     for seed in 1..5 {
-        let d = data(&[("A", vec![9, 7], 0.3), ("B", vec![9, 7], 0.3), ("S", vec![7, 7], 0.3), ("y", vec![9], 0.5), ("x", vec![7], 1.0)], seed);
+        let d = random_data(&[("A", vec![9, 7], 0.3), ("B", vec![9, 7], 0.3), ("S", vec![7, 7], 0.3), ("y", vec![9], 0.5), ("x", vec![7], 1.0)], seed);
         for a in ["dense", "CSR", "CSC", "DCSR", "COO", "hashed,dense", "dense,hashed"] {
             ok(check("A(i,j) = 2 * A(i,j)", &[("A", a)], &d, &[9, 7]));
             ok(check("A(i,j) = A(i,j) + B(i,j)", &[("A", a), ("B", "CSR")], &d, &[9, 7]));
@@ -104,7 +99,7 @@ fn w3_result_read_on_its_right_hand_side() {
 fn spgemm_through_a_workspace_or_buffer() {
     let sparse = ["CSR", "CSC", "DCSR", "COO"];
     for seed in 1..4 {
-        let d = data(&[("B", vec![15, 11], 0.2), ("C", vec![11, 13], 0.2)], seed);
+        let d = random_data(&[("B", vec![15, 11], 0.2), ("C", vec![11, 13], 0.2)], seed);
         for b in sparse {
             for c in sparse {
                 for a in sparse {
@@ -170,7 +165,7 @@ fn transposes_and_conversions_between_formats() {
     let inputs = ["dense", "CSR", "CSC", "DCSR", "COO", "COO-AoS", "ELL", "DIA", "BCSR(2)", "CSB(3)", "hashed,dense"];
     let results = ["dense", "CSR", "CSC", "DCSR", "COO", "ELL", "DIA", "BCSR(2)", "CSB(2)", "hashed,dense", "dense,hashed"];
     for seed in 1..3 {
-        let d = data(&[("B", vec![10, 10], 0.25)], seed);
+        let d = random_data(&[("B", vec![10, 10], 0.25)], seed);
         for b in inputs {
             for a in results {
                 ok(check("A(i,j) = B(i,j)", &[("A", a), ("B", b)], &d, &[10, 10]));
@@ -195,7 +190,7 @@ fn unions_are_linear_in_their_terms() {
     let n = 40;
     let names: Vec<String> = (0..n).map(|k| format!("B{k}")).collect();
     let entries: Vec<(&str, Vec<usize>, f64)> = names.iter().map(|s| (s.as_str(), vec![6, 5], 0.2)).collect();
-    let d = data(&entries, 7);
+    let d = random_data(&entries, 7);
     let expr = format!("Y(i,j) = {}", names.iter().map(|s| format!("{s}(i,j)")).collect::<Vec<_>>().join(" + "));
     let started = std::time::Instant::now();
     for y in ["CSR", "dense", "DCSR"] {
@@ -204,7 +199,7 @@ fn unions_are_linear_in_their_terms() {
     }
     // A guard against exponential blow-up, not a timing test.
     assert!(started.elapsed().as_secs() < 60, "a 40-term union took {:?}", started.elapsed());
-    let d = data(&[("x", vec![5], 1.0), ("s", vec![5], 0.4)], 3);
+    let d = random_data(&[("x", vec![5], 1.0), ("s", vec![5], 0.4)], 3);
     let many = vec!["x(i)"; 20].join(" + ");
     ok(check(&format!("y(i) = {many}"), &[], &d, &[5]));
     ok(check(&format!("y(i) = {many} - 3 * s(i) + 1"), &[("s", "sparse"), ("y", "sparse")], &d, &[5]));
@@ -217,11 +212,11 @@ fn linear_merges_cover_the_dimension_where_constants_keep_terms_alive() {
     // sparse operand is present (`(D + 2) * (B - C)` with D empty).
     for seed in 1..4 {
         for density in [0.0, 0.3] {
-            let d = data(&[("D", vec![5, 2], density), ("B", vec![4], density), ("C", vec![], 1.0)], seed);
+            let d = random_data(&[("D", vec![5, 2], density), ("B", vec![4], density), ("C", vec![], 1.0)], seed);
             ok(check("A = (D(i,j) * D(i,j) * (B(k) + 3) + (D(i,j) + 2) * (B(k) - C))", &[("D", "CSC"), ("B", "hash")], &d, &[]));
-            let d = data(&[("C", vec![3], density), ("B", vec![6, 3, 4], 0.2)], seed);
+            let d = random_data(&[("C", vec![3], density), ("B", vec![6, 3, 4], 0.2)], seed);
             ok(check("A = -((C(i) + 3)) * ((B(j,i,k) + B(j,i,k)) - -(B(j,i,k)))", &[("C", "COO")], &d, &[]));
-            let d = data(&[("B", vec![], 1.0), ("C", vec![4, 6, 6], density)], seed);
+            let d = random_data(&[("B", vec![], 1.0), ("C", vec![4, 6, 6], density)], seed);
             ok(check("A = B * ((C(k,i,j) - B) + (C(k,i,j) - B))", &[("C", "mode-generic")], &d, &[]));
         }
     }
@@ -234,7 +229,7 @@ fn hidden_variables_are_their_own_whatever_their_names() {
     // variable spelled the same, or the hidden variable of a tensor named
     // `A2`, is another variable: once they were merged into one loop.
     for seed in 1..4 {
-        let d = data(&[("A", vec![5, 5], 0.4), ("A2", vec![5, 5], 0.4), ("x", vec![5], 1.0), ("B", vec![3], 1.0)], seed);
+        let d = random_data(&[("A", vec![5, 5], 0.4), ("A2", vec![5, 5], 0.4), ("x", vec![5], 1.0), ("B", vec![3], 1.0)], seed);
         for f in ["DIA", "ELL", "BCSR(2)"] {
             ok(check("y(i) = A(i,j) * x(j) * B(diagA)", &[("A", f)], &d, &[5]));
             ok(check("y(i) = A(i,j) * x(j) * B(slotA)", &[("A", f)], &d, &[5]));

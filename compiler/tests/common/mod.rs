@@ -46,6 +46,27 @@ pub fn random(dims: &[usize], density: f64, rng: &mut Rng) -> CooTensor {
 
 pub use tensor_compiler::oracle::close;
 
+/// Random tensors by name: (name, dims, density), drawn in order from one
+/// seeded generator.
+pub fn random_data(entries: &[(&str, Vec<usize>, f64)], seed: u64) -> BTreeMap<String, CooTensor> {
+    let mut rng = Rng(seed);
+    entries.iter().map(|(n, d, dens)| (n.to_string(), random(d, *dens, &mut rng))).collect()
+}
+
+/// The formats of every tensor of `a`: those in `specs`, dense for the
+/// rest (the tensors of `data` and the result, of order `out_order`).
+pub fn formats_rest_dense(a: &tensor_compiler::notation::Assignment, specs: &[(&str, &str)], data: &BTreeMap<String, CooTensor>, out_order: usize) -> BTreeMap<String, TensorFormat> {
+    let mut orders: BTreeMap<String, usize> = data.iter().map(|(k, v)| (k.clone(), v.order())).collect();
+    orders.insert(a.lhs.tensor.clone(), out_order);
+    let mut all: Vec<(&str, &str)> = specs.to_vec();
+    for name in orders.keys() {
+        if !all.iter().any(|(n, _)| n == name) {
+            all.push((name.as_str(), "dense"));
+        }
+    }
+    formats_of(&all, &orders)
+}
+
 pub fn formats_of(specs: &[(&str, &str)], order_of: &BTreeMap<String, usize>) -> BTreeMap<String, TensorFormat> {
     let r = Registry::builtin();
     specs
@@ -58,15 +79,7 @@ pub fn formats_of(specs: &[(&str, &str)], order_of: &BTreeMap<String, usize>) ->
 /// the oracle. Returns the error text when the compiler refuses.
 pub fn check(expr: &str, specs: &[(&str, &str)], data: &BTreeMap<String, CooTensor>, out_dims: &[usize]) -> Result<(), String> {
     let a = parse_assignment(expr).map_err(|e| e.to_string())?;
-    let mut orders: BTreeMap<String, usize> = data.iter().map(|(k, v)| (k.clone(), v.order())).collect();
-    orders.insert(a.lhs.tensor.clone(), out_dims.len());
-    let mut all: Vec<(&str, &str)> = specs.to_vec();
-    for name in orders.keys() {
-        if !all.iter().any(|(n, _)| n == name) {
-            all.push((name.as_str(), "dense"));
-        }
-    }
-    let formats = formats_of(&all, &orders);
+    let formats = formats_rest_dense(&a, specs, data, out_dims.len());
     let ctx = |e: String| format!("{expr} with {specs:?}: {e}");
     let mut prepared = prepare("kernel", &a, &formats, data, out_dims, None).map_err(|e| ctx(e.to_string()))?;
     prepared.run().map_err(|e| ctx(e.to_string()))?;
