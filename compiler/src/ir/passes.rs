@@ -9,7 +9,41 @@ pub fn for_codegen(f: &Function) -> Function {
     let mut g = f.clone();
     fold_zero_starts(&mut g.body);
     remove_dead_vars(&mut g);
+    gather_reserves(&mut g.body);
     g
+}
+
+/// Move each `reserve` up over the stores to other arrays before it, so an
+/// append's reserves stand together (`reserve A2_crd[n]; reserve
+/// A_vals[n]; A2_crd[..] = ..; A_vals[..] = ..`) and a backend can check
+/// them as one group. Sound: a store changes no variable, and the reserve
+/// moves only over stores to arrays its length does not read; growing an
+/// array earlier changes nothing another array's store sees.
+pub fn gather_reserves(b: &mut Block) {
+    for k in 0..b.len() {
+        let Stmt::Reserve { array, len } = &b[k] else { continue };
+        let reads = |a: &ArrayRef| {
+            let mut found = false;
+            len.walk(&mut |x| found |= matches!(x, Expr::Load(l, _) if l == a));
+            found
+        };
+        let mut to = k;
+        while to > 0 && matches!(&b[to - 1], Stmt::Store(a, ..) if a != array && !reads(a)) {
+            to -= 1;
+        }
+        let r = b.remove(k);
+        b.insert(to, r);
+    }
+    for s in b.iter_mut() {
+        match s {
+            Stmt::For { body, .. } | Stmt::While { body, .. } => gather_reserves(body),
+            Stmt::If { then, els, .. } => {
+                gather_reserves(then);
+                gather_reserves(els);
+            }
+            _ => {}
+        }
+    }
 }
 
 /// `let t = 0.0; t += e` becomes `let t = e`: a sum of one term is that
@@ -106,6 +140,33 @@ fn prune(b: &mut Block, read: &BTreeSet<VarId>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reserves_gather_above_the_stores_of_other_arrays() {
+        let (crd, vals, pos) = (ArrayRef::level("A", 0, "crd"), ArrayRef::vals("A"), ArrayRef::level("A", 0, "pos"));
+        let mut e = Emitter::new();
+        let n = e.let_var("n", Expr::Int(0));
+        let at = Expr::add(n.clone(), Expr::Int(1));
+        e.reserve(crd.clone(), at.clone());
+        e.store(crd.clone(), n.clone(), Expr::Int(3));
+        e.reserve(vals.clone(), at.clone());
+        e.store(vals.clone(), n.clone(), Expr::Float(1.0));
+        // A length that reads `crd` stays below the store to `crd`.
+        e.reserve(pos.clone(), Expr::load(crd.clone(), Expr::Int(0)));
+        let mut f = e.finish("k");
+        gather_reserves(&mut f.body);
+        let kinds: Vec<&str> = f.body[1..]
+            .iter()
+            .map(|s| match s {
+                Stmt::Reserve { array, .. } if *array == crd => "Rc",
+                Stmt::Reserve { array, .. } if *array == pos => "Rp",
+                Stmt::Reserve { .. } => "Rv",
+                Stmt::Store(a, ..) if *a == crd => "Sc",
+                _ => "Sv",
+            })
+            .collect();
+        assert_eq!(kinds, ["Rc", "Rv", "Sc", "Rp", "Sv"]);
+    }
 
     #[test]
     fn a_sum_of_one_term_starts_at_the_term() {

@@ -99,6 +99,10 @@ pub struct Args {
     params: *const i64,
     runtime: *mut Growable,
     reserve: extern "C" fn(*mut Growable, i64, i64) -> *mut u8,
+    /// `reserve` for up to `GROUP_SLOTS` slots at once, packed as
+    /// `GROUP_BITS`-bit fields of slot + 1 (the JIT's; the emitted C calls
+    /// `reserve` and ignores this field, which comes last for that reason).
+    reserve_group: extern "C" fn(*mut Growable, i64, i64) -> *mut u8,
 }
 
 /// Offsets the translated code loads from, computed from the structures
@@ -107,6 +111,10 @@ pub(super) const ARGS_ARRAYS: i32 = offset_of!(Args, arrays) as i32;
 pub(super) const ARGS_PARAMS: i32 = offset_of!(Args, params) as i32;
 pub(super) const ARGS_RUNTIME: i32 = offset_of!(Args, runtime) as i32;
 pub(super) const ARGS_RESERVE: i32 = offset_of!(Args, reserve) as i32;
+pub(super) const ARGS_RESERVE_GROUP: i32 = offset_of!(Args, reserve_group) as i32;
+/// How `reserve_group` packs its slots.
+pub(super) const GROUP_SLOTS: usize = 4;
+pub(super) const GROUP_BITS: u32 = 16;
 pub(super) const SLOT_SIZE: i64 = size_of::<Slot_>() as i64;
 pub(super) const SLOT_PTR: i32 = offset_of!(Slot_, ptr) as i32;
 pub(super) const SLOT_LEN: i32 = offset_of!(Slot_, len) as i32;
@@ -142,6 +150,22 @@ pub struct Growable {
     tensor: String,
 }
 
+/// `reserve` for each slot packed in `slots` (see `Args::reserve_group`):
+/// one call where an append grows several arrays. Null when any fails.
+extern "C" fn reserve_group(rt: *mut Growable, slots: i64, len: i64) -> *mut u8 {
+    let mut packed = slots as u64;
+    let mut last = std::ptr::null_mut();
+    while packed != 0 {
+        let slot = (packed & ((1 << GROUP_BITS) - 1)) as i64 - 1;
+        last = reserve(rt, slot, len);
+        if last.is_null() {
+            return last;
+        }
+        packed >>= GROUP_BITS;
+    }
+    last
+}
+
 /// Grow buffer `slot` to hold at least `len` elements (geometric growth so
 /// appends stay amortised O(1)); null when memory would run out.
 extern "C" fn reserve(rt: *mut Growable, slot: i64, len: i64) -> *mut u8 {
@@ -150,6 +174,11 @@ extern "C" fn reserve(rt: *mut Growable, slot: i64, len: i64) -> *mut u8 {
         // alive and not otherwise borrowed during the call.
         let g = unsafe { &mut *rt };
         let Some(buf) = g.bufs.get_mut(&slot) else { return std::ptr::null_mut() };
+        // A group of arrays is grown together when one of them is full
+        // (`translate::reserve`); the others may have room already.
+        if len.max(0) as usize <= buf.len() {
+            return buf.ptr();
+        }
         let want = (len.max(0) as usize).max(buf.len() * 2).max(16);
         let bytes = match buf {
             Buf::I32(_) => 4,
@@ -290,7 +319,7 @@ impl Bound {
     fn call(&mut self, k: &super::CompiledKernel, share: Share) -> i64 {
         let params = with_share(k, &self.params, share);
         self.growable.slots = self.slots.as_mut_ptr();
-        let mut args = Args { arrays: self.slots.as_mut_ptr(), params: params.as_ptr(), runtime: &mut self.growable, reserve };
+        let mut args = Args { arrays: self.slots.as_mut_ptr(), params: params.as_ptr(), runtime: &mut self.growable, reserve, reserve_group };
         (k.code.entry)(&mut args)
     }
 
@@ -382,7 +411,7 @@ pub fn run_rows(k: &super::CompiledKernel, inputs: &[Validated<'_>], output: &mu
             let params = with_share(k, params, Share { thread: thread as i64, threads: threads as i64, phase: 2 });
             let mut slots = shared.copy();
             let mut runtime = frozen(name);
-            let mut args = Args { arrays: slots.as_mut_ptr(), params: params.as_ptr(), runtime: &mut runtime, reserve };
+            let mut args = Args { arrays: slots.as_mut_ptr(), params: params.as_ptr(), runtime: &mut runtime, reserve, reserve_group };
             (k.code.entry)(&mut args)
         };
         let share = &share;

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 // Layout of the argument block and of one array slot, taken from the
 // `#[repr(C)]` structures in `call.rs` with `offset_of!` at compile time.
-use super::call::{ARGS_ARRAYS, ARGS_PARAMS, ARGS_RESERVE, ARGS_RUNTIME, SLOT_CAP, SLOT_LEN, SLOT_PTR, SLOT_SIZE};
+use super::call::{ARGS_ARRAYS, ARGS_PARAMS, ARGS_RESERVE, ARGS_RESERVE_GROUP, ARGS_RUNTIME, GROUP_BITS, GROUP_SLOTS, SLOT_CAP, SLOT_LEN, SLOT_PTR, SLOT_SIZE};
 
 /// Where an array's base pointer lives: a pure load, or, for arrays the
 /// kernel grows (a call may move them), its slot, loaded where used.
@@ -378,8 +378,24 @@ impl<'a, 'b> Translator<'a, 'b> {
     }
 
     fn block(&mut self, stmts: &[Stmt]) -> Result<(), String> {
-        for s in stmts {
-            self.stmt(s)?;
+        let mut k = 0;
+        while k < stmts.len() {
+            // Reserves of one length in a row (an append's arrays, gathered
+            // by `passes::gather_reserves`) share one capacity check.
+            if let Stmt::Reserve { len, .. } = &stmts[k] {
+                let group: Vec<&ArrayRef> = stmts[k..]
+                    .iter()
+                    .map_while(|s| match s {
+                        Stmt::Reserve { array, len: l } if l == len => Some(array),
+                        _ => None,
+                    })
+                    .collect();
+                k += group.len();
+                self.reserve(&group, len)?;
+                continue;
+            }
+            self.stmt(&stmts[k])?;
+            k += 1;
         }
         Ok(())
     }
@@ -444,7 +460,7 @@ impl<'a, 'b> Translator<'a, 'b> {
                 self.b.seal_block(merge);
                 self.b.switch_to_block(merge);
             }
-            Stmt::Reserve { array, len } => self.reserve(array, len)?,
+            Stmt::Reserve { array, len } => self.reserve(&[array], len)?,
             Stmt::SortPairs { .. } => return Err("sorting scratch arrays is not supported by the JIT".into()),
             Stmt::Comment(_) => {}
         }
@@ -534,40 +550,68 @@ impl<'a, 'b> Translator<'a, 'b> {
         }
     }
 
-    /// Grow an output array through the runtime when `len` exceeds its
-    /// capacity; a refused allocation ends the kernel with status 1. The
-    /// logical length (the largest `len` reserved) is kept in the slot.
-    /// The runtime stores the new pointer in the slot, where the array's
-    /// next access loads it (`Base::Grown`).
-    fn reserve(&mut self, a: &ArrayRef, len: &Expr) -> Result<(), String> {
-        let slot = {
+    /// Grow output arrays that take `len` elements through the runtime when
+    /// it exceeds a capacity; a refused allocation ends the kernel with
+    /// status 1. Each array's logical length (the largest `len` reserved)
+    /// is kept in its slot. One branch covers the whole group and the calls
+    /// sit in a cold block: fewer blocks and calls keep register allocation,
+    /// most of the compile time, short. The runtime stores each new pointer
+    /// in its slot, where the array's next access loads it (`Base::Grown`).
+    fn reserve(&mut self, group: &[&ArrayRef], len: &Expr) -> Result<(), String> {
+        let mut slots = Vec::with_capacity(group.len());
+        for a in group {
             let av = self.array(a)?;
             match av.base {
-                Base::Grown(_) => av.slot,
+                Base::Grown(_) => slots.push(av.slot),
                 Base::Fixed(_) => return Err(format!("{} is not growable", a.c_name())),
             }
-        };
+        }
         let want = self.expr(len)?;
         let table = self.b.ins().load(self.ptr_ty, pure(), self.args, ARGS_ARRAYS);
-        let off = (slot * SLOT_SIZE) as i32;
         let sizes = flags().with_alias_region(Some(self.regions.sizes));
-        let cur = self.b.ins().load(types::I64, sizes, table, off + SLOT_LEN);
-        let newlen = self.b.ins().smax(cur, want);
-        self.b.ins().store(sizes, newlen, table, off + SLOT_LEN);
-        let cap = self.b.ins().load(types::I64, sizes, table, off + SLOT_CAP);
-        let grow = self.b.ins().icmp(IntCC::SignedGreaterThan, want, cap);
+        let mut grow = None;
+        for &slot in &slots {
+            let off = (slot * SLOT_SIZE) as i32;
+            let cur = self.b.ins().load(types::I64, sizes, table, off + SLOT_LEN);
+            let newlen = self.b.ins().smax(cur, want);
+            self.b.ins().store(sizes, newlen, table, off + SLOT_LEN);
+            let cap = self.b.ins().load(types::I64, sizes, table, off + SLOT_CAP);
+            let over = self.b.ins().icmp(IntCC::SignedGreaterThan, want, cap);
+            grow = Some(match grow {
+                None => over,
+                Some(g) => self.b.ins().bor(g, over),
+            });
+        }
+        let Some(grow) = grow else { return Ok(()) };
         let (grow_block, done) = (self.b.create_block(), self.b.create_block());
         self.b.set_cold_block(grow_block);
         self.b.ins().brif(grow, grow_block, &[], done, &[]);
         self.b.seal_block(grow_block);
         self.b.switch_to_block(grow_block);
         let rt = self.b.ins().load(self.ptr_ty, pure(), self.args, ARGS_RUNTIME);
-        let f = self.b.ins().load(self.ptr_ty, pure(), self.args, ARGS_RESERVE);
-        let s = self.b.ins().iconst(types::I64, slot);
-        let call = self.b.ins().call_indirect(self.reserve_sig, f, &[rt, s, want]);
-        let newptr = self.b.inst_results(call)[0];
+        let mut failed = None;
+        // One call per few arrays: each call spills what is live across it.
+        for chunk in slots.chunks(GROUP_SLOTS) {
+            let (f, s) = match chunk {
+                [one] => (ARGS_RESERVE, *one),
+                _ if slots.iter().all(|&s| s + 1 < 1 << GROUP_BITS) => {
+                    (ARGS_RESERVE_GROUP, chunk.iter().rev().fold(0i64, |p, &s| (p << GROUP_BITS) | (s + 1)))
+                }
+                _ => return Err("too many arrays for one reserve group".into()),
+            };
+            let f = self.b.ins().load(self.ptr_ty, pure(), self.args, f);
+            let s = self.b.ins().iconst(types::I64, s);
+            let call = self.b.ins().call_indirect(self.reserve_sig, f, &[rt, s, want]);
+            let newptr = self.b.inst_results(call)[0];
+            let null = self.b.ins().icmp_imm_u(IntCC::Equal, newptr, 0);
+            failed = Some(match failed {
+                None => null,
+                Some(x) => self.b.ins().bor(x, null),
+            });
+        }
         let fail = self.fail;
-        self.b.ins().brif(newptr, done, &[], fail, &[]);
+        // ok: `slots` is not empty (checked above), so the loop set `failed`.
+        self.b.ins().brif(failed.expect("a group has an array"), fail, &[], done, &[]);
         self.b.seal_block(done);
         self.b.switch_to_block(done);
         Ok(())
