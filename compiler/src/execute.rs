@@ -148,7 +148,8 @@ pub fn prepare(
             return Err(StorageError::Pack { tensor: tensor.clone(), reason: format!("dimension {n} does not fit 32-bit coordinates (at most {})", i32::MAX) }.into());
         }
     }
-    let kernel = lower::compile(name, a, formats, &dims)?;
+    let entries: BTreeMap<String, usize> = data.iter().map(|(k, v)| (k.clone(), v.nnz())).collect();
+    let kernel = lower::compile_for_entries(name, a, formats, &dims, &entries)?;
     let mut inputs = Vec::new();
     let mut hint = 0usize;
     let out_name = &a.lhs.tensor;

@@ -208,3 +208,32 @@ fn a_sparse_operand_merged_again_for_every_row_is_read_from_a_dense_copy() {
         }
     }
 }
+
+#[test]
+fn a_hypersparse_driver_reads_the_sparse_operand_as_stored() {
+    // 50 rows of 200,000 columns with 3 entries each, and x with 500:
+    // merging x again for each row costs 50 × 500 steps, probing it 150
+    // probes; a dense copy fills 200,000 elements on every run.
+    let mut rng = tensor_compiler::coo::SplitMix(7);
+    let mut a = CooTensor::new(vec![50, 200_000]);
+    let mut x = CooTensor::new(vec![200_000]);
+    let mut columns = Vec::new();
+    for _ in 0..500 {
+        let j = rng.below(200_000) as u32;
+        columns.push(j);
+        x.push(&[j], rng.unit());
+    }
+    for i in 0..50 {
+        for _ in 0..3 {
+            // Mostly columns x has, so the rows meet x's entries.
+            let j = if rng.below(4) == 0 { rng.below(200_000) as u32 } else { columns[rng.below(500) as usize] };
+            a.push(&[i, j], rng.unit());
+        }
+    }
+    let d = BTreeMap::from([("A".to_string(), a), ("x".to_string(), x)]);
+    for x_format in ["sparse", "hash"] {
+        let specs = [("A", "DCSR"), ("x", x_format)];
+        assert_eq!(conversions("y(i) = A(i,j) * x(j)", &specs, &d, &[50]), Vec::<(String, String)>::new(), "{specs:?}");
+        ok(check("y(i) = A(i,j) * x(j)", &specs, &d, &[50]));
+    }
+}

@@ -200,11 +200,14 @@ fn permuted_levels(result: &TensorFormat, lhs: &Access, source: &Access) -> Opti
 /// probe several loads. Read from a dense copy instead, it is located, so
 /// the kernel returned reads one, when the statement is a product (the
 /// copy cannot widen an intersection into a union) and the copy has at
-/// most `alternatives::DENSE_LIMIT` elements. Otherwise `kernel` as it is.
+/// most `alternatives::DENSE_LIMIT` elements, and, where the entries each
+/// operand stores are known (`entries`), the copy costs less than what it
+/// saves (`copy_pays`). Otherwise `kernel` as it is.
 pub(super) fn densify_remerged(
     a: &Assignment,
     formats: &BTreeMap<String, TensorFormat>,
     dims: &BTreeMap<String, Vec<usize>>,
+    entries: Option<&BTreeMap<String, usize>>,
     kernel: Kernel,
     compile: &dyn Fn(&Assignment, &BTreeMap<String, TensorFormat>, &BTreeMap<String, Vec<usize>>) -> Result<Kernel, LowerError>,
 ) -> Kernel {
@@ -231,6 +234,11 @@ pub(super) fn densify_remerged(
     let Some(o) = remerged else { return kernel };
     let outer = order.iter().find(|u| !o.level_vars.contains(u)).map_or(String::new(), |&u| nest.problem.vars.name(u).to_string());
     let tensor = source(o);
+    if let Some(entries) = entries {
+        if !copy_pays_here(a, dims, entries, nest, o, &tensor, &source) {
+            return kernel;
+        }
+    }
     let Ok(dense) = crate::format::parse_format("dense", o.format.order(), &crate::format::Registry::builtin()) else { return kernel };
     let accesses = a.rhs.accesses();
     let group: Vec<usize> = (0..accesses.len()).filter(|&n| accesses[n].tensor == tensor).collect();
@@ -252,6 +260,60 @@ pub(super) fn densify_remerged(
         }
         _ => kernel,
     }
+}
+
+/// `copy_pays` for the dense copy of `o` (stored as `tensor`) in `nest`,
+/// with what the entries and dimensions tell; true where they tell nothing.
+fn copy_pays_here(
+    a: &Assignment,
+    dims: &BTreeMap<String, Vec<usize>>,
+    entries: &BTreeMap<String, usize>,
+    nest: &super::Nest,
+    o: &super::operands::Operand,
+    tensor: &str,
+    source: &dyn Fn(&super::operands::Operand) -> String,
+) -> bool {
+    let order = &nest.graph.order;
+    let first = o.level_vars.first().and_then(|v| order.iter().position(|x| x == v)).unwrap_or(0);
+    let outer: Vec<_> = order[..first].iter().filter(|u| !o.level_vars.contains(u)).collect();
+    let others: Vec<_> = nest.problem.inputs().iter().filter(|p| source(p) != tensor).collect();
+    let fewest = |ps: &mut dyn Iterator<Item = &&super::operands::Operand>| ps.filter_map(|p| entries.get(&source(p)).copied()).min();
+    // A product visits an outer coordinate only where every factor with
+    // its variable has an entry there, and no more often than it has
+    // coordinates; it probes a hashed `o` once per entry of the others.
+    let extent = |u: &&super::vars::IndexVar| {
+        let name = nest.problem.vars.name(**u);
+        let mut accesses = a.rhs.accesses();
+        accesses.push(&a.lhs);
+        accesses.iter().find_map(|acc| acc.indices.iter().position(|i| i.name == name).and_then(|m| dims.get(&acc.tensor)?.get(m).copied()))
+    };
+    let coordinates = outer.iter().map(extent).try_fold(1usize, |n, x| x.map(|x| n.saturating_mul(x)));
+    let with_outer = fewest(&mut others.iter().filter(|p| p.level_vars.iter().any(|v| outer.contains(&v))));
+    let visits = match o.fully_locatable() {
+        true => fewest(&mut others.iter()),
+        false => [with_outer, coordinates].into_iter().flatten().min(),
+    };
+    let elements = dims.get(tensor).and_then(|d| d.iter().try_fold(1usize, |p, &x| p.checked_mul(x))).unwrap_or(usize::MAX);
+    match (visits, entries.get(tensor)) {
+        (Some(visits), Some(&stored)) => copy_pays(elements, stored, visits, o.fully_locatable()),
+        _ => true,
+    }
+}
+
+/// Whether a dense copy of an operand (`elements` filled on every run)
+/// costs less than reading it as stored (`stored` entries), once for each
+/// of at most `visits` outer coordinates: merged again from its start each
+/// time, or (`probed`) probed through its hash table once per visit (an
+/// entry of the operands iterated). A
+/// filled element costs about a quarter of a merge step and an eighth of a
+/// probe; for a hypersparse operand driving the loops (a few rows of a
+/// huge matrix) reading it as stored wins.
+fn copy_pays(elements: usize, stored: usize, visits: usize, probed: bool) -> bool {
+    let as_stored = match probed {
+        true => 8u128 * visits as u128,
+        false => 4u128 * visits as u128 * stored as u128,
+    };
+    elements as u128 + stored as u128 <= as_stored
 }
 
 /// Whether `e` multiplies accesses and constants only (no addition).

@@ -197,13 +197,37 @@ fn has_hidden_levels(acc: &Access, formats: &BTreeMap<String, TensorFormat>) -> 
 
 /// Compile `a` given each tensor's format and dimensions.
 pub fn compile(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> Result<Kernel, LowerError> {
+    compile_with(name, a, formats, dims, None)
+}
+
+/// `compile` for operands whose stored entries are known (by tensor name):
+/// choices that pay only on some data (a dense copy of an operand merged
+/// again for each row) weigh them. Without them, `compile` assumes those
+/// choices pay, as for operands of typical density.
+pub fn compile_for_entries(
+    name: &str,
+    a: &Assignment,
+    formats: &BTreeMap<String, TensorFormat>,
+    dims: &BTreeMap<String, Vec<usize>>,
+    entries: &BTreeMap<String, usize>,
+) -> Result<Kernel, LowerError> {
+    compile_with(name, a, formats, dims, Some(entries))
+}
+
+fn compile_with(
+    name: &str,
+    a: &Assignment,
+    formats: &BTreeMap<String, TensorFormat>,
+    dims: &BTreeMap<String, Vec<usize>>,
+    entries: Option<&BTreeMap<String, usize>>,
+) -> Result<Kernel, LowerError> {
     let prior = prior::read_prior(a, formats, dims);
     let (statement, formats, dims) = match &prior {
         Some(p) => (&p.assignment, &p.formats, &p.dims),
         None => (a, formats, dims),
     };
     let kernel = compile_resolved(name, statement, formats, dims)?;
-    let kernel = convert::densify_remerged(statement, formats, dims, kernel, &|s, f, d| compile_resolved(name, s, f, d));
+    let kernel = convert::densify_remerged(statement, formats, dims, entries, kernel, &|s, f, d| compile_resolved(name, s, f, d));
     Ok(Kernel { assignment: a.clone(), prior: prior.map(|p| p.name), ..kernel })
 }
 
