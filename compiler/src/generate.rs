@@ -14,6 +14,8 @@ pub fn stencil(points: usize, grid: usize, seed: u64) -> Result<CooTensor, Strin
         _ => return Err(format!("stencil points must be 5 (2-D) or 7 (3-D), not {points}")),
     };
     let n = grid.checked_pow(dims as u32).filter(|&n| n <= i32::MAX as usize).ok_or("stencil grid too large")?;
+    // Refused before allocating: a grid of 40,000 is 1.6G rows.
+    crate::execute::check_generated("stencil", (n * points) as u128, 2).map_err(|e| e.to_string())?;
     let mut rng = SplitMix(seed);
     let mut t = CooTensor::new(vec![n, n]);
     t.coords.reserve(2 * n * points);
@@ -105,6 +107,8 @@ mod tests {
         assert_eq!(t.nnz(), 135);
         assert_eq!(stencil(5, 4, 1).unwrap().nnz(), 16 * 5 - 4 * 4); // ok: test code, a panic is a failed test
         assert!(stencil(9, 3, 1).is_err());
+        // 1.6G rows: refused before allocating, not an abort.
+        assert!(stencil(5, 40_000, 1).is_err());
     }
 
     #[test]
