@@ -84,6 +84,15 @@ impl CoordMap {
         }
     }
 
+    /// The extent of level `k` when the map fixes it whatever the tensor's
+    /// dimensions: a block's inner levels span the block size.
+    pub fn fixed_extent(&self, k: usize) -> Option<usize> {
+        match self {
+            CoordMap::Blocked { b, levels } => levels.get(k).filter(|l| l.inner).map(|_| *b),
+            _ => None,
+        }
+    }
+
     /// Dimensions computed from hidden level variables.
     pub fn derived(&self) -> Vec<Derived> {
         match self {

@@ -82,6 +82,11 @@ const HELPERS: &str = r#"#ifndef TENSOR_KERNEL_HELPERS
 #define TACO_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define TACO_MAX(a, b) ((a) > (b) ? (a) : (b))
 
+/* A select whose arms are both evaluated, as in the loop IR: the compiler
+   may use a blend or a conditional move where a branch would mispredict. */
+static inline double tensor_select_f64(int c, double a, double b) { return c ? a : b; }
+static inline int64_t tensor_select_i64(int c, int64_t a, int64_t b) { return c ? a : b; }
+
 /* Make array `slot` hold `want` elements: the logical length becomes at
    least `want`, and the runtime grows the storage when it is too small. */
 static inline void *tensor_reserve(tensor_args_t *args, int64_t slot, int64_t want, void *data, int64_t *len, int64_t *cap) {

@@ -280,6 +280,59 @@ impl Expr {
     }
 }
 
+impl Expr {
+    /// Rewrite every sub-expression in place, children first.
+    pub fn rewrite(&mut self, f: &mut dyn FnMut(&mut Expr)) {
+        match self {
+            Expr::Load(_, i) | Expr::Not(i) | Expr::Neg(i) => i.rewrite(f),
+            Expr::Bin(_, a, b) | Expr::Cmp(_, a, b) => {
+                a.rewrite(f);
+                b.rewrite(f);
+            }
+            Expr::Select(c, a, b) => {
+                c.rewrite(f);
+                a.rewrite(f);
+                b.rewrite(f);
+            }
+            _ => {}
+        }
+        f(self);
+    }
+}
+
+/// Rewrite every expression of a block, recursively.
+pub fn rewrite_block(block: &mut Block, f: &mut dyn FnMut(&mut Expr)) {
+    for s in block {
+        match s {
+            Stmt::Let(_, e) | Stmt::Set(_, e) => e.rewrite(f),
+            Stmt::Store(_, i, v) => {
+                i.rewrite(f);
+                v.rewrite(f);
+            }
+            Stmt::For { lo, hi, body, .. } => {
+                lo.rewrite(f);
+                hi.rewrite(f);
+                rewrite_block(body, f);
+            }
+            Stmt::While { cond, body } => {
+                cond.rewrite(f);
+                rewrite_block(body, f);
+            }
+            Stmt::If { cond, then, els } => {
+                cond.rewrite(f);
+                rewrite_block(then, f);
+                rewrite_block(els, f);
+            }
+            Stmt::Reserve { len, .. } => len.rewrite(f),
+            Stmt::SortPairs { lo, len, .. } => {
+                lo.rewrite(f);
+                len.rewrite(f);
+            }
+            Stmt::Comment(_) => {}
+        }
+    }
+}
+
 /// Visit every statement of a block, recursively (pre-order), with the
 /// expressions it holds.
 pub fn walk_block(block: &[Stmt], f: &mut dyn FnMut(&Stmt)) {

@@ -116,6 +116,13 @@ impl<'a> Printer<'a> {
             }
             Expr::Not(a) => format!("!{}", self.expr_prec(a, 10)),
             Expr::Neg(a) => format!("-{}", self.expr_prec(a, 10)),
+            Expr::Select(cnd, a, b) if c && (reads_memory(a) || reads_memory(b)) && e.ty(self.vars) != Ty::Bool => {
+                // Both arms are evaluated, as the JIT does: a load in C's
+                // `c ? a : b` would be a branch, mispredicted where the
+                // condition is data (BCSR's padded zeros), not a blend.
+                let name = if e.ty(self.vars) == Ty::F64 { "tensor_select_f64" } else { "tensor_select_i64" };
+                format!("{name}({}, {}, {})", self.expr_prec(cnd, 0), self.expr_prec(a, 0), self.expr_prec(b, 0))
+            }
             Expr::Select(cnd, a, b) => {
                 let s = format!("{} ? {} : {}", self.expr_prec(cnd, 1), self.expr_prec(a, 1), self.expr_prec(b, 1));
                 if outer > 0 { format!("({s})") } else { s }
@@ -277,4 +284,11 @@ pub fn function(f: &Function) -> String {
     let mut p = Printer::new(&f.vars, Dialect::Ir);
     p.block(&f.body, 1);
     head + &p.finish() + "}\n"
+}
+
+/// Whether evaluating `e` loads from an array.
+fn reads_memory(e: &Expr) -> bool {
+    let mut found = false;
+    e.walk(&mut |x| found |= matches!(x, Expr::Load(..)));
+    found
 }
