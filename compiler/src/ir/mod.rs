@@ -261,6 +261,14 @@ impl Expr {
         }
     }
 
+    /// Whether evaluating it loads from an array (so `&&` must short-circuit,
+    /// and a C select must not hide the load behind a branch).
+    pub fn reads_memory(&self) -> bool {
+        let mut found = false;
+        self.walk(&mut |x| found |= matches!(x, Expr::Load(..)));
+        found
+    }
+
     /// Visit every sub-expression (pre-order).
     pub fn walk(&self, f: &mut dyn FnMut(&Expr)) {
         f(self);

@@ -116,7 +116,7 @@ impl<'a> Printer<'a> {
             }
             Expr::Not(a) => format!("!{}", self.expr_prec(a, 10)),
             Expr::Neg(a) => format!("-{}", self.expr_prec(a, 10)),
-            Expr::Select(cnd, a, b) if c && (reads_memory(a) || reads_memory(b)) && e.ty(self.vars) != Ty::Bool => {
+            Expr::Select(cnd, a, b) if c && (a.reads_memory() || b.reads_memory()) && e.ty(self.vars) != Ty::Bool => {
                 // Both arms are evaluated, as the JIT does: a load in C's
                 // `c ? a : b` would be a branch, mispredicted where the
                 // condition is data (BCSR's padded zeros), not a blend.
@@ -284,11 +284,4 @@ pub fn function(f: &Function) -> String {
     let mut p = Printer::new(&f.vars, Dialect::Ir);
     p.block(&f.body, 1);
     head + &p.finish() + "}\n"
-}
-
-/// Whether evaluating `e` loads from an array.
-fn reads_memory(e: &Expr) -> bool {
-    let mut found = false;
-    e.walk(&mut |x| found |= matches!(x, Expr::Load(..)));
-    found
 }

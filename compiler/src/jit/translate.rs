@@ -97,17 +97,6 @@ fn cl_ty(t: Ty) -> Type {
     }
 }
 
-/// Whether evaluating `e` reads memory (so `&&` must short-circuit).
-fn reads_memory(e: &Expr) -> bool {
-    let mut found = false;
-    e.walk(&mut |x| {
-        if matches!(x, Expr::Load(..)) {
-            found = true;
-        }
-    });
-    found
-}
-
 /// Every load in `e` that evaluating `e` always performs (not those on the
 /// right of a short-circuit operator), outermost first.
 fn collect_loads(e: &Expr, f: &mut dyn FnMut(&Expr)) {
@@ -116,7 +105,7 @@ fn collect_loads(e: &Expr, f: &mut dyn FnMut(&Expr)) {
             f(e);
             collect_loads(i, f);
         }
-        Expr::Bin(BinOp::And | BinOp::Or, a, b) if reads_memory(b) => collect_loads(a, f),
+        Expr::Bin(BinOp::And | BinOp::Or, a, b) if b.reads_memory() => collect_loads(a, f),
         Expr::Bin(_, a, b) | Expr::Cmp(_, a, b) => {
             collect_loads(a, f);
             collect_loads(b, f);
@@ -259,7 +248,7 @@ impl<'a, 'b> Translator<'a, 'b> {
                     ElemTy::F64 => self.b.ins().load(types::F64, f, addr, 0),
                 }
             }
-            Expr::Bin(op @ (BinOp::And | BinOp::Or), a, b) if reads_memory(b) => self.short_circuit(*op, a, b)?,
+            Expr::Bin(op @ (BinOp::And | BinOp::Or), a, b) if b.reads_memory() => self.short_circuit(*op, a, b)?,
             Expr::Bin(op, a, b) => {
                 let (x, y) = (self.expr(a)?, self.expr(b)?);
                 let float = self.value_ty(x) == types::F64;
@@ -359,7 +348,7 @@ impl<'a, 'b> Translator<'a, 'b> {
             e.walk(&mut |x| match x {
                 Expr::Var(v) if assigned.contains(v) => ok = false,
                 Expr::Load(a, _) if self.arrays.get(a).is_none_or(|av| av.writes) => ok = false,
-                Expr::Bin(BinOp::And | BinOp::Or, _, r) if reads_memory(r) => ok = false,
+                Expr::Bin(BinOp::And | BinOp::Or, _, r) if r.reads_memory() => ok = false,
                 _ => {}
             });
             ok
