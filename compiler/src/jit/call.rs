@@ -110,7 +110,6 @@ pub struct Args {
 pub(super) const ARGS_ARRAYS: i32 = offset_of!(Args, arrays) as i32;
 pub(super) const ARGS_PARAMS: i32 = offset_of!(Args, params) as i32;
 pub(super) const ARGS_RUNTIME: i32 = offset_of!(Args, runtime) as i32;
-pub(super) const ARGS_RESERVE: i32 = offset_of!(Args, reserve) as i32;
 pub(super) const ARGS_RESERVE_GROUP: i32 = offset_of!(Args, reserve_group) as i32;
 /// How `reserve_group` packs its slots.
 pub(super) const GROUP_SLOTS: usize = 4;

@@ -101,14 +101,47 @@ fn build(f: &Function, disasm: bool) -> Result<(JITModule, Context, cranelift_mo
     let arrays = f.arrays();
     let params = f.params();
     let mut fctx = FunctionBuilderContext::new();
+    let mut grows = false;
+    crate::ir::walk_block(&f.body, &mut |s| grows |= matches!(s, crate::ir::Stmt::Reserve { .. }));
+    let grow = match grows {
+        true => {
+            let id = define_grow(&mut module, &mut fctx)?;
+            Some(module.declare_func_in_func(id, &mut ctx.func))
+        }
+        false => None,
+    };
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-        translate::Translator::translate(&mut b, f, ptr_ty, &arrays, &params)?;
+        translate::Translator::translate(&mut b, f, ptr_ty, &arrays, &params, grow)?;
         b.finalize(module.target_config());
     }
     let id = module.declare_function(&f.name, Linkage::Local, &ctx.func.signature).map_err(|e| format!("declare: {e}"))?;
     module.define_function(id, &mut ctx).map_err(|e| format!("cranelift: {e:?}"))?;
     Ok((module, ctx, id))
+}
+
+/// Define `grow(args, slots, want)` in `module`: it calls the runtime's
+/// `reserve_group` and returns nothing, and it is `preserve_all`, so a call
+/// to it clobbers no register. A kernel's loops call it (in a cold block)
+/// when an append finds an array full; with a call that clobbers the
+/// caller-saved registers inside, register allocation would keep every
+/// value live across the loop in a stack slot instead (and take longer).
+/// The kernel learns of a refused allocation from the capacities.
+fn define_grow(module: &mut JITModule, fctx: &mut FunctionBuilderContext) -> Result<cranelift_module::FuncId, String> {
+    let ptr_ty = module.target_config().pointer_type();
+    let mut sig = module.make_signature();
+    sig.call_conv = cranelift_codegen::isa::CallConv::PreserveAll;
+    sig.params.extend([AbiParam::new(ptr_ty), AbiParam::new(types::I64), AbiParam::new(types::I64)]);
+    let id = module.declare_function("tensor_grow", Linkage::Local, &sig).map_err(|e| format!("declare: {e}"))?;
+    let mut ctx = module.make_context();
+    ctx.func.signature = sig;
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
+        translate::grow_body(&mut b, ptr_ty);
+        b.finalize(module.target_config());
+    }
+    module.define_function(id, &mut ctx).map_err(|e| format!("cranelift: {e:?}"))?;
+    Ok(id)
 }
 
 /// Compile `f` with Cranelift at `opt_level=speed` for the host CPU.
@@ -131,4 +164,25 @@ pub fn disassemble(f: &Function) -> Result<String, String> {
     // Never finalized: nothing of it can run.
     drop(module);
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{Emitter, Expr};
+
+    /// A growth the runtime refuses (more memory than the machine has)
+    /// ends the kernel with `OutOfMemory`, found through the capacity
+    /// `grow` leaves short: the trampoline returns nothing.
+    #[test]
+    fn a_refused_growth_ends_the_kernel_with_out_of_memory() {
+        let mut e = Emitter::new();
+        let vals = ArrayRef::vals("y");
+        e.reserve(vals.clone(), Expr::Int(1 << 58));
+        e.store(vals, Expr::Int(0), Expr::Float(1.0));
+        let k = compile(&e.finish("k")).expect("compiles"); // ok: test code, a panic is a failed test
+        let format = crate::format::parse_format("dense", 1, &crate::format::Registry::builtin()).expect("dense"); // ok: test code
+        let mut y = crate::execute::prepare_output("y", &format, &[4], 0).expect("output"); // ok: test code
+        assert!(matches!(run_kernel(&k, &[], &mut y), Err(RunError::OutOfMemory)));
+    }
 }

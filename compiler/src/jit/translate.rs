@@ -6,13 +6,13 @@
 
 use crate::ir::{ArrayRef, BinOp, CmpOp, ElemTy, Expr, Function, ParamRef, Stmt, Ty, VarInfo};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{types, AbiParam, AliasRegion, AliasRegionData, Block, InstBuilder, MemFlagsData, SigRef, Signature, Type, Value};
+use cranelift_codegen::ir::{types, AbiParam, AliasRegion, AliasRegionData, Block, InstBuilder, FuncRef, MemFlagsData, Signature, Type, Value};
 use cranelift_frontend::{FunctionBuilder, Variable};
 use std::collections::BTreeMap;
 
 // Layout of the argument block and of one array slot, taken from the
 // `#[repr(C)]` structures in `call.rs` with `offset_of!` at compile time.
-use super::call::{ARGS_ARRAYS, ARGS_PARAMS, ARGS_RESERVE, ARGS_RESERVE_GROUP, ARGS_RUNTIME, GROUP_BITS, GROUP_SLOTS, SLOT_CAP, SLOT_LEN, SLOT_PTR, SLOT_SIZE};
+use super::call::{ARGS_ARRAYS, ARGS_PARAMS, ARGS_RESERVE_GROUP, ARGS_RUNTIME, GROUP_BITS, GROUP_SLOTS, SLOT_CAP, SLOT_LEN, SLOT_PTR, SLOT_SIZE};
 
 /// Where an array's base pointer lives: a pure load, or, for arrays the
 /// kernel grows (a call may move them), its slot, loaded where used.
@@ -64,7 +64,9 @@ pub struct Translator<'a, 'b> {
     params: BTreeMap<ParamRef, Value>,
     ptr_ty: Type,
     args: Value,
-    reserve_sig: SigRef,
+    /// `grow(args, slots, want)`, the `preserve_all` trampoline
+    /// (`jit::define_grow`), defined for kernels that grow arrays.
+    grow: Option<FuncRef>,
     fail: Block,
     regions: Regions,
     /// Loads of input arrays hoisted out of the loops being translated,
@@ -123,19 +125,15 @@ fn collect_loads(e: &Expr, f: &mut dyn FnMut(&Expr)) {
 impl<'a, 'b> Translator<'a, 'b> {
     /// Emit the whole function body into `b`, whose entry block takes the
     /// argument-block pointer. Returns an error for IR the JIT cannot run.
-    pub fn translate(b: &'a mut FunctionBuilder<'b>, f: &Function, ptr_ty: Type, slots: &[(ArrayRef, bool)], params: &[ParamRef]) -> Result<(), String> {
+    pub fn translate(b: &'a mut FunctionBuilder<'b>, f: &Function, ptr_ty: Type, slots: &[(ArrayRef, bool)], params: &[ParamRef], grow: Option<FuncRef>) -> Result<(), String> {
         let entry = b.create_block();
         b.append_block_params_for_function_params(entry);
         b.switch_to_block(entry);
         b.seal_block(entry);
         let args = b.block_params(entry)[0];
-        let mut sig = Signature::new(b.func.signature.call_conv);
-        sig.params.extend([AbiParam::new(ptr_ty), AbiParam::new(types::I64), AbiParam::new(types::I64)]);
-        sig.returns.push(AbiParam::new(ptr_ty));
-        let reserve_sig = b.import_signature(sig);
         let fail = b.create_block();
         let regions = Regions::new(&mut b.func.dfg);
-        let mut t = Translator { vars: Vec::new(), var_info: f.vars.clone(), grown_bases: Vec::new(), arrays: BTreeMap::new(), params: BTreeMap::new(), ptr_ty, args, reserve_sig, fail, regions, hoisted: Vec::new(), b };
+        let mut t = Translator { vars: Vec::new(), var_info: f.vars.clone(), grown_bases: Vec::new(), arrays: BTreeMap::new(), params: BTreeMap::new(), ptr_ty, args, grow, fail, regions, hoisted: Vec::new(), b };
         for v in &f.vars {
             let var = t.b.declare_var(cl_ty(v.ty));
             t.vars.push(var);
@@ -577,25 +575,24 @@ impl<'a, 'b> Translator<'a, 'b> {
         self.b.ins().brif(grow, grow_block, &[], done, &[]);
         self.b.seal_block(grow_block);
         self.b.switch_to_block(grow_block);
-        let rt = self.b.ins().load(self.ptr_ty, pure(), self.args, ARGS_RUNTIME);
-        let mut failed = None;
-        // One call per few arrays: each call spills what is live across it.
+        // One call per few arrays; `grow` clobbers nothing.
+        let grow = self.grow.ok_or("a kernel that grows arrays without `grow`")?;
         for chunk in slots.chunks(GROUP_SLOTS) {
-            let (f, s) = match chunk {
-                [one] => (ARGS_RESERVE, *one),
-                _ if slots.iter().all(|&s| s + 1 < 1 << GROUP_BITS) => {
-                    (ARGS_RESERVE_GROUP, chunk.iter().rev().fold(0i64, |p, &s| (p << GROUP_BITS) | (s + 1)))
-                }
-                _ => return Err("too many arrays for one reserve group".into()),
-            };
-            let f = self.b.ins().load(self.ptr_ty, pure(), self.args, f);
-            let s = self.b.ins().iconst(types::I64, s);
-            let call = self.b.ins().call_indirect(self.reserve_sig, f, &[rt, s, want]);
-            let newptr = self.b.inst_results(call)[0];
-            let null = self.b.ins().icmp_imm_u(IntCC::Equal, newptr, 0);
+            if !chunk.iter().all(|&s| s + 1 < 1 << GROUP_BITS) {
+                return Err("too many arrays for one reserve group".into());
+            }
+            let packed = self.b.ins().iconst(types::I64, chunk.iter().rev().fold(0i64, |p, &s| (p << GROUP_BITS) | (s + 1)));
+            self.b.ins().call(grow, &[self.args, packed, want]);
+        }
+        // A refused allocation leaves its array's capacity short.
+        let table = self.b.ins().load(self.ptr_ty, pure(), self.args, ARGS_ARRAYS);
+        let mut failed = None;
+        for &slot in &slots {
+            let cap = self.b.ins().load(types::I64, sizes, table, (slot * SLOT_SIZE) as i32 + SLOT_CAP);
+            let short = self.b.ins().icmp(IntCC::SignedGreaterThan, want, cap);
             failed = Some(match failed {
-                None => null,
-                Some(x) => self.b.ins().bor(x, null),
+                None => short,
+                Some(x) => self.b.ins().bor(x, short),
             });
         }
         let fail = self.fail;
@@ -617,4 +614,22 @@ pub(super) fn float_cc(op: CmpOp) -> FloatCC {
         CmpOp::Gt => FloatCC::GreaterThan,
         CmpOp::Ge => FloatCC::GreaterThanOrEqual,
     }
+}
+
+/// The body of `grow(args, slots, want)` (`jit::define_grow`): the
+/// runtime's `reserve_group(args.runtime, slots, want)`, result dropped.
+pub(super) fn grow_body(b: &mut FunctionBuilder, ptr_ty: Type) {
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    b.seal_block(entry);
+    let (args, slots, want) = (b.block_params(entry)[0], b.block_params(entry)[1], b.block_params(entry)[2]);
+    let mut sig = Signature::new(cranelift_codegen::isa::CallConv::SystemV);
+    sig.params.extend([AbiParam::new(ptr_ty), AbiParam::new(types::I64), AbiParam::new(types::I64)]);
+    sig.returns.push(AbiParam::new(ptr_ty));
+    let sig = b.import_signature(sig);
+    let rt = b.ins().load(ptr_ty, pure(), args, ARGS_RUNTIME);
+    let f = b.ins().load(ptr_ty, pure(), args, ARGS_RESERVE_GROUP);
+    b.ins().call_indirect(sig, f, &[rt, slots, want]);
+    b.ins().return_(&[]);
 }
