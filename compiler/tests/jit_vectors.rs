@@ -59,3 +59,15 @@ fn dense_element_wise_loops() {
         same_bits("A(i,j) = -B(i,j) * C(i,j)", &[], &d, &[3, n]);
     }
 }
+
+#[test]
+fn blocks_of_every_size_around_the_unrolled_length() {
+    // The Cranelift tier unrolls innermost loops of up to 4 constant
+    // iterations (a block's inner level): blocks of 1 to 6, bit for bit.
+    for b in 1..=6 {
+        let d = random_data(&[("A", vec![13, 11], 0.4), ("B", vec![13, 11], 0.4), ("x", vec![11], 1.0)], b as u64);
+        let f = format!("BCSR({b})");
+        same_bits("y(i) = A(i,j) * x(j)", &[("A", f.as_str())], &d, &[13]);
+        same_bits("C(i,j) = A(i,j) + B(i,j)", &[("A", f.as_str()), ("B", f.as_str())], &d, &[13, 11]);
+    }
+}

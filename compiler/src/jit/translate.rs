@@ -99,6 +99,16 @@ fn cl_ty(t: Ty) -> Type {
     }
 }
 
+/// The longest constant trip count a loop is unrolled at.
+const UNROLL_TRIPS: i64 = 4;
+
+/// Whether `b` holds a loop.
+fn has_loops(b: &[Stmt]) -> bool {
+    let mut found = false;
+    crate::ir::walk_block(b, &mut |s| found |= matches!(s, Stmt::For { .. } | Stmt::While { .. }));
+    found
+}
+
 /// Every load in `e` that evaluating `e` always performs (not those on the
 /// right of a short-circuit operator), outermost first.
 fn collect_loads(e: &Expr, f: &mut dyn FnMut(&Expr)) {
@@ -400,6 +410,18 @@ impl<'a, 'b> Translator<'a, 'b> {
                 let x = if a.elem() == ElemTy::I32 { self.b.ins().ireduce(types::I32, x) } else { x };
                 let f = self.elems();
                 self.b.ins().store(f, x, addr, 0);
+            }
+            // A short innermost loop of a constant trip count (a block's
+            // inner level, `BCSR(4)`) runs unrolled: Cranelift does not
+            // unroll, and the loop's compare and branch cost as much as
+            // its body.
+            Stmt::For { var: var_id, lo: Expr::Int(lo), hi: Expr::Int(hi), body } if (1..=UNROLL_TRIPS).contains(&(hi - lo)) && !has_loops(body) => {
+                let var = *self.vars.get(*var_id as usize).ok_or("unknown variable")?;
+                for k in *lo..*hi {
+                    let v = self.b.ins().iconst(types::I64, k);
+                    self.b.def_var(var, v);
+                    self.block(body)?;
+                }
             }
             Stmt::For { var: var_id, lo, hi, body } => {
                 let var = *self.vars.get(*var_id as usize).ok_or("unknown variable")?;
