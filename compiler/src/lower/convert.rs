@@ -235,7 +235,7 @@ pub(super) fn densify_remerged(
     let outer = order.iter().find(|u| !o.level_vars.contains(u)).map_or(String::new(), |&u| nest.problem.vars.name(u).to_string());
     let tensor = source(o);
     if let Some(entries) = entries {
-        if !copy_pays_here(a, dims, entries, nest, o, &tensor, &source) {
+        if !copy_pays_here(dims, entries, nest, o, &tensor, &source) {
             return kernel;
         }
     }
@@ -265,7 +265,6 @@ pub(super) fn densify_remerged(
 /// `copy_pays` for the dense copy of `o` (stored as `tensor`) in `nest`,
 /// with what the entries and dimensions tell; true where they tell nothing.
 fn copy_pays_here(
-    a: &Assignment,
     dims: &BTreeMap<String, Vec<usize>>,
     entries: &BTreeMap<String, usize>,
     nest: &super::Nest,
@@ -281,11 +280,11 @@ fn copy_pays_here(
     // A product visits an outer coordinate only where every factor with
     // its variable has an entry there, and no more often than it has
     // coordinates; it probes a hashed `o` once per entry of the others.
-    let extent = |u: &&super::vars::IndexVar| {
-        let name = nest.problem.vars.name(**u);
-        let mut accesses = a.rhs.accesses();
-        accesses.push(&a.lhs);
-        accesses.iter().find_map(|acc| acc.indices.iter().position(|i| i.name == name).and_then(|m| dims.get(&acc.tensor)?.get(m).copied()))
+    // An extent is a constant or a tensor's dimension (`Problem::vars`).
+    let extent = |u: &&super::vars::IndexVar| match nest.problem.vars.extent(**u) {
+        crate::ir::Expr::Int(n) => usize::try_from(*n).ok(),
+        crate::ir::Expr::Param(crate::ir::ParamRef { tensor, slot: crate::ir::ParamSlot::Dim(d) }) => dims.get(tensor)?.get(*d).copied(),
+        _ => None,
     };
     let coordinates = outer.iter().map(extent).try_fold(1usize, |n, x| x.map(|x| n.saturating_mul(x)));
     let with_outer = fewest(&mut others.iter().filter(|p| p.level_vars.iter().any(|v| outer.contains(&v))));
