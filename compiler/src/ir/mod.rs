@@ -269,6 +269,24 @@ impl Expr {
         found
     }
 
+    /// Rewrite every sub-expression in place, children first.
+    pub fn rewrite(&mut self, f: &mut dyn FnMut(&mut Expr)) {
+        match self {
+            Expr::Load(_, i) | Expr::Not(i) | Expr::Neg(i) => i.rewrite(f),
+            Expr::Bin(_, a, b) | Expr::Cmp(_, a, b) => {
+                a.rewrite(f);
+                b.rewrite(f);
+            }
+            Expr::Select(c, a, b) => {
+                c.rewrite(f);
+                a.rewrite(f);
+                b.rewrite(f);
+            }
+            _ => {}
+        }
+        f(self);
+    }
+
     /// Visit every sub-expression (pre-order).
     pub fn walk(&self, f: &mut dyn FnMut(&Expr)) {
         f(self);
@@ -288,59 +306,6 @@ impl Expr {
     }
 }
 
-impl Expr {
-    /// Rewrite every sub-expression in place, children first.
-    pub fn rewrite(&mut self, f: &mut dyn FnMut(&mut Expr)) {
-        match self {
-            Expr::Load(_, i) | Expr::Not(i) | Expr::Neg(i) => i.rewrite(f),
-            Expr::Bin(_, a, b) | Expr::Cmp(_, a, b) => {
-                a.rewrite(f);
-                b.rewrite(f);
-            }
-            Expr::Select(c, a, b) => {
-                c.rewrite(f);
-                a.rewrite(f);
-                b.rewrite(f);
-            }
-            _ => {}
-        }
-        f(self);
-    }
-}
-
-/// Rewrite every expression of a block, recursively.
-pub fn rewrite_block(block: &mut Block, f: &mut dyn FnMut(&mut Expr)) {
-    for s in block {
-        match s {
-            Stmt::Let(_, e) | Stmt::Set(_, e) => e.rewrite(f),
-            Stmt::Store(_, i, v) => {
-                i.rewrite(f);
-                v.rewrite(f);
-            }
-            Stmt::For { lo, hi, body, .. } => {
-                lo.rewrite(f);
-                hi.rewrite(f);
-                rewrite_block(body, f);
-            }
-            Stmt::While { cond, body } => {
-                cond.rewrite(f);
-                rewrite_block(body, f);
-            }
-            Stmt::If { cond, then, els } => {
-                cond.rewrite(f);
-                rewrite_block(then, f);
-                rewrite_block(els, f);
-            }
-            Stmt::Reserve { len, .. } => len.rewrite(f),
-            Stmt::SortPairs { lo, len, .. } => {
-                lo.rewrite(f);
-                len.rewrite(f);
-            }
-            Stmt::Comment(_) => {}
-        }
-    }
-}
-
 /// Visit every statement of a block, recursively (pre-order), with the
 /// expressions it holds.
 pub fn walk_block(block: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
@@ -354,6 +319,40 @@ pub fn walk_block(block: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
             }
             _ => {}
         }
+    }
+}
+
+/// The blocks a statement holds (a loop's body, an `if`'s two arms).
+pub fn nested_blocks_mut(s: &mut Stmt) -> Vec<&mut Block> {
+    match s {
+        Stmt::For { body, .. } | Stmt::While { body, .. } => vec![body],
+        Stmt::If { then, els, .. } => vec![then, els],
+        _ => vec![],
+    }
+}
+
+/// Rewrite every expression of a block, recursively.
+pub fn rewrite_block(block: &mut Block, f: &mut dyn FnMut(&mut Expr)) {
+    for s in block {
+        for e in stmt_exprs_mut(s) {
+            e.rewrite(f);
+        }
+        for inner in nested_blocks_mut(s) {
+            rewrite_block(inner, f);
+        }
+    }
+}
+
+/// `stmt_exprs`, to change them.
+fn stmt_exprs_mut(s: &mut Stmt) -> Vec<&mut Expr> {
+    match s {
+        Stmt::Let(_, e) | Stmt::Set(_, e) => vec![e],
+        Stmt::Store(_, i, v) => vec![i, v],
+        Stmt::For { lo, hi, .. } => vec![lo, hi],
+        Stmt::While { cond, .. } | Stmt::If { cond, .. } => vec![cond],
+        Stmt::Reserve { len, .. } => vec![len],
+        Stmt::SortPairs { lo, len, .. } => vec![lo, len],
+        Stmt::Comment(_) => vec![],
     }
 }
 

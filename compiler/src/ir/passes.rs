@@ -34,15 +34,8 @@ pub fn gather_reserves(b: &mut Block) {
         let r = b.remove(k);
         b.insert(to, r);
     }
-    for s in b.iter_mut() {
-        match s {
-            Stmt::For { body, .. } | Stmt::While { body, .. } => gather_reserves(body),
-            Stmt::If { then, els, .. } => {
-                gather_reserves(then);
-                gather_reserves(els);
-            }
-            _ => {}
-        }
+    for inner in b.iter_mut().flat_map(nested_blocks_mut) {
+        gather_reserves(inner);
     }
 }
 
@@ -71,15 +64,8 @@ pub fn fold_zero_starts(b: &mut Block) {
         }
         k += 1;
     }
-    for s in b.iter_mut() {
-        match s {
-            Stmt::For { body, .. } | Stmt::While { body, .. } => fold_zero_starts(body),
-            Stmt::If { then, els, .. } => {
-                fold_zero_starts(then);
-                fold_zero_starts(els);
-            }
-            _ => {}
-        }
+    for inner in b.iter_mut().flat_map(nested_blocks_mut) {
+        fold_zero_starts(inner);
     }
 }
 
@@ -125,15 +111,8 @@ fn count(b: &Block) -> usize {
 
 fn prune(b: &mut Block, read: &BTreeSet<VarId>) {
     b.retain(|s| !matches!(s, Stmt::Let(v, _) | Stmt::Set(v, _) if !read.contains(v)));
-    for s in b.iter_mut() {
-        match s {
-            Stmt::For { body, .. } | Stmt::While { body, .. } => prune(body, read),
-            Stmt::If { then, els, .. } => {
-                prune(then, read);
-                prune(els, read);
-            }
-            _ => {}
-        }
+    for inner in b.iter_mut().flat_map(nested_blocks_mut) {
+        prune(inner, read);
     }
 }
 
