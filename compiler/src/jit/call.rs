@@ -102,7 +102,8 @@ pub struct Args {
     /// `reserve` for up to `GROUP_SLOTS` slots at once, packed as
     /// `GROUP_BITS`-bit fields of slot + 1 (the JIT's; the emitted C calls
     /// `reserve` and ignores this field, which comes last for that reason).
-    reserve_group: extern "C" fn(*mut Growable, i64, i64) -> *mut u8,
+    /// A refused allocation leaves that slot's capacity short.
+    reserve_group: extern "C" fn(*mut Growable, i64, i64),
 }
 
 /// Offsets the translated code loads from, computed from the structures
@@ -150,19 +151,17 @@ pub struct Growable {
 }
 
 /// `reserve` for each slot packed in `slots` (see `Args::reserve_group`):
-/// one call where an append grows several arrays. Null when any fails.
-extern "C" fn reserve_group(rt: *mut Growable, slots: i64, len: i64) -> *mut u8 {
+/// one call where an append grows several arrays. It stops at the first
+/// refusal; the kernel finds it by comparing capacities.
+extern "C" fn reserve_group(rt: *mut Growable, slots: i64, len: i64) {
     let mut packed = slots as u64;
-    let mut last = std::ptr::null_mut();
     while packed != 0 {
         let slot = (packed & ((1 << GROUP_BITS) - 1)) as i64 - 1;
-        last = reserve(rt, slot, len);
-        if last.is_null() {
-            return last;
+        if reserve(rt, slot, len).is_null() {
+            return;
         }
         packed >>= GROUP_BITS;
     }
-    last
 }
 
 /// Grow buffer `slot` to hold at least `len` elements (geometric growth so

@@ -639,7 +639,7 @@ pub(super) fn float_cc(op: CmpOp) -> FloatCC {
 }
 
 /// The body of `grow(args, slots, want)` (`jit::define_grow`): the
-/// runtime's `reserve_group(args.runtime, slots, want)`, result dropped.
+/// runtime's `reserve_group(args.runtime, slots, want)`.
 pub(super) fn grow_body(b: &mut FunctionBuilder, ptr_ty: Type) {
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
@@ -648,7 +648,6 @@ pub(super) fn grow_body(b: &mut FunctionBuilder, ptr_ty: Type) {
     let (args, slots, want) = (b.block_params(entry)[0], b.block_params(entry)[1], b.block_params(entry)[2]);
     let mut sig = Signature::new(cranelift_codegen::isa::CallConv::SystemV);
     sig.params.extend([AbiParam::new(ptr_ty), AbiParam::new(types::I64), AbiParam::new(types::I64)]);
-    sig.returns.push(AbiParam::new(ptr_ty));
     let sig = b.import_signature(sig);
     let rt = b.ins().load(ptr_ty, pure(), args, ARGS_RUNTIME);
     let f = b.ins().load(ptr_ty, pure(), args, ARGS_RESERVE_GROUP);
