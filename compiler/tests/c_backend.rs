@@ -142,6 +142,9 @@ fn paper_kernels_compile_and_agree() {
         ("a(i) = b(i) + c(i)", vec![("a", "hash"), ("b", "sparse"), ("c", "sparse")]),
         ("a(i) = A(i,j) * c(j)", vec![("a", "sparse"), ("A", "CSR")]),
         ("A(i,j) = B(i,j) * C(j,i)", vec![("B", "CSR"), ("C", "dense")]),
+        // (unordered levels merged through sorted scratch copies)
+        ("A(i,j) = B(i,j) + C(i,j)", vec![("A", "CSR"), ("B", "hashed,compressed(unordered)"), ("C", "DCSR")]),
+        ("a(i) = b(i) + c(i)", vec![("a", "sparse"), ("b", "hash"), ("c", "compressed(unordered)")]),
     ];
     for (n, (expr, specs)) in cases.iter().enumerate() {
         two_backends_one_answer(&dir, &format!("paper{n}"), expr, specs, 3).unwrap_or_else(|e| panic!("{e}"));

@@ -64,6 +64,9 @@ const CASES: &[Case] = &[
     case("C(i,j) = 2 * A(i,j)", &[("A", "CSR"), ("C", "CSR")], Some(Stitch)),
     case("C(i,j) += A(i,j)", &[("A", "CSR"), ("C", "CSR")], Some(Stitch)),
     case("C(i,j) = A(i,j) * x(j)", &[("A", "CSR"), ("C", "dense,compressed(unordered)")], Some(Stitch)),
+    // (an unordered operand read through a sorted copy of each row, made
+    // by the thread that owns the row)
+    case("C(i,j) = A(i,j) + B(i,j)", &[("A", "dense,compressed(unordered)"), ("B", "CSR"), ("C", "CSR")], Some(Stitch)),
     // (Gustavson's SpGEMM: a workspace row per thread)
     case("C(i,k) = A(i,j) * B(j,k)", &[("A", "CSR"), ("B", "CSR"), ("C", "CSR")], Some(Stitch)),
     // One thread: other sparse results, several nests, merged outer loops.
@@ -75,6 +78,9 @@ const CASES: &[Case] = &[
     case("y(i) = A(i,j) * x(j) + z(i)", &[("A", "CSR")], None),
     case("y(i) = x(i) + z(i)", &[("x", "sparse"), ("z", "sparse")], None),
     case("C(i,j) = A(i,j)", &[("A", "CSR"), ("C", "dense,hashed")], None),
+    // (a sorted copy of a hash table's rows merged with DCSR's: a merge
+    // loop, not a plain one to share)
+    case("C(i,j) = A(i,j) + B(i,j)", &[("A", "hashed,compressed"), ("B", "DCSR"), ("C", "CSR")], None),
 ];
 
 /// Dimensions by index name; `rows` is the extent of `i`.

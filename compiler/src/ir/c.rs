@@ -99,17 +99,6 @@ static inline void *tensor_reserve(tensor_args_t *args, int64_t slot, int64_t wa
 #endif
 "#;
 
-fn sort_helper(key: ElemTy, val: ElemTy) -> String {
-    let (ks, vs) = (print::elem_suffix(key), print::elem_suffix(val));
-    let (kt, vt) = (c_elem(key), c_elem(val));
-    format!(
-        "static inline void tensor_sort_pairs_{ks}_{vs}({kt} *keys, {vt} *vals, int64_t n) {{\n  \
-         for (int64_t i = 1; i < n; i++) {{\n    {kt} k = keys[i];\n    {vt} v = vals[i];\n    int64_t j = i;\n    \
-         while (j > 0 && keys[j - 1] > k) {{\n      keys[j] = keys[j - 1];\n      vals[j] = vals[j - 1];\n      j--;\n    }}\n    \
-         keys[j] = k;\n    vals[j] = v;\n  }}\n}}\n"
-    )
-}
-
 /// The tensors' arrays and parameters in slot order, as the runtime passes
 /// them (`Function::arrays` / `Function::params` of `passes::for_codegen`).
 struct Layout {
@@ -248,16 +237,6 @@ fn definitions(f: &Function, l: &Layout) -> String {
     let sym = symbol(f);
     let body = f;
     let mut out = String::new();
-    let mut sorts = BTreeSet::new();
-    walk_block(&body.body, &mut |s| {
-        if let Stmt::SortPairs { keys, vals, .. } = s {
-            sorts.insert((keys.elem(), vals.elem()));
-        }
-    });
-    for (k, v) in sorts {
-        out.push_str(&sort_helper(k, v));
-        out.push('\n');
-    }
     let _ = writeln!(out, "int64_t {sym}(tensor_args_t *args) {{");
     for p in &l.params {
         let _ = writeln!(out, "  const int64_t {0} = args->params[{sym}_{0}];", p.c_name());

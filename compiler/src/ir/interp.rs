@@ -193,18 +193,6 @@ impl<'m> Interp<'m> {
                     let len = self.eval(len)?.int()?;
                     self.mem.reserve(array, len)?;
                 }
-                Stmt::SortPairs { keys, vals, lo, len } => {
-                    let (lo, len) = (self.eval(lo)?.int()?, self.eval(len)?.int()?);
-                    let mut pairs = Vec::with_capacity(len.max(0) as usize);
-                    for i in lo..lo + len {
-                        pairs.push((self.mem.load(keys, i)?.int()?, self.mem.load(vals, i)?));
-                    }
-                    pairs.sort_by_key(|p| p.0);
-                    for (n, (k, v)) in pairs.into_iter().enumerate() {
-                        self.mem.store(keys, lo + n as i64, Value::I(k))?;
-                        self.mem.store(vals, lo + n as i64, v)?;
-                    }
-                }
                 Stmt::Comment(_) => {}
             }
         }

@@ -175,9 +175,6 @@ pub enum Stmt {
     /// Make an output array hold at least `len` elements (grows geometrically;
     /// the only call back into the runtime).
     Reserve { array: ArrayRef, len: Expr },
-    /// Sort `len` (key, value) pairs stored in two scratch arrays from index
-    /// `lo`, by key: the reordering iterator conversion.
-    SortPairs { keys: ArrayRef, vals: ArrayRef, lo: Expr, len: Expr },
     Comment(String),
 }
 
@@ -351,7 +348,6 @@ fn stmt_exprs_mut(s: &mut Stmt) -> Vec<&mut Expr> {
         Stmt::For { lo, hi, .. } => vec![lo, hi],
         Stmt::While { cond, .. } | Stmt::If { cond, .. } => vec![cond],
         Stmt::Reserve { len, .. } => vec![len],
-        Stmt::SortPairs { lo, len, .. } => vec![lo, len],
         Stmt::Comment(_) => vec![],
     }
 }
@@ -364,7 +360,6 @@ pub fn stmt_exprs(s: &Stmt) -> Vec<&Expr> {
         Stmt::For { lo, hi, .. } => vec![lo, hi],
         Stmt::While { cond, .. } | Stmt::If { cond, .. } => vec![cond],
         Stmt::Reserve { len, .. } => vec![len],
-        Stmt::SortPairs { lo, len, .. } => vec![lo, len],
         Stmt::Comment(_) => vec![],
     }
 }
@@ -377,10 +372,6 @@ impl Function {
             match s {
                 Stmt::Store(a, ..) | Stmt::Reserve { array: a, .. } => {
                     out.insert(a.clone(), true);
-                }
-                Stmt::SortPairs { keys, vals, .. } => {
-                    out.insert(keys.clone(), true);
-                    out.insert(vals.clone(), true);
                 }
                 _ => {}
             }

@@ -228,22 +228,6 @@ impl<'a> Printer<'a> {
                     self.line(depth, &text);
                 }
             }
-            Stmt::SortPairs { keys, vals, lo, len } => {
-                let text = if c {
-                    format!(
-                        "tensor_sort_pairs_{}_{}({} + {lo}, {} + {lo}, {});",
-                        elem_suffix(keys.elem()),
-                        elem_suffix(vals.elem()),
-                        keys.c_name(),
-                        vals.c_name(),
-                        self.expr(len),
-                        lo = self.expr(lo)
-                    )
-                } else {
-                    format!("sort_pairs({}, {}, {}, {})", keys.c_name(), vals.c_name(), self.expr(lo), self.expr(len))
-                };
-                self.line(depth, &text);
-            }
             Stmt::Comment(t) => {
                 let text = format!("// {t}");
                 self.line(depth, &text);

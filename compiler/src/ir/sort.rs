@@ -82,16 +82,25 @@ impl Emitter {
     pub fn sort_keys(&mut self, keys: &ArrayRef, len: Expr) {
         let short = Expr::cmp(CmpOp::Le, len.clone(), Expr::Int(32));
         let gap = Expr::select(short, Expr::Int(1), Expr::div(len.clone(), Expr::Int(2)));
-        self.shell_sort_from(keys, len, gap);
+        self.shell_sort_from(keys, None, len, gap);
     }
 
-    /// Shell sort with Gonnet's gaps from `gap0`.
-    fn shell_sort_from(&mut self, keys: &ArrayRef, len: Expr, gap0: Expr) {
+    /// `sort_keys` that moves `partner[t]` along with each `keys[t]`: the
+    /// positions of a reordered level's coordinates (`Reorder`).
+    pub fn sort_pairs(&mut self, keys: &ArrayRef, partner: &ArrayRef, len: Expr) {
+        let short = Expr::cmp(CmpOp::Le, len.clone(), Expr::Int(32));
+        let gap = Expr::select(short, Expr::Int(1), Expr::div(len.clone(), Expr::Int(2)));
+        self.shell_sort_from(keys, Some(partner), len, gap);
+    }
+
+    /// Shell sort with Gonnet's gaps from `gap0`, carrying `partner`.
+    fn shell_sort_from(&mut self, keys: &ArrayRef, partner: Option<&ArrayRef>, len: Expr, gap0: Expr) {
         let gap = self.let_var("gap", gap0);
         let keys = keys.clone();
         self.while_(Expr::cmp(CmpOp::Gt, gap.clone(), Expr::Int(0)), |e| {
             e.for_("si", gap.clone(), len.clone(), |e, i| {
                 let key = e.let_var("skey", Expr::load(keys.clone(), i.clone()));
+                let carried = partner.map(|a| e.let_var("smate", Expr::load(a.clone(), i.clone())));
                 let j = e.let_var("sj", i);
                 let more = e.let_var("smore", Expr::Bool(true));
                 // Shift larger keys up by `gap`; the load below `gap` is
@@ -102,6 +111,9 @@ impl Emitter {
                         let prev = e.let_var("sprev", prev);
                         let shift = e.block(|e| {
                             e.store(keys.clone(), j.clone(), prev.clone());
+                            if let Some(a) = partner {
+                                e.store(a.clone(), j.clone(), Expr::load(a.clone(), Expr::sub(j.clone(), gap.clone())));
+                            }
                             e.set(&j, Expr::sub(j.clone(), gap.clone()));
                         });
                         let stop = e.block(|e| e.set(&more, Expr::Bool(false)));
@@ -110,7 +122,10 @@ impl Emitter {
                     let stop = e.block(|e| e.set(&more, Expr::Bool(false)));
                     e.push(Stmt::If { cond: Expr::cmp(CmpOp::Ge, j.clone(), gap.clone()), then, els: stop });
                 });
-                e.store(keys.clone(), j, key);
+                e.store(keys.clone(), j.clone(), key);
+                if let (Some(a), Some(mate)) = (partner, carried) {
+                    e.store(a.clone(), j, mate);
+                }
             });
             let next = Expr::select(Expr::eq(gap.clone(), Expr::Int(2)), Expr::Int(1), Expr::div(Expr::mul(gap.clone(), Expr::Int(5)), Expr::Int(11)));
             e.set(&gap, next);
@@ -148,6 +163,32 @@ mod tests {
 
     fn array(name: &str) -> ArrayRef {
         ArrayRef { tensor: name.into(), slot: Slot::Scratch(name.into(), ElemTy::I32) }
+    }
+
+    /// Pairs sorted by key, each partner moved with its key: every length
+    /// around the insertion-sort limit and past it, repeated keys too.
+    #[test]
+    fn pairs_sort_by_key_carrying_their_partners() {
+        let mut rng = SplitMix(5);
+        for count in [0usize, 1, 2, 5, 31, 32, 33, 64, 100, 1000] {
+            for spread in [3u64, 1 << 20] {
+                let keys: Vec<i64> = (0..count).map(|_| rng.below(spread) as i64).collect();
+                let mut e = Emitter::new();
+                e.sort_pairs(&array("keys"), &array("mates"), Expr::Int(count as i64));
+                let f = e.finish("sort");
+                let arrays = [("keys".to_string(), keys.clone()), ("mates".to_string(), (0..count as i64).collect())];
+                let mut mem = Arrays(arrays.into_iter().collect());
+                Interp::new(f.vars.len(), &mut mem).run(&f.body).unwrap(); // ok: test code, a panic is a failed test
+                let (sorted, mates) = (&mem.0["keys"], &mem.0["mates"]);
+                assert!(sorted.windows(2).all(|w| w[0] <= w[1]), "{count} keys not in order");
+                let mut seen = vec![false; count];
+                for (k, &m) in sorted.iter().zip(mates) {
+                    assert_eq!(*k, keys[m as usize], "{count} keys: a partner left its key");
+                    seen[m as usize] = true;
+                }
+                assert!(seen.iter().all(|&s| s), "{count} keys: a partner lost");
+            }
+        }
     }
 
     /// Distinct keys below `extent` in random order, put in order by the

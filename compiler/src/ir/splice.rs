@@ -62,7 +62,6 @@ fn stmt(s: &Stmt, o: usize, t: &Temporary<'_>) -> Stmt {
         Stmt::While { cond, body } => Stmt::While { cond: e(cond), body: block(body, o, t) },
         Stmt::If { cond, then, els } => Stmt::If { cond: e(cond), then: block(then, o, t), els: block(els, o, t) },
         Stmt::Reserve { array, len } => Stmt::Reserve { array: t.array(array), len: e(len) },
-        Stmt::SortPairs { keys, vals, lo, len } => Stmt::SortPairs { keys: t.array(keys), vals: t.array(vals), lo: e(lo), len: e(len) },
         Stmt::Comment(c) => Stmt::Comment(c.clone()),
     }
 }

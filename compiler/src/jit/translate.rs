@@ -470,7 +470,6 @@ impl<'a, 'b> Translator<'a, 'b> {
                 self.b.switch_to_block(merge);
             }
             Stmt::Reserve { array, len } => self.reserve(&[array], len)?,
-            Stmt::SortPairs { .. } => return Err("sorting scratch arrays is not supported by the JIT".into()),
             Stmt::Comment(_) => {}
         }
         Ok(())

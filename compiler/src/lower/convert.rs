@@ -1,9 +1,9 @@
 //! Operand conversions: a statement the loops cannot run over an operand
 //! in its own format (operands that visit their indices in conflicting
-//! orders, an unordered level that must be merged, a level that must be
-//! located but cannot) runs over a copy of that operand converted to
-//! another format before the kernel. This is the paper's reordering
-//! conversion, done at run time by `storage::convert` and timed with the
+//! orders, an unordered level that must be merged and that the kernel's
+//! own sorted copy, `iterate::Reorder`, does not cover, a level that must
+//! be located but cannot) runs over a copy of that operand converted to
+//! another format before the kernel, by `storage::convert`, timed with the
 //! kernel.
 //!
 //! The search is by compiling: each access in turn is read from a copy in

@@ -54,7 +54,7 @@ impl<'p> Lowerer<'p> {
     /// Note an iterator's cursor as holding coordinates of `v` when it is
     /// one (value iteration, a whole dimension), not a position.
     fn note_cursor(&mut self, v: IndexVar, it: &dyn LoopIterator<'p>, cursor: &Expr) {
-        if !matches!(it.kind(), Kind::Position(_)) {
+        if matches!(it.kind(), Kind::Value(_) | Kind::Dimension) {
             note_coord(&mut self.coords, cursor, v);
         }
     }
@@ -354,7 +354,7 @@ impl<'p> Lowerer<'p> {
 
 /// Whether `op` is co-iterated by position, through a range under its
 /// parent (`iterate::level`'s `raw_bounds`, empty where the parent is
-/// absent).
+/// absent), or over a sorted copy of such a range.
 fn ranged(its: &Its<'_>, op: &IterId) -> bool {
-    its.get(op).is_some_and(|it| matches!(it.kind(), super::iterate::Kind::Position(_)))
+    its.get(op).is_some_and(|it| matches!(it.kind(), super::iterate::Kind::Position(_) | super::iterate::Kind::Scratch))
 }

@@ -7,7 +7,7 @@
 //! loops through the iterator protocol (`lower::iterate`).
 
 use super::ids::{IterId, OperandId};
-use super::iterate::{level_iterator, Dedup, DimensionIter, Fused, Kind, LoopIterator, PositionIter};
+use super::iterate::{level_iterator, Dedup, DimensionIter, Fused, Kind, LoopIterator, PositionIter, Reorder};
 use super::lattice::{LExpr, Lattice, Point};
 use super::plan::{LoopPlan, VarPlan};
 use super::vars::IndexVar;
@@ -115,7 +115,7 @@ impl<'p> Lowerer<'p> {
             let next_out = p.output().level_vars[st.pos[0].len()];
             // A plain loop over a full level by coordinate visits each
             // coordinate once (iterators by position may repeat or skip).
-            let plain = single && by_op.get(&strategies[0].coiter[0]).is_some_and(|it| it.props().level.full && !matches!(it.kind(), Kind::Position(_)));
+            let plain = single && by_op.get(&strategies[0].coiter[0]).is_some_and(|it| it.props().level.full && matches!(it.kind(), Kind::Value(_) | Kind::Dimension));
             if next_out != v || !plain {
                 st.exact = false;
             }
@@ -162,7 +162,7 @@ impl<'p> Lowerer<'p> {
         let driver = fulls
             .iter()
             .copied()
-            .find(|i| its.get(i).is_some_and(|it| !matches!(it.kind(), Kind::Position(_))))
+            .find(|i| its.get(i).is_some_and(|it| matches!(it.kind(), Kind::Value(_) | Kind::Dimension)))
             .or_else(|| fulls.first().copied());
         if let Some(dr) = driver {
             // The driver enumerates every coordinate: whatever can be
@@ -175,11 +175,13 @@ impl<'p> Lowerer<'p> {
 
     /// Iterator conversions (adapters): deduplicate non-unique levels that
     /// are merged with others, assembled into a result, or cannot be fused
-    /// (`Dedup`); visit a branchless level alone in its loop without a loop
-    /// (`Fused`); reject what needs a reordering scratch array.
+    /// (`Dedup`); visit an unordered level that must be enumerated in order
+    /// through a sorted copy (`Reorder`); visit a branchless level alone in
+    /// its loop without a loop (`Fused`).
     fn adapt(&mut self, v: IndexVar, lattice: &Lattice, strategies: &[Strategy], mut its: Its<'p>, st: &State) -> Result<Its<'p>, LowerError> {
         let appended = self.appends_var(st, v);
         let mut dedup: BTreeSet<OperandId> = BTreeSet::new();
+        let mut reorder: BTreeSet<OperandId> = BTreeSet::new();
         for (pt, s) in lattice.points.iter().zip(strategies) {
             let merging = s.coiter.len() > 1;
             for op in &s.coiter {
@@ -187,15 +189,24 @@ impl<'p> Lowerer<'p> {
                 let props = it.props().level;
                 let needs_order = merging || appended;
                 if needs_order && !props.ordered {
-                    return Err(LowerError::NeedsOrder {
-                        reason: format!(
-                            "{} stores coordinates unordered, so it cannot be {} over `{}` (reordering into a sorted scratch copy is not implemented); store it ordered, or use a dense or hash result",
-                            it.name(),
-                            if merging { "co-iterated with other operands" } else { "appended in order to the result" },
-                            self.p.name(v)
-                        ),
-                        span: self.p.assignment.span,
-                    });
+                    match (op.operand(), self.unreorderable(op.operand(), it.as_ref(), v)) {
+                        (Some(o), None) => {
+                            reorder.insert(o);
+                            continue;
+                        }
+                        (_, why) => {
+                            return Err(LowerError::NeedsOrder {
+                                reason: format!(
+                                    "{} stores coordinates unordered, so it cannot be {} over `{}` ({}); store it ordered, or use a dense or hash result",
+                                    it.name(),
+                                    if merging { "co-iterated with other operands" } else { "appended in order to the result" },
+                                    self.p.name(v),
+                                    why.unwrap_or_default(),
+                                ),
+                                span: self.p.assignment.span,
+                            })
+                        }
+                    }
                 }
                 let Some(o) = op.operand() else { continue };
                 if !props.unique && matches!(it.kind(), Kind::Position(_)) && (needs_order || !self.fusable(o, st)) {
@@ -209,6 +220,16 @@ impl<'p> Lowerer<'p> {
         for o in dedup {
             if let Some(inner) = position(IterId::Operand(o), &its) {
                 its.insert(IterId::Operand(o), Box::new(Dedup(inner)));
+            }
+        }
+        for o in reorder {
+            let operand = &p.operands[o];
+            let k = st.pos[o].len();
+            // Scratch arrays apart from those of other accesses of the tensor.
+            let earlier = p.operands[..o.0].iter().filter(|x| x.tensor == operand.tensor).count();
+            let copy = if earlier == 0 { format!("sorted{}", k + 1) } else { format!("sorted{}_{earlier}", k + 1) };
+            if let Some(inner) = position(IterId::Operand(o), &its) {
+                its.insert(IterId::Operand(o), Box::new(Reorder::new(inner, operand, k, &copy)));
             }
         }
         // A branchless level alone in its loop has one position under its
@@ -227,6 +248,27 @@ impl<'p> Lowerer<'p> {
             }
         }
         Ok(its)
+    }
+
+    /// Why an unordered level cannot be read through a sorted copy
+    /// (`Reorder`), or `None` when it can: a unique level iterated by
+    /// position, under loops over the operand's own variables only (so each
+    /// segment is copied once; below a loop over a variable it lacks, it
+    /// would be sorted again for every coordinate of that loop, and a copy
+    /// converted once before the kernel costs less).
+    fn unreorderable(&self, op: Option<OperandId>, it: &dyn LoopIterator<'p>, v: IndexVar) -> Option<String> {
+        let Some(o) = op.map(|o| &self.p.operands[o]) else { return Some("a dimension has no order to restore".into()) };
+        if !it.props().level.unique {
+            return Some("reordering a non-unique level into a sorted copy is not implemented".into());
+        }
+        if !matches!(it.kind(), Kind::Position(_)) {
+            return Some("only a level iterated by position can be reordered".into());
+        }
+        let d = self.order.iter().position(|&u| u == v).unwrap_or(0);
+        match self.order[..d].iter().find(|u| !o.level_vars.contains(u)) {
+            Some(&u) => Some(format!("its sorted copy would be made again for every `{}`", self.p.name(u))),
+            None => None,
+        }
     }
 
     /// A non-unique level can stay un-deduplicated (each duplicate visited on

@@ -10,18 +10,22 @@
 //! `locate`. Implementations: `level` (coordinate-position and
 //! coordinate-value iteration over a level), `dimension` (every coordinate
 //! of a variable) and the adapters `Dedup` (runs of equal coordinates of a
-//! non-unique ordered level, section 5.3) and `Fused` (a branchless level
-//! visited without a loop of its own). Each has the name the editor shows.
+//! non-unique ordered level, section 5.3), `Reorder` (an unordered level
+//! through a sorted scratch copy, section 5.3) and `Fused` (a branchless
+//! level visited without a loop of its own). Each has the name the editor
+//! shows.
 
 mod dedup;
 mod dimension;
 mod fused;
 mod level;
+mod reorder;
 
 pub(crate) use dedup::Dedup;
 pub(crate) use dimension::DimensionIter;
 pub(crate) use fused::Fused;
 pub(crate) use level::{level_iterator, locate, PositionIter};
+pub(crate) use reorder::Reorder;
 
 use super::ids::{IterId, OperandId};
 use super::operands::{Operand, Problem};
@@ -122,6 +126,9 @@ pub(crate) enum Kind<'f> {
     Position(&'f dyn CoordPositionIteration),
     Value(&'f dyn CoordValueIteration),
     Dimension,
+    /// Over a scratch copy of a level (`Reorder`): the cursor indexes the
+    /// copy, neither a position nor a coordinate.
+    Scratch,
 }
 
 /// The properties the lowerer plans with: the level's (section 3.3), or

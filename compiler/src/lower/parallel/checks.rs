@@ -57,7 +57,7 @@ pub(super) fn rows_body_fits(body: &[Stmt], out: &str) -> bool {
     let mut ok = reads_result_only_to_add(body, out, true);
     crate::ir::walk_block(&body.to_vec(), &mut |s| match s {
         Stmt::Store(a, ..) => ok &= *a == vals,
-        Stmt::Reserve { .. } | Stmt::SortPairs { .. } => ok = false,
+        Stmt::Reserve { .. } => ok = false,
         _ => {}
     });
     ok

@@ -80,7 +80,7 @@ impl<'p> Lowerer<'p> {
         };
         let distinct = match it.kind() {
             Kind::Position(_) => (props.unique || runs.is_some()) && !it.dedups(),
-            Kind::Value(_) | Kind::Dimension => true,
+            Kind::Value(_) | Kind::Dimension | Kind::Scratch => true,
         };
         let weight = self.weight(it);
         self.outer = Some(OuterLoop { var, index: v, distinct, weight, runs });
@@ -123,7 +123,7 @@ impl<'p> Lowerer<'p> {
                 let (p, found) = g.coord_access(&c, e, Expr::Int(0), &[Expr::Var(at)]);
                 (found == Expr::Bool(true)).then_some(p)
             }
-            Kind::Dimension => None,
+            Kind::Dimension | Kind::Scratch => None,
         };
         let bounds = match (pos(&mut self.e, lo_at), pos(&mut self.e, hi_at)) {
             (Some(lo_pos), Some(hi_pos)) => Some((f.pos_bounds(&c1, &mut self.e, lo_pos).0, f.pos_bounds(&c1, &mut self.e, hi_pos).1)),
