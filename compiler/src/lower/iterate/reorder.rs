@@ -23,9 +23,11 @@ pub(crate) struct Reorder<'p> {
     /// The operand and its level.
     operand: &'p Operand,
     k: usize,
-    /// The copy's coordinates and their positions in the level.
+    /// The copy's coordinates and their positions in the level, and the
+    /// slots a narrow copy is sorted through (`sort_distinct_pairs`).
     coords: ArrayRef,
     positions: ArrayRef,
+    slots: ArrayRef,
 }
 
 impl<'p> Reorder<'p> {
@@ -38,7 +40,7 @@ impl<'p> Reorder<'p> {
         head.props.level.ordered = true;
         head.name = format!("reorder<{}>", inner.head().name);
         let scratch = |what: &str| ArrayRef { tensor: tensor.to_string(), slot: Slot::Scratch(format!("{copy}_{what}"), ElemTy::I32) };
-        Reorder { inner, head, operand, k, coords: scratch("crd"), positions: scratch("pos") }
+        Reorder { inner, head, operand, k, coords: scratch("crd"), positions: scratch("pos"), slots: scratch("slots") }
     }
 }
 
@@ -78,7 +80,7 @@ impl<'p> LoopIterator<'p> for Reorder<'p> {
         }
         let body = cx.e.close();
         cx.e.push(Stmt::For { var: at, lo, hi, body });
-        cx.e.sort_pairs(&self.coords, &self.positions, count.clone());
+        cx.e.sort_distinct_pairs(&self.coords, &self.positions, count.clone(), &self.slots);
         Cursor { at: Expr::Int(0), end: count }
     }
     fn coordinate(&self, cx: &mut Cx, cur: &Cursor) -> Step {
