@@ -134,6 +134,18 @@ impl Emitter {
         self.shell_sort_from(keys, Some(partner), len, gap);
     }
 
+    /// Order distinct `keys[0..len)` with their partners for the caller to
+    /// place: up to `RANKED_KEYS` keys stay where they are and the
+    /// returned flag (an IR variable) is set, for each to be placed at its
+    /// `rank_of`; more are sorted with `sort_pairs`. A hashed workspace
+    /// row, whose keys span too much for a scan.
+    pub fn sort_pairs_unless_ranked(&mut self, keys: &ArrayRef, partner: &ArrayRef, len: Expr) -> Expr {
+        let ranked = self.let_var("sranked", Expr::cmp(CmpOp::Le, len.clone(), Expr::Int(RANKED_KEYS)));
+        let sort = self.block(|e| e.sort_pairs(keys, partner, len));
+        self.push(Stmt::If { cond: ranked.clone(), then: Vec::new(), els: sort });
+        ranked
+    }
+
     /// Shell sort with Gonnet's gaps from `gap0`, carrying `partner`.
     fn shell_sort_from(&mut self, keys: &ArrayRef, partner: Option<&ArrayRef>, len: Expr, gap0: Expr) {
         let gap = self.let_var("gap", gap0);

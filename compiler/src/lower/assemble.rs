@@ -42,7 +42,7 @@ impl<'p> Lowerer<'p> {
             ResultAssembly::Buffer => return false,
             // The workspace takes its level's coordinates in any order; the
             // rows above are appended once each, in order.
-            ResultAssembly::Workspace => {
+            ResultAssembly::Workspace(_) => {
                 let rows = n.saturating_sub(1);
                 return o.level_vars[st.pos[0].len().min(rows)..rows].contains(&v);
             }
@@ -109,8 +109,8 @@ impl<'p> Lowerer<'p> {
                 self.e.for_("pz", Expr::Int(0), parent_size, |e, q| e.store(vals.clone(), q, Expr::Float(0.0)));
             }
         }
-        if self.p.assembly == ResultAssembly::Workspace {
-            self.workspace_init();
+        if let ResultAssembly::Workspace(row) = self.p.assembly {
+            self.workspace_init(row);
         }
         Ok(())
     }
@@ -119,7 +119,7 @@ impl<'p> Lowerer<'p> {
     /// when the last level goes through one.
     pub(super) fn result_values(&self) -> ArrayRef {
         match self.p.assembly {
-            ResultAssembly::Workspace => super::workspace::Workspace::of(&self.p.output().tensor).vals,
+            ResultAssembly::Workspace(_) => super::workspace::Workspace::of(&self.p.output().tensor).vals,
             _ => ArrayRef::vals(&self.p.output().tensor),
         }
     }
@@ -162,10 +162,11 @@ impl<'p> Lowerer<'p> {
         let Some(coord) = st.bound.get(&o.level_vars[k]).cloned() else {
             return self.next_var(next, st, expr);
         };
-        if self.p.assembly == ResultAssembly::Workspace && k + 1 == o.level_vars.len() {
-            // The workspace row is indexed by the coordinate itself.
-            self.touch(coord.clone());
-            st.pos[0].push(coord);
+        if self.p.assembly.is_workspace() && k + 1 == o.level_vars.len() {
+            // The value's place in the workspace row: the coordinate
+            // itself in a dense row.
+            let at = self.touch(coord);
+            st.pos[0].push(at);
             return self.next_var(next, st, expr);
         }
         let c = LevelCtx::new(&o.tensor, k);
@@ -184,7 +185,7 @@ impl<'p> Lowerer<'p> {
                     let counter = self.out_sizes[&(k + 1)].clone();
                     let begin = self.e.let_var(&format!("{}{}_begin", o.tensor, k + 2), counter.clone());
                     self.output_levels(next, st, expr)?;
-                    if self.p.assembly == ResultAssembly::Workspace && k + 2 == o.level_vars.len() {
+                    if self.p.assembly.is_workspace() && k + 2 == o.level_vars.len() {
                         self.flush_workspace();
                     }
                     if let Assembly::Append(app) = o.format.levels[k + 1].assembly() {

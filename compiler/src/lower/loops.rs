@@ -288,7 +288,7 @@ impl<'p> Lowerer<'p> {
         // appended level below would be assembled once per duplicate.
         let out = p.output();
         use super::operands::ResultAssembly;
-        let only_workspace_left = p.assembly == ResultAssembly::Workspace && st.pos[0].len() + 1 >= out.level_vars.len();
+        let only_workspace_left = p.assembly.is_workspace() && st.pos[0].len() + 1 >= out.level_vars.len();
         let out_scatters = p.assembly == ResultAssembly::Buffer
             || only_workspace_left
             || out.format.levels[st.pos[0].len().min(out.format.levels.len())..]
@@ -410,7 +410,7 @@ impl<'p> Lowerer<'p> {
     /// remain.
     pub(super) fn next_var(&mut self, next: usize, mut st: State, expr: LExpr) -> Result<(), LowerError> {
         let out_done = st.pos[0].len() == self.p.output().level_vars.len();
-        let scatters = self.p.output_inserts() || self.p.assembly == super::operands::ResultAssembly::Workspace;
+        let scatters = self.p.output_inserts() || self.p.assembly.is_workspace();
         if out_done && matches!(st.sink, Sink::Direct) && next < self.order.len() && scatters {
             let t = self.e.let_var("tsum", Expr::Float(0.0));
             st.sink = Sink::Temp(t.clone());

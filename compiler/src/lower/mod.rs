@@ -31,7 +31,7 @@ use crate::notation::reduce::{additive_terms, distributed_terms, sums_hoist_with
 use crate::notation::{Access, Assignment, Expr as NExpr, Span};
 use graph::IterationGraph;
 use lattice::LExpr;
-use operands::{resolve, Problem, ResultAssembly};
+use operands::{resolve, Problem, ResultAssembly, Row};
 use convert::Conversion;
 use plan::{NamedPlan, VarPlan};
 use std::collections::BTreeMap;
@@ -173,8 +173,8 @@ pub(crate) struct Lowerer<'p> {
     /// Stores into the result that accumulate (`+=`) / that assign (`=`).
     pub accumulating_stores: usize,
     pub exact_stores: usize,
-    /// Number of coordinates in the workspace's touched list.
-    pub touched: Option<Expr>,
+    /// The workspace row's count of coordinates touched (and table size).
+    pub row: Option<workspace::RowState>,
     /// The outermost loop, when it is a plain `for` (`lower::parallel`).
     pub outer: Option<parallel::OuterLoop>,
     /// IR variables holding coordinates of index variables (`Nest::coords`).
@@ -286,8 +286,8 @@ fn compile_or_buffer(name: &str, a: &Assignment, formats: &BTreeMap<String, Tens
     if let Some(kernel) = convert::compile_as_permutation(a, formats, dims, &refusal, &|s, f, d| compile_statement(name, s, f, d, ResultAssembly::Direct)) {
         return Ok(kernel);
     }
-    if workspace_levels(formats.get(&a.lhs.tensor)) && workspace_row_fits(a, formats, dims) {
-        if let Ok(kernel) = compile_statement(name, a, formats, dims, ResultAssembly::Workspace) {
+    if let Some(row) = workspace_row(a, formats, dims) {
+        if let Ok(kernel) = compile_statement(name, a, formats, dims, ResultAssembly::Workspace(row)) {
             return Ok(kernel);
         }
     }
@@ -314,29 +314,28 @@ fn compile_or_buffer(name: &str, a: &Assignment, formats: &BTreeMap<String, Tens
     }
 }
 
-/// A result whose levels insert down to a last level that appends can
-/// have that level assembled through a workspace row.
-fn workspace_levels(format: Option<&TensorFormat>) -> bool {
-    let Some(f) = format else { return false };
-    let n = f.levels.len();
-    n >= 2
-        && f.levels[..n - 1].iter().all(|l| matches!(l.assembly(), Assembly::Insert(_)))
-        && matches!(f.levels[n - 1].assembly(), Assembly::Append(_))
-}
-
 /// Most coordinates a dense workspace row spans (16 bytes each: value,
 /// touched flag, touched list): 64 MiB. A wider last level (a hypersparse
-/// result) is assembled through the coordinate buffer instead, whose memory
-/// follows the entries computed, not the dimension.
+/// result) goes through a hashed row, whose memory follows the row's
+/// entries, not the dimension. `TENSOR_WORKSPACE_ROW_LIMIT` overrides it
+/// (the tests of the hashed row set 0).
 const WORKSPACE_ROW_LIMIT: usize = 1 << 22;
 
-/// Whether the result's last level spans few enough coordinates for a
-/// dense workspace row.
-fn workspace_row_fits(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> bool {
-    let (Some(f), Some(d)) = (formats.get(&a.lhs.tensor), dims.get(&a.lhs.tensor)) else { return true };
-    match f.map.level_var(f.levels.len() - 1) {
-        crate::format::LevelVar::Dim(k) => d.get(k).is_none_or(|&n| n <= WORKSPACE_ROW_LIMIT),
-        crate::format::LevelVar::Hidden(_) => false,
+/// The workspace row for the result of `a`: one exists where the result's
+/// levels insert down to a last level that appends, over a dimension of
+/// its own; dense when that dimension is narrow enough, else hashed.
+fn workspace_row(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> Option<Row> {
+    let f = formats.get(&a.lhs.tensor)?;
+    let n = f.levels.len();
+    let levels_fit = n >= 2 && f.levels[..n - 1].iter().all(|l| matches!(l.assembly(), Assembly::Insert(_))) && matches!(f.levels[n - 1].assembly(), Assembly::Append(_));
+    let crate::format::LevelVar::Dim(k) = f.map.level_var(n - 1) else { return None };
+    if !levels_fit {
+        return None;
+    }
+    let limit = std::env::var("TENSOR_WORKSPACE_ROW_LIMIT").ok().and_then(|s| s.parse().ok()).unwrap_or(WORKSPACE_ROW_LIMIT);
+    match dims.get(&a.lhs.tensor).and_then(|d| d.get(k)) {
+        Some(&width) if width > limit => Some(Row::Hashed),
+        _ => Some(Row::Dense),
     }
 }
 
@@ -414,10 +413,10 @@ fn compile_parts(
         let mut p = resolve(part, formats, dims)?;
         p.assembly = assembly;
         let graph = graph::build(&p)?;
-        if assembly == ResultAssembly::Workspace {
+        if assembly.is_workspace() {
             workspace_fits(&p, &graph)?;
         }
-        let mut l = Lowerer { p: &p, order: graph.order.clone(), e, plans: Vec::new(), out_sizes: std::mem::take(&mut out_sizes), accumulating_stores: 0, exact_stores: 0, touched: None, outer: None, coords: Vec::new() };
+        let mut l = Lowerer { p: &p, order: graph.order.clone(), e, plans: Vec::new(), out_sizes: std::mem::take(&mut out_sizes), accumulating_stores: 0, exact_stores: 0, row: None, outer: None, coords: Vec::new() };
         l.e.comment(format!("{part}"));
         let body_start = l.e.mark();
         if !buffered || n == 0 {

@@ -53,15 +53,25 @@ pub struct Problem {
 pub enum ResultAssembly {
     /// Level by level, in the order the loops produce coordinates.
     Direct,
-    /// The last level through a dense workspace row with a list of the
+    /// The last level through a workspace row with a list of the
     /// coordinates touched, flushed (sorted when the level is ordered) each
     /// time the level above is done: coordinates may arrive in any order and
     /// more than once (Gustavson's SpGEMM; taco's precompute, MLIR's
     /// expand/compress).
-    Workspace,
+    Workspace(Row),
     /// The result is a coordinate buffer packed after the kernel: entries
     /// may be appended in any order and more than once.
     Buffer,
+}
+
+/// The workspace row of `ResultAssembly::Workspace` (`lower/workspace.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Row {
+    /// Values and touched flags over the level's whole extent.
+    Dense,
+    /// A hash table of the coordinates touched: memory follows the row's
+    /// entries, for a level too wide for a dense row.
+    Hashed,
 }
 
 impl ResultAssembly {
@@ -69,6 +79,9 @@ impl ResultAssembly {
     /// levels impose no loop order.
     pub fn any_order(self) -> bool {
         self != ResultAssembly::Direct
+    }
+    pub fn is_workspace(self) -> bool {
+        matches!(self, ResultAssembly::Workspace(_))
     }
 }
 
