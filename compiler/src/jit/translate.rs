@@ -187,6 +187,11 @@ impl<'a, 'b> Translator<'a, 'b> {
         self.arrays.get(a).ok_or_else(|| format!("array {} not bound", a.c_name()))
     }
 
+    /// The Cranelift variable of IR variable `v`.
+    pub(super) fn var(&self, v: crate::ir::VarId) -> Result<Variable, String> {
+        self.vars.get(v as usize).copied().ok_or_else(|| "unknown variable".into())
+    }
+
     pub(super) fn writes(&self, a: &ArrayRef) -> Result<bool, String> {
         Ok(self.array(a)?.writes)
     }
@@ -428,9 +433,10 @@ impl<'a, 'b> Translator<'a, 'b> {
                 let lo = self.expr(lo)?;
                 let hi = self.expr(hi)?;
                 let var_info = std::mem::take(&mut self.var_info);
-                let vectorized = match super::vector::plan(*var_id, body, &var_info) {
-                    Some(plan) => self.vector_loop(&plan, var, lo, hi, body).map(|()| true),
-                    None => Ok(false),
+                let vectorized = match (super::vector::plan(*var_id, body, &var_info), super::count::plan(*var_id, body)) {
+                    (Some(plan), _) => self.vector_loop(&plan, var, lo, hi, body).map(|()| true),
+                    (None, Some(count)) => self.count_loop(&count, var, lo, hi).map(|()| true),
+                    (None, None) => Ok(false),
                 };
                 self.var_info = var_info;
                 // The scalar loop runs the iterations the vector loop left.
