@@ -79,13 +79,7 @@ impl Translator<'_, '_> {
             let n = self.b.ins().isub(n, mask);
             self.b.def_var(l, n);
         }
-        let next = self.b.ins().iadd_imm_s(k, step);
-        self.b.def_var(var, next);
-        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, limit);
-        self.b.ins().brif(more, vbody, &[], rest, &[]);
-        self.b.seal_block(vbody);
-        self.b.seal_block(rest);
-        self.b.switch_to_block(rest);
+        self.loop_back(var, k, step, limit, vbody, rest);
         let mut sum = self.b.use_var(lanes[0]);
         for &l in &lanes[1..] {
             let n = self.b.use_var(l);

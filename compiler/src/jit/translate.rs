@@ -500,14 +500,21 @@ impl<'a, 'b> Translator<'a, 'b> {
         self.block(body)?;
         self.leave_loop(outer);
         let i = self.b.use_var(var);
-        let next = self.b.ins().iadd_imm_s(i, 1);
+        self.loop_back(var, i, 1, hi, body_block, exit);
+        Ok(())
+    }
+
+    /// The end of a counted loop's body starting at `body_block` with
+    /// index `var` at `at`: step it, go round again while below `limit`,
+    /// and continue after the loop at `exit`.
+    pub(super) fn loop_back(&mut self, var: Variable, at: Value, step: i64, limit: Value, body_block: Block, exit: Block) {
+        let next = self.b.ins().iadd_imm_s(at, step);
         self.b.def_var(var, next);
-        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, hi);
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, limit);
         self.b.ins().brif(more, body_block, &[], exit, &[]);
         self.b.seal_block(body_block);
         self.b.seal_block(exit);
         self.b.switch_to_block(exit);
-        Ok(())
     }
 
     /// In a loop's preheader: load what the loop over `index` with `body`

@@ -212,13 +212,7 @@ impl Translator<'_, '_> {
             self.vector_body(plan, &mut lanes, body)?;
         }
         self.leave_loop(outer);
-        let next = self.b.ins().iadd_imm_s(k, step);
-        self.b.def_var(var, next);
-        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, limit);
-        self.b.ins().brif(more, vbody, &[], rest, &[]);
-        self.b.seal_block(vbody);
-        self.b.seal_block(rest);
-        self.b.switch_to_block(rest);
+        self.loop_back(var, k, step, limit, vbody, rest);
         Ok(())
     }
 
