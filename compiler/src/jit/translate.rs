@@ -65,7 +65,7 @@ pub struct Translator<'a, 'b> {
     ptr_ty: Type,
     args: Value,
     /// `grow(args, slots, want)`, the `preserve_all` trampoline
-    /// (`jit::define_grow`), defined for kernels that grow arrays.
+    /// (`jit::shared_grow`), imported by kernels that grow arrays.
     grow: Option<FuncRef>,
     fail: Block,
     regions: Regions,
@@ -650,7 +650,7 @@ pub(super) fn float_cc(op: CmpOp) -> FloatCC {
     }
 }
 
-/// The body of `grow(args, slots, want)` (`jit::define_grow`): the
+/// The body of `grow(args, slots, want)` (`jit::shared_grow`): the
 /// runtime's `reserve_group(args.runtime, slots, want)`.
 pub(super) fn grow_body(b: &mut FunctionBuilder, ptr_ty: Type) {
     let entry = b.create_block();
