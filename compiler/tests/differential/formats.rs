@@ -25,6 +25,8 @@ pub const MATRIX_IN: Pool = &[
     (1, "hashed,dense"),
     (1, "dense,hashed"),
     (1, "dense,compressed(unordered)"),
+    (1, "hashed,compressed(unordered)"),
+    (1, "compressed(unordered),compressed"),
 ];
 
 /// Formats whose first level can hold a coordinate more than once.
@@ -40,6 +42,7 @@ pub const INSERT_THEN_APPEND: Pool = &[(3, "CSR"), (2, "CSC"), (1, "hashed,compr
 pub const MATRIX_OUT: Pool = &[
     (4, "dense"),
     (5, "CSR"),
+    (1, "dense,compressed(unordered)"),
     (3, "CSC"),
     (3, "DCSR"),
     (3, "COO"),
