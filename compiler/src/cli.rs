@@ -294,7 +294,10 @@ pub fn emit_text(k: &lower::Kernel, what: Emit) -> String {
         Emit::C => format!("{}{}", note("/* ", " */"), crate::ir::c::function(&k.function)),
         Emit::Ir => format!("{}{}", note("// ", ""), k.function),
         Emit::Graph => format!("{}{}", note("", ""), k.nests.iter().map(|n| n.graph.display(&n.problem.vars).to_string()).collect::<Vec<_>>().join("\n")),
-        Emit::Lattice => format!("{}{}", note("", ""), k.plans().map(|p| p.to_string()).collect::<Vec<_>>().join("")),
+        Emit::Lattice => {
+            let row = k.workspace().map_or(String::new(), |(_, row)| format!("{row}\n"));
+            format!("{}{row}{}", note("", ""), k.plans().map(|p| p.to_string()).collect::<Vec<_>>().join(""))
+        }
         Emit::Asm => crate::jit::disassemble(&k.function).unwrap_or_else(|e| format!("; no machine code: {e}\n")),
     }
 }
@@ -338,6 +341,9 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
     }
     for t in &prepared.kernel.temporaries {
         eprintln!("note: `{}` sits inside an addition inside a product, so it is computed first into a dense temporary: {t}", t.rhs);
+    }
+    if let Some((_, row)) = prepared.kernel.workspace() {
+        eprintln!("note: {row}");
     }
     if prepared.kernel.buffer.is_some() {
         let out = &s.assignment.lhs.tensor;

@@ -120,6 +120,10 @@ fn unordered_levels_are_merged_through_a_sorted_copy_in_the_kernel() {
     let (its, conv) = plan("y(i) = A(i,j) * (x(j) + z(j))", &specs, &d, &[30]);
     assert!(conv == [("x".to_string(), "sparse".to_string())] && !its.iter().any(|i| i.starts_with("reorder<")), "{its:?} {conv:?}");
     ok(check("y(i) = A(i,j) * (x(j) + z(j))", &specs, &d, &[30]));
+    // The command line says how a workspace row assembles the result.
+    let (lattice, stderr) = tensorc(&["A(i,j) = B(i,k) * C(k,j)", "-f", "A:CSR", "-f", "B:CSR", "-f", "C:CSR", "-d", "B:8,8", "-d", "C:8,8", "--emit", "lattice"]);
+    assert!(stderr.contains("note: `A` is assembled over `j` through a dense workspace row"), "{stderr}");
+    assert!(lattice.starts_with("`A` is assembled over `j`"), "{lattice}");
     let (_, stderr) = tensorc(&["y(i) = A(i,j) * (x(j) + z(j))", "-f", "A:CSR", "-f", "x:compressed(unordered)", "-f", "z:sparse", "-d", "A:30,40", "--emit", "c"]);
     assert!(stderr.contains("its sorted copy would be made again for every `i`"), "{stderr}");
 }

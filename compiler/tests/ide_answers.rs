@@ -92,6 +92,20 @@ fn the_loops_of_a_variable_are_those_that_bind_its_coordinates_whatever_their_na
 }
 
 #[test]
+fn the_workspace_row_and_sorted_copies_are_shown() {
+    // SpGEMM into CSR: the hover of `j` (the workspace's level) says how
+    // the result is assembled; `i`'s does not.
+    let spgemm = "tensor B : f64[6, 6] @ CSR = random(seed: 1, density: 0.4)\ntensor C : f64[6, 6] @ CSR = random(seed: 2, density: 0.4)\ntensor A : f64[6, 6] @ CSR\nkernel k { A(i,j) = B(i,k) * C(k,j) }\n";
+    let j = hover_in(spgemm, "A(i,j)", 4);
+    assert!(j.contains("through a dense workspace row") && j.contains("after each `i` its coordinates are sorted and appended"), "{j}");
+    assert!(!hover_in(spgemm, "A(i,j)", 2).contains("workspace"));
+    // A hash table merged with CSR: read through a sorted copy.
+    let hashed = "tensor B : f64[6, 6] @ (hashed, hashed) = random(seed: 1, density: 0.4)\ntensor C : f64[6, 6] @ CSR = random(seed: 2, density: 0.4)\ntensor A : f64[6, 6] @ CSR\nkernel k { A(i,j) = B(i,j) + C(i,j) }\n";
+    let j = hover_in(hashed, "A(i,j)", 4);
+    assert!(j.contains("reorder<B2:hashed"), "{j}");
+}
+
+#[test]
 fn tensor_hover_keeps_brackets_and_draws_the_matrix() {
     let (a, f, text) = example("spmv_vectors.tensor");
     let md = hover_at(&a, f, &text, "tensor A", 7);

@@ -82,6 +82,9 @@ impl Analysis {
                 for conv in &kernel.conversions {
                     let _ = writeln!(md, "reads `{}` from a copy converted to {} before each run\n", conv.source, escape(&conv.format_text));
                 }
+                if let Some((_, row)) = kernel.workspace().filter(|(v, _)| v == var) {
+                    let _ = writeln!(md, "{}\n", escape(&row));
+                }
                 md.push_str(&var_markdown(var, &var_facts(kernel, var)));
             }
         }

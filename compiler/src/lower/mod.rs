@@ -136,6 +136,21 @@ impl Kernel {
     pub fn plans(&self) -> impl Iterator<Item = NamedPlan<'_>> {
         self.nests.iter().flat_map(|n| n.plans.iter().map(|plan| NamedPlan { plan, vars: &n.problem.vars }))
     }
+    /// The workspace row the result's last level goes through, if any:
+    /// the level's variable and what the row is, for the user.
+    pub fn workspace(&self) -> Option<(String, String)> {
+        let nest = self.nests.first()?;
+        let ResultAssembly::Workspace(row) = nest.problem.assembly else { return None };
+        let vars = &nest.problem.output().level_vars;
+        let (&last, rows) = vars.split_last()?;
+        let (var, rows) = (nest.problem.name(last).to_string(), nest.problem.vars.join(rows, ", "));
+        let what = match row {
+            Row::Dense => "a dense workspace row (values and a touched flag per coordinate, and the list of coordinates touched)",
+            Row::Hashed => "a hashed workspace row (the level is too wide for a dense one: a hash table of the coordinates touched, their values in the order they came)",
+        };
+        let order = if nest.problem.output().format.levels[vars.len() - 1].properties().ordered { "sorted and appended" } else { "appended" };
+        Some((var.clone(), format!("`{}` is assembled over `{var}` through {what}: the loops add to it in any order, and after each `{rows}` its coordinates are {order} to the result", self.output())))
+    }
 }
 
 #[derive(Clone, Debug)]
