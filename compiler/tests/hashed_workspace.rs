@@ -42,7 +42,7 @@ fn spgemm_and_friends_through_a_hashed_row() {
         // Short rows, and rows of up to 1500 coordinates: the table (1024
         // slots to start) doubles twice within a row.
         for (rows, inner, cols, density) in [(30, 20, 40, 0.2), (12, 40, 1500, 0.3)] {
-            let d = random_data(&[("B", vec![rows, inner], density), ("C", vec![inner, cols], density), ("E", vec![inner, rows], density)], seed);
+            let d = random_data(&[("B", vec![rows, inner], density), ("C", vec![inner, cols], density), ("E", vec![inner, rows], density), ("D", vec![rows, cols], density)], seed);
             for a in ["CSR", "dense,compressed(unordered)", "dense,compressed(nonunique)"] {
                 let specs = [("A", a), ("B", "CSR"), ("C", "CSR")];
                 ok(check("A(i,j) = B(i,k) * C(k,j)", &specs, &d, &[rows, cols]));
@@ -50,6 +50,9 @@ fn spgemm_and_friends_through_a_hashed_row() {
             }
             ok(check("A(i,j) = B(i,k) * C(k,j)", &[("A", "CSC"), ("B", "CSC"), ("C", "CSC")], &d, &[rows, cols]));
             ok(check("A(i,j) = B(i,k) * C(k,j) + 2 * B(i,k) * C(k,j)", &[("A", "CSR"), ("B", "CSR"), ("C", "COO")], &d, &[rows, cols]));
+            // Terms under one rows loop, adding into the hashed row.
+            ok(check("A(i,j) = B(i,k) * C(k,j) + D(i,j)", &[("A", "CSR"), ("B", "CSR"), ("C", "CSR"), ("D", "CSR")], &d, &[rows, cols]));
+            assert!(hashed("A(i,j) = B(i,k) * C(k,j) + D(i,j)", &[("A", "CSR"), ("B", "CSR"), ("C", "CSR"), ("D", "CSR")], &d, &[rows, cols]));
             // A transpose added to a matrix: coordinates out of order.
             ok(check("A(i,j) = B(i,j) + E(j,i)", &[("A", "CSR"), ("B", "CSR"), ("E", "CSR")], &d, &[rows, inner]));
         }

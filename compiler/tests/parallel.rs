@@ -69,6 +69,9 @@ const CASES: &[Case] = &[
     case("C(i,j) = A(i,j) + B(i,j)", &[("A", "dense,compressed(unordered)"), ("B", "CSR"), ("C", "CSR")], Some(Stitch)),
     // (Gustavson's SpGEMM: a workspace row per thread)
     case("C(i,k) = A(i,j) * B(j,k)", &[("A", "CSR"), ("B", "CSR"), ("C", "CSR")], Some(Stitch)),
+    // (terms under one rows loop, adding into one workspace row)
+    case("C(i,k) += A(i,j) * B(j,k)", &[("A", "CSR"), ("B", "CSR"), ("C", "CSR")], Some(Stitch)),
+    case("C(i,k) = A(i,j) * B(j,k) + D(i,k)", &[("A", "CSR"), ("B", "CSR"), ("C", "CSR"), ("D", "CSR")], Some(Stitch)),
     // One thread: other sparse results, several nests, merged outer loops.
     case("C(i,j) = A(i,j) + B(i,j)", &[("A", "CSR"), ("B", "CSR"), ("C", "DCSR")], None),
     case("C(i,j) = A(i,j)", &[("A", "CSR"), ("C", "COO")], None),

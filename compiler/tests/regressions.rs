@@ -129,6 +129,28 @@ fn spgemm_rows_of_every_length_come_out_sorted() {
 }
 
 #[test]
+fn terms_of_a_sum_inside_an_addition_share_one_workspace_row() {
+    // `A = B*C + D` and `A = A + B*C` (what `+=` becomes) into CSR or CSC:
+    // one loop over the result's rows, each term adding its part of the
+    // row to the workspace, flushed once per row. Operands without a
+    // locatable row (COO, DCSR) fall back to the coordinate buffer.
+    for seed in 1..4 {
+        let d = random_data(&[("A", vec![12, 10], 0.3), ("B", vec![12, 9], 0.3), ("C", vec![9, 10], 0.3), ("D", vec![12, 10], 0.3), ("E", vec![10, 12], 0.3)], seed);
+        for (out, ops) in [("CSR", "CSR"), ("CSR", "dense"), ("CSC", "CSC"), ("CSR", "COO"), ("CSR", "DCSR"), ("CSC", "CSR")] {
+            let specs = [("A", out), ("B", ops), ("C", ops), ("D", ops), ("E", ops)];
+            for expr in ["A(i,j) = B(i,k) * C(k,j) + D(i,j)", "A(i,j) = A(i,j) + B(i,k) * C(k,j)", "A(i,j) = D(i,j) - 2 * B(i,k) * C(k,j) + E(j,i)", "A(i,j) = B(i,k) * C(k,j) + B(i,k) * C(k,j) * 3"] {
+                ok(check(expr, &specs, &d, &[12, 10]));
+            }
+        }
+        // One workspace, no buffer, where every row can be located.
+        let a = tensor_compiler::notation::parse_assignment("A(i,j) = B(i,k) * C(k,j) + D(i,j)").unwrap();
+        let formats = formats_rest_dense(&a, &[("A", "CSR"), ("B", "CSR"), ("C", "CSR"), ("D", "CSR")], &d, 2);
+        let p = tensor_compiler::execute::prepare("kernel", &a, &formats, &d, &[12, 10], None).unwrap();
+        assert!(p.kernel.buffer.is_none() && p.kernel.workspace().is_some(), "{}", p.kernel.function);
+    }
+}
+
+#[test]
 fn spgemm_into_a_result_too_wide_for_a_dense_workspace_row() {
     // 5M columns: a dense row (16 bytes a column) would take 80 MB per
     // kernel; a CSR result goes through a hashed row and a DCSR one (no

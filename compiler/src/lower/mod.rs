@@ -20,6 +20,7 @@ pub mod operands;
 mod parallel;
 pub mod plan;
 mod prior;
+mod shared_rows;
 mod temporary;
 pub mod vars;
 mod workspace;
@@ -375,7 +376,6 @@ fn compile_statement(name: &str, a: &Assignment, formats: &BTreeMap<String, Tens
 }
 
 fn compile_statement_expanding(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>, assembly: ResultAssembly, expand: bool) -> Result<Kernel, LowerError> {
-    let buffered = assembly == ResultAssembly::Buffer;
     let hoists = sums_hoist_with_private(a, &|acc| has_hidden_levels(acc, formats));
     if !hoists && expand {
         // `(A(i,j)*x(j) + b(i)) * a`: multiplied out, the sum is a term of
@@ -388,13 +388,13 @@ fn compile_statement_expanding(name: &str, a: &Assignment, formats: &BTreeMap<St
         }
     }
     if !hoists {
-        return compile_parts(name, a, split_terms(a, formats, dims, buffered)?, formats, dims, assembly);
+        return compile_parts(name, a, split_terms(a, formats, dims, assembly.any_order())?, formats, dims, assembly);
     }
     match compile_parts(name, a, vec![a.clone()], formats, dims, assembly) {
         // Terms that cannot share one loop nest (an unordered operand in a
         // union, operands that want opposite loop orders): with a result
         // that takes updates in any order, each term runs as its own nest.
-        Err(e) if e.is_refusal() && additive_terms(&a.rhs).len() > 1 => match split_terms(a, formats, dims, buffered) {
+        Err(e) if e.is_refusal() && additive_terms(&a.rhs).len() > 1 => match split_terms(a, formats, dims, assembly.any_order()) {
             Ok(parts) => compile_parts(name, a, parts, formats, dims, assembly).map_err(|_| e),
             Err(_) => Err(e),
         },
@@ -410,6 +410,9 @@ fn compile_parts(
     dims: &BTreeMap<String, Vec<usize>>,
     assembly: ResultAssembly,
 ) -> Result<Kernel, LowerError> {
+    if let (ResultAssembly::Workspace(row), true) = (assembly, parts.len() > 1) {
+        return shared_rows::compile_sharing_rows(name, a, &parts, formats, dims, row);
+    }
     let buffered = assembly == ResultAssembly::Buffer;
     let mut e = Emitter::new();
     let mut nests = Vec::new();
@@ -474,8 +477,8 @@ fn compile_parts(
 /// `y(i) = A(i,j)*x(j) + z(i)` as `y(i) = A(i,j)*x(j); y(i) += z(i)`: valid
 /// when the result can be updated in place (insert levels). A sum spanning
 /// several terms is distributed over them (`notation::reduce::distributed_terms`).
-fn split_terms(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>, buffered: bool) -> Result<Vec<Assignment>, LowerError> {
-    let out_inserts = buffered
+fn split_terms(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>, any_order: bool) -> Result<Vec<Assignment>, LowerError> {
+    let out_inserts = any_order
         || formats
             .get(&a.lhs.tensor)
             .is_some_and(|f| f.levels.iter().all(|l| matches!(l.assembly(), Assembly::Insert(_))));

@@ -49,6 +49,14 @@ pub(crate) struct OuterLoop {
     runs: Option<Coordinate>,
 }
 
+impl OuterLoop {
+    /// A plain loop `var` over every coordinate of `index`, each visited
+    /// once (the rows loop of terms sharing a workspace row).
+    pub(super) fn rows(var: VarId, index: IndexVar) -> OuterLoop {
+        OuterLoop { var, index, distinct: true, weight: None, runs: None }
+    }
+}
+
 /// A level's coordinate at position `at`.
 #[derive(Clone, Debug)]
 struct Coordinate {
