@@ -129,6 +129,27 @@ fn spgemm_rows_of_every_length_come_out_sorted() {
 }
 
 #[test]
+fn dcsr_spgemm_reads_the_right_operand_by_rows_and_appends_rows_from_a_workspace() {
+    // `A(i,j) = B(i,k) * C(k,j)` all DCSR: C's rows, merged with each row
+    // of B, were merged again from C's first row for every `i` (rows ×
+    // rows steps: minutes on a million rows). C is read from a CSR copy
+    // (its rows dense, located; its columns as stored), and A's rows,
+    // visited once each in order, are appended after a workspace row.
+    for seed in 1..4 {
+        let d = random_data(&[("B", vec![40, 30], 0.1), ("C", vec![30, 50], 0.1)], seed);
+        for (b, c) in [("DCSR", "DCSR"), ("CSR", "DCSR"), ("DCSR", "COO"), ("COO", "DCSR")] {
+            ok(check("A(i,j) = B(i,k) * C(k,j)", &[("A", "DCSR"), ("B", b), ("C", c)], &d, &[40, 50]));
+        }
+        let a = tensor_compiler::notation::parse_assignment("A(i,j) = B(i,k) * C(k,j)").unwrap();
+        let formats = formats_rest_dense(&a, &[("A", "DCSR"), ("B", "DCSR"), ("C", "DCSR")], &d, 2);
+        let p = tensor_compiler::execute::prepare("kernel", &a, &formats, &d, &[40, 50], None).unwrap();
+        let copies: Vec<(String, String)> = p.kernel.conversions.iter().map(|c| (c.source.clone(), c.format_text.clone())).collect();
+        assert_eq!(copies, [("C".to_string(), "CSR".to_string())]);
+        assert!(p.kernel.buffer.is_none() && p.kernel.workspace().is_some(), "{}", p.kernel.function);
+    }
+}
+
+#[test]
 fn terms_of_a_sum_inside_an_addition_share_one_workspace_row() {
     // `A = B*C + D` and `A = A + B*C` (what `+=` becomes) into CSR or CSC:
     // one loop over the result's rows, each term adding its part of the
@@ -153,10 +174,9 @@ fn terms_of_a_sum_inside_an_addition_share_one_workspace_row() {
 #[test]
 fn spgemm_into_a_result_too_wide_for_a_dense_workspace_row() {
     // 5M columns: a dense row (16 bytes a column) would take 80 MB per
-    // kernel; a CSR result goes through a hashed row and a DCSR one (no
-    // workspace: its rows append) through the coordinate buffer, whose
-    // memories follow the entries. Checked against products summed by
-    // hand (the dense oracle cannot hold the result).
+    // kernel; CSR and DCSR results go through a hashed row, whose memory
+    // follows the row's entries. Checked against products summed by hand
+    // (the dense oracle cannot hold the result).
     let wide = 5_000_000u32;
     let b = tensor(&[3, 4], &[(&[0, 0], 1.0), (&[0, 2], 2.0), (&[2, 1], 3.0), (&[2, 3], -1.0)]);
     let c = tensor(&[4, wide as usize], &[(&[0, 7], 1.5), (&[0, wide - 1], 2.0), (&[1, 7], 4.0), (&[2, wide - 1], 0.5), (&[2, 12], 1.0), (&[3, 7], 1.0)]);
@@ -176,7 +196,7 @@ fn spgemm_into_a_result_too_wide_for_a_dense_workspace_row() {
         let formats = formats_of(&specs, &orders);
         let mut prepared = tensor_compiler::execute::prepare("kernel", &a, &formats, &data, &[3, wide as usize], None).unwrap();
         let hashed = prepared.kernel.function.to_string().contains("hash table of the coordinates touched");
-        assert!(if result == "CSR" { hashed } else { prepared.kernel.buffer.is_some() }, "{result}: a hashed row or the coordinate buffer");
+        assert!(hashed && prepared.kernel.buffer.is_none(), "{result}: a hashed row");
         prepared.run().unwrap();
         let got = prepared.result().unwrap();
         let got: BTreeMap<(u32, u32), f64> = (0..got.nnz()).map(|e| ((got.coord(e)[0], got.coord(e)[1]), got.vals[e])).collect();

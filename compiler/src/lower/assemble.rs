@@ -223,6 +223,9 @@ impl<'p> Lowerer<'p> {
                     let begin = self.e.let_var(&format!("{}{}_begin", o.tensor, t + 2), child.clone());
                     let coords: Vec<Expr> = (h..=t).map(|l| st.bound[&o.level_vars[l]].clone()).collect();
                     self.output_levels(next, st, expr)?;
+                    if self.p.assembly.is_workspace() && t + 2 == o.level_vars.len() {
+                        self.flush_workspace();
+                    }
                     self.e.open();
                     self.append_chain(h, t, &at, &coords);
                     if let Assembly::Append(app) = o.format.levels[t + 1].assembly() {

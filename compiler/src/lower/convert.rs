@@ -197,12 +197,15 @@ fn permuted_levels(result: &TensorFormat, lhs: &Access, source: &Access) -> Opti
 /// does not have (`x` in `y(i) = A(i,j) * x(j)` with `x` sparse) is merged
 /// again from its start for every coordinate of that loop: O(rows × nnz(x))
 /// instead of O(nnz(A)); a hashed one is probed once per entry of A, each
-/// probe several loads. Read from a dense copy instead, it is located, so
-/// the kernel returned reads one, when the statement is a product (the
-/// copy cannot widen an intersection into a union) and the copy has at
-/// most `alternatives::DENSE_LIMIT` elements, and, where the entries each
-/// operand stores are known (`entries`), the copy costs less than what it
-/// saves (`copy_pays`). Otherwise `kernel` as it is.
+/// probe several loads. Read from a copy whose re-merged levels are dense,
+/// it is located there instead: `x` becomes dense, and the rows of C in a
+/// DCSR SpGEMM `A(i,j) = B(i,k) * C(k,j)` (merged with each row of B)
+/// become CSR's dense rows, its columns staying compressed. The kernel
+/// returned reads such a copy when the statement is a product (the copy
+/// cannot widen an intersection into a union), the copy's dense levels
+/// hold at most `alternatives::DENSE_LIMIT` positions, and, where the
+/// entries each operand stores are known (`entries`), the copy costs less
+/// than what it saves (`copy_pays`). Otherwise `kernel` as it is.
 pub(super) fn densify_remerged(
     a: &Assignment,
     formats: &BTreeMap<String, TensorFormat>,
@@ -211,7 +214,7 @@ pub(super) fn densify_remerged(
     kernel: Kernel,
     compile: &dyn Fn(&Assignment, &BTreeMap<String, TensorFormat>, &BTreeMap<String, Vec<usize>>) -> Result<Kernel, LowerError>,
 ) -> Kernel {
-    let ([nest], true, None) = (kernel.nests.as_slice(), only_products(&a.rhs), &kernel.buffer) else { return kernel };
+    let ([nest], true) = (kernel.nests.as_slice(), only_products(&a.rhs)) else { return kernel };
     let order = &nest.graph.order;
     let level_at = |o: &super::operands::Operand, v: &super::vars::IndexVar| o.level_vars.iter().position(|x| x == v).map(|k| o.format.levels[k].clone());
     // Costly to reach again for each outer coordinate: a level merged with
@@ -224,22 +227,21 @@ pub(super) fn densify_remerged(
     // An operand already read from a copy (sorted, say) is densified from
     // its source instead.
     let source = |o: &super::operands::Operand| kernel.conversions.iter().find(|c| c.copy == o.tensor).map_or(o.tensor.clone(), |c| c.source.clone());
-    let remerged = nest.problem.inputs().iter().find(|o| {
-        let Some(first) = o.level_vars.first().and_then(|v| order.iter().position(|x| x == v)) else { return false };
-        let elements = dims.get(&source(o)).map_or(usize::MAX, |d| d.iter().try_fold(1usize, |p, &x| p.checked_mul(x)).unwrap_or(usize::MAX));
+    let remerged = nest.problem.inputs().iter().find_map(|o| {
+        let first = o.level_vars.first().and_then(|v| order.iter().position(|x| x == v))?;
         let outer_without = order[..first].iter().any(|u| !o.level_vars.contains(u));
-        let reached_again = o.level_vars.iter().any(|v| nest.problem.inputs().iter().any(|p| source(p) != source(o) && costly(o, v, p)));
-        !o.format.is_all_dense() && elements <= crate::format::alternatives::DENSE_LIMIT && outer_without && reached_again
+        let dense: Vec<bool> = o.level_vars.iter().map(|v| nest.problem.inputs().iter().any(|p| source(p) != source(o) && costly(o, v, p))).collect();
+        let copy = dense_copy(o, &dense, dims.get(&source(o))?)?;
+        (outer_without && copy.1 <= crate::format::alternatives::DENSE_LIMIT).then_some((o, copy))
     });
-    let Some(o) = remerged else { return kernel };
+    let Some((o, (copy_format, copy_size))) = remerged else { return kernel };
     let outer = order.iter().find(|u| !o.level_vars.contains(u)).map_or(String::new(), |&u| nest.problem.vars.name(u).to_string());
     let tensor = source(o);
     if let Some(entries) = entries {
-        if !copy_pays_here(dims, entries, nest, o, &tensor, &source) {
+        if !copy_pays_here(dims, entries, nest, o, &tensor, copy_size, &source) {
             return kernel;
         }
     }
-    let Ok(dense) = crate::format::parse_format("dense", o.format.order(), &crate::format::Registry::builtin()) else { return kernel };
     let accesses = a.rhs.accesses();
     let group: Vec<usize> = (0..accesses.len()).filter(|&n| accesses[n].tensor == tensor).collect();
     let mut copy = format!("{tensor}_converted");
@@ -247,29 +249,58 @@ pub(super) fn densify_remerged(
         copy.push('_');
     }
     let mut f = formats.clone();
-    f.insert(copy.clone(), dense.clone());
+    f.insert(copy.clone(), copy_format.clone());
     let mut d = dims.clone();
     d.insert(copy.clone(), dims[&tensor].clone());
     let statement = Assignment { rhs: rename_accesses(&a.rhs, &group, &copy), ..a.clone() };
     let how = if o.fully_locatable() { "probed through its hash table" } else { "merged again from its start" };
+    let text = crate::format::alternatives::written(&copy_format, copy_format.order());
     match compile(&statement, &f, &d) {
-        Ok(k) if k.buffer.is_none() && k.conversions.is_empty() => {
-            let reason = format!("it would be {how} for every `{outer}`; the dense copy is read by locate instead");
-            let conversion = Conversion { source: tensor, copy, format: dense, format_text: "dense".into(), reason, span: accesses[group[0]].span, needed: false };
+        // The copy must not cost the result its assembly (a buffer where
+        // the loops wrote it directly).
+        Ok(k) if k.buffer.is_none() <= kernel.buffer.is_none() && k.conversions.is_empty() => {
+            let reason = format!("it would be {how} for every `{outer}`; the copy's dense levels are read by locate instead");
+            let conversion = Conversion { source: tensor, copy, format: copy_format, format_text: text, reason, span: accesses[group[0]].span, needed: false };
             with_conversion(a, conversion, k)
         }
         _ => kernel,
     }
 }
 
-/// `copy_pays` for the dense copy of `o` (stored as `tensor`) in `nest`,
-/// with what the entries and dimensions tell; true where they tell nothing.
+/// `o`'s format with the levels marked `dense` made dense (a copy whose
+/// re-merged levels are located), and the positions its dense levels hold
+/// (the product of the extents down to the last of them), given the
+/// tensor's dimensions; `None` when no level is marked, the format has
+/// hidden levels, or the copy would be the format itself.
+fn dense_copy(o: &super::operands::Operand, dense: &[bool], dims: &[usize]) -> Option<(TensorFormat, usize)> {
+    dense.iter().rposition(|&d| d)?;
+    // Levels kept as stored must still describe the copy's entries: a
+    // singleton (one coordinate per parent position) or a non-unique level
+    // does not below a dense one, so such a copy is dense throughout.
+    let keeps_fit = o.format.levels.iter().zip(dense).all(|(l, &d)| d || (l.properties().unique && !l.properties().branchless));
+    let dense: Vec<bool> = dense.iter().map(|&d| d || !keeps_fit).collect();
+    let last = dense.iter().rposition(|&d| d)?;
+    let CoordMap::Modes(modes) = &o.format.map else { return None };
+    let size = modes[..=last].iter().try_fold(1usize, |n, &m| n.checked_mul(*dims.get(m)?))?;
+    let levels: Vec<String> = o.format.levels.iter().zip(&dense).map(|(l, &d)| if d { "dense".to_string() } else { l.spec() }).collect();
+    let text = match o.format.map.mode_order_text() {
+        Some(m) => format!("{}:{m}", levels.join(",")),
+        None => levels.join(","),
+    };
+    let format = crate::format::parse_format(&text, o.format.order(), &crate::format::Registry::builtin()).ok()?;
+    (format != o.format).then_some((format, size))
+}
+
+/// `copy_pays` for the copy of `o` (stored as `tensor`) in `nest` whose
+/// dense levels hold `elements` positions, with what the entries and
+/// dimensions tell; true where they tell nothing.
 fn copy_pays_here(
     dims: &BTreeMap<String, Vec<usize>>,
     entries: &BTreeMap<String, usize>,
     nest: &super::Nest,
     o: &super::operands::Operand,
     tensor: &str,
+    elements: usize,
     source: &dyn Fn(&super::operands::Operand) -> String,
 ) -> bool {
     let order = &nest.graph.order;
@@ -292,7 +323,6 @@ fn copy_pays_here(
         true => fewest(&mut others.iter()),
         false => [with_outer, coordinates].into_iter().flatten().min(),
     };
-    let elements = dims.get(tensor).and_then(|d| d.iter().try_fold(1usize, |p, &x| p.checked_mul(x))).unwrap_or(usize::MAX);
     match (visits, entries.get(tensor)) {
         (Some(visits), Some(&stored)) => copy_pays(elements, stored, visits, o.fully_locatable()),
         _ => true,

@@ -169,11 +169,16 @@ fn cycle_error(p: &Problem, edges: &[Edge], stuck: &[IndexVar]) -> LowerError {
     let mut involved: Vec<OperandId> = edges.iter().filter(|(a, b, _)| stuck.contains(a) && stuck.contains(b)).map(|e| e.2).collect();
     involved.sort_unstable();
     involved.dedup();
-    let names: Vec<String> = involved.iter().map(|&i| {
+    let mut names: Vec<String> = Vec::new();
+    for &i in &involved {
         let o = &p.operands[i];
         let why = if o.output { ", assembled in order" } else { "" };
-        format!("{} visits {}{why}", o.describe(), p.vars.join(&o.level_vars, " before "))
-    }).collect();
+        let name = format!("{} visits {}{why}", o.describe(), p.vars.join(&o.level_vars, " before "));
+        // A tensor read twice the same way is named once.
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
     let mut suggestion = String::new();
     for &i in involved.iter().rev() {
         let o = &p.operands[i];

@@ -338,12 +338,21 @@ fn compile_or_buffer(name: &str, a: &Assignment, formats: &BTreeMap<String, Tens
 const WORKSPACE_ROW_LIMIT: usize = 1 << 22;
 
 /// The workspace row for the result of `a`: one exists where the result's
-/// levels insert down to a last level that appends, over a dimension of
-/// its own; dense when that dimension is narrow enough, else hashed.
+/// last level appends over a dimension of its own, below levels of rows
+/// that insert or that append unique coordinates (DCSR's rows: the loops
+/// visit each row once, in order, `workspace_fits`); dense when that
+/// dimension is narrow enough, else hashed. A last level that appends
+/// with its parent (COO's singleton) has no rows of its own.
 fn workspace_row(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> Option<Row> {
     let f = formats.get(&a.lhs.tensor)?;
     let n = f.levels.len();
-    let levels_fit = n >= 2 && f.levels[..n - 1].iter().all(|l| matches!(l.assembly(), Assembly::Insert(_))) && matches!(f.levels[n - 1].assembly(), Assembly::Append(_));
+    let rows_fit = |l: &std::sync::Arc<dyn crate::format::level::LevelFormat>| match l.assembly() {
+        Assembly::Insert(_) => true,
+        Assembly::Append(_) => l.properties().unique,
+        Assembly::None => false,
+    };
+    let last_fits = n >= 2 && matches!(f.levels[n - 1].assembly(), Assembly::Append(_)) && !f.levels[n - 1].properties().branchless;
+    let levels_fit = last_fits && f.levels[..n - 1].iter().all(rows_fit);
     let crate::format::LevelVar::Dim(k) = f.map.level_var(n - 1) else { return None };
     if !levels_fit {
         return None;
