@@ -48,6 +48,29 @@ fn operands_in_conflicting_orders_are_converted() {
 }
 
 #[test]
+fn a_union_in_conflicting_orders_converts_an_operand_rather_than_buffer_the_result() {
+    // `B + Bᵀ` and CSR + CSC into CSR: one operand read from a copy in the
+    // other order (a counting sort), the result written directly in order;
+    // through the coordinate buffer every entry of the result was sorted.
+    for seed in 1..4 {
+        let d = random_data(&[("B", vec![25, 25], 0.2), ("C", vec![25, 25], 0.2)], seed);
+        for (a, b, c) in [("CSR", "CSR", "CSC"), ("CSC", "CSR", "CSC"), ("CSR", "CSR", "CSR"), ("DCSR", "CSR", "CSC")] {
+            for expr in ["A(i,j) = B(i,j) + C(i,j)", "A(i,j) = B(i,j) + B(j,i)", "A(i,j) = B(i,j) * C(j,i) - 2 * B(j,i)"] {
+                let specs = [("A", a), ("B", b), ("C", c)];
+                ok(check(expr, &specs, &d, &[25, 25]));
+            }
+        }
+        let a = parse_assignment("A(i,j) = B(i,j) + B(j,i)").unwrap();
+        let p = prepare("kernel", &a, &formats_rest_dense(&a, &[("A", "CSR"), ("B", "CSR")], &d, 2), &d, &[25, 25], None).unwrap();
+        assert!(p.kernel.buffer.is_none() && p.kernel.conversions.len() == 1, "{}", p.kernel.function);
+    }
+    // A sum keeps its buffer or workspace: SpGEMM into COO converting C
+    // would run inner products over every (i, j).
+    let d = random_data(&[("B", vec![25, 25], 0.2), ("C", vec![25, 25], 0.2)], 1);
+    assert!(conversions("A(i,j) = B(i,k) * C(k,j)", &[("A", "COO"), ("B", "CSR"), ("C", "CSR")], &d, &[25, 25]).is_empty());
+}
+
+#[test]
 fn a_tensor_read_twice_in_the_wrong_order_is_converted_once_for_both() {
     for seed in 1..4 {
         let d = random_data(&[("B", vec![12, 9], 0.3), ("C", vec![12, 9], 0.3), ("X", vec![12, 9], 0.3)], seed);

@@ -278,12 +278,12 @@ fn inline_fixed_sizes(kernel: &mut Kernel) {
 /// directly or through a buffer; else with a temporary for a sum nested in
 /// a product's addition; else over converted operands.
 fn compile_resolved(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> Result<Kernel, LowerError> {
-    match compile_or_buffer(name, a, formats, dims) {
+    match compile_or_buffer(name, a, formats, dims, true) {
         Err(e) if e.is_refusal() => {
             if let Some(kernel) = temporary::compile_with_temporary(a, formats, dims, &|s, f, d| compile_resolved(name, s, f, d)) {
                 return Ok(kernel);
             }
-            convert::compile_converting(a, formats, dims, e, &|s, f, d| compile_or_buffer(name, s, f, d))
+            convert::compile_converting(a, formats, dims, e, &|s, f, d| compile_or_buffer(name, s, f, d, false))
         }
         r => r,
     }
@@ -293,8 +293,11 @@ fn compile_resolved(name: &str, a: &Assignment, formats: &BTreeMap<String, Tenso
 /// result the loops cannot produce in its own order (a transpose, a
 /// conversion to another mode order, a product whose reduction sits
 /// between result levels, a format with hidden levels) is appended to in
-/// any order and packed into its format afterwards.
-fn compile_or_buffer(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> Result<Kernel, LowerError> {
+/// any order and packed into its format afterwards. With `reorder`, an
+/// operand read in an order the others conflict with is converted first
+/// where that lets the loops assemble the result directly (not inside a
+/// conversion search, which converts operands itself).
+fn compile_or_buffer(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>, reorder: bool) -> Result<Kernel, LowerError> {
     let refusal = match compile_statement(name, a, formats, dims, ResultAssembly::Direct) {
         Err(e) if e.is_refusal() && !a.lhs.indices.is_empty() => e,
         r => return r,
@@ -304,6 +307,18 @@ fn compile_or_buffer(name: &str, a: &Assignment, formats: &BTreeMap<String, Tens
     }
     if let Some(row) = workspace_row(a, formats, dims) {
         if let Ok(kernel) = compile_statement(name, a, formats, dims, ResultAssembly::Workspace(row)) {
+            return Ok(kernel);
+        }
+    }
+    // Operands that visit their indices in conflicting orders (`B(i,j) +
+    // B(j,i)`, CSR + CSC): one read from a copy in the other order (a
+    // counting sort of its entries) lets the loops write the result in
+    // order, for less than buffering and sorting every entry of the result.
+    // Not with a sum: the order the copy allows can take far more steps
+    // (SpGEMM into COO would become inner products over every (i, j)).
+    let sums = a.rhs.accesses().iter().flat_map(|acc| &acc.indices).any(|x| !a.lhs.indices.iter().any(|y| y.name == x.name));
+    if reorder && !sums && matches!(refusal, LowerError::NoLoopOrder { .. }) {
+        if let Ok(kernel) = convert::compile_converting(a, formats, dims, refusal.clone(), &|s, f, d| compile_statement(name, s, f, d, ResultAssembly::Direct)) {
             return Ok(kernel);
         }
     }
