@@ -13,30 +13,88 @@ use tensor_compiler::notation::parse_assignment;
 fn main() {
     let r = Registry::builtin();
     let kernels: &[(&str, &str, &[(&str, &str, usize)])] = &[
-        ("SpMV CSR", "y(i) = A(i,j) * x(j)", &[("A", "CSR", 2), ("x", "dense", 1), ("y", "dense", 1)]),
-        ("SpMV COO", "y(i) = A(i,j) * x(j)", &[("A", "COO", 2), ("x", "dense", 1), ("y", "dense", 1)]),
-        ("SpMV DIA", "y(i) = A(i,j) * x(j)", &[("A", "DIA", 2), ("x", "dense", 1), ("y", "dense", 1)]),
-        ("PLUS CSR", "A(i,j) = B(i,j) + C(i,j)", &[("A", "CSR", 2), ("B", "CSR", 2), ("C", "CSR", 2)]),
-        ("PLUS COO", "A(i,j) = B(i,j) + C(i,j)", &[("A", "COO", 2), ("B", "COO", 2), ("C", "COO", 2)]),
-        ("PLUS3 COO", "A(i,j,k) = B(i,j,k) + C(i,j,k)", &[("A", "COO", 3), ("B", "COO", 3), ("C", "COO", 3)]),
-        ("SpDM COO", "A(i,k) = B(i,j) * C(j,k)", &[("A", "dense", 2), ("B", "COO", 2), ("C", "dense", 2)]),
-        ("TTV COO", "A(i,j) = B(i,j,k) * c(k)", &[("A", "dense", 2), ("B", "COO", 3), ("c", "dense", 1)]),
-        ("MTTKRP", "A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)", &[("A", "dense", 2), ("B", "COO", 3), ("P", "dense", 2), ("Q", "dense", 2)]),
-        ("INNERPROD", "a = B(i,j,k) * C(i,j,k)", &[("a", "dense", 0), ("B", "COO", 3), ("C", "COO", 3)]),
+        (
+            "SpMV CSR",
+            "y(i) = A(i,j) * x(j)",
+            &[("A", "CSR", 2), ("x", "dense", 1), ("y", "dense", 1)],
+        ),
+        (
+            "SpMV COO",
+            "y(i) = A(i,j) * x(j)",
+            &[("A", "COO", 2), ("x", "dense", 1), ("y", "dense", 1)],
+        ),
+        (
+            "SpMV DIA",
+            "y(i) = A(i,j) * x(j)",
+            &[("A", "DIA", 2), ("x", "dense", 1), ("y", "dense", 1)],
+        ),
+        (
+            "PLUS CSR",
+            "A(i,j) = B(i,j) + C(i,j)",
+            &[("A", "CSR", 2), ("B", "CSR", 2), ("C", "CSR", 2)],
+        ),
+        (
+            "PLUS COO",
+            "A(i,j) = B(i,j) + C(i,j)",
+            &[("A", "COO", 2), ("B", "COO", 2), ("C", "COO", 2)],
+        ),
+        (
+            "PLUS3 COO",
+            "A(i,j,k) = B(i,j,k) + C(i,j,k)",
+            &[("A", "COO", 3), ("B", "COO", 3), ("C", "COO", 3)],
+        ),
+        (
+            "SpDM COO",
+            "A(i,k) = B(i,j) * C(j,k)",
+            &[("A", "dense", 2), ("B", "COO", 2), ("C", "dense", 2)],
+        ),
+        (
+            "TTV COO",
+            "A(i,j) = B(i,j,k) * c(k)",
+            &[("A", "dense", 2), ("B", "COO", 3), ("c", "dense", 1)],
+        ),
+        (
+            "MTTKRP",
+            "A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)",
+            &[
+                ("A", "dense", 2),
+                ("B", "COO", 3),
+                ("P", "dense", 2),
+                ("Q", "dense", 2),
+            ],
+        ),
+        (
+            "INNERPROD",
+            "a = B(i,j,k) * C(i,j,k)",
+            &[("a", "dense", 0), ("B", "COO", 3), ("C", "COO", 3)],
+        ),
     ];
     let args: Vec<String> = std::env::args().skip(1).collect();
     let filter = args.first().cloned().unwrap_or_default();
-    let runs: usize = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(15).max(2);
+    let runs: usize = args
+        .get(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(15)
+        .max(2);
     for (label, expr, specs) in kernels.iter().filter(|(l, ..)| l.contains(filter.as_str())) {
         let a = parse_assignment(expr).unwrap();
-        let formats = specs.iter().map(|(n, f, o)| (n.to_string(), parse_format(f, *o, &r).unwrap())).collect();
-        let dims: BTreeMap<String, Vec<usize>> = specs.iter().map(|(n, _, o)| (n.to_string(), vec![100; *o])).collect();
+        let formats = specs
+            .iter()
+            .map(|(n, f, o)| (n.to_string(), parse_format(f, *o, &r).unwrap()))
+            .collect();
+        let dims: BTreeMap<String, Vec<usize>> = specs
+            .iter()
+            .map(|(n, _, o)| (n.to_string(), vec![100; *o]))
+            .collect();
         let t0 = Instant::now();
         let k = compile("kernel", &a, &formats, &dims).unwrap();
         let lower_ms = t0.elapsed().as_secs_f64() * 1e3;
         // CPU time of this thread, not wall time: the figures hold on a busy machine.
         let cpu_ms = || {
-            let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            let mut t = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
             // SAFETY: writes the given struct only.
             unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
             t.tv_sec as f64 * 1e3 + t.tv_nsec as f64 / 1e6
@@ -53,6 +111,9 @@ fn main() {
         if std::env::var_os("PASSES").is_some() {
             println!("{}", cranelift_codegen::timing::take_current());
         }
-        println!("{label:10} lower {lower_ms:6.3} ms  jit first {first:7.3} ms  then median {:6.3} ms", times[times.len() / 2]);
+        println!(
+            "{label:10} lower {lower_ms:6.3} ms  jit first {first:7.3} ms  then median {:6.3} ms",
+            times[times.len() / 2]
+        );
     }
 }

@@ -29,20 +29,42 @@ fn main() {
         std::process::exit(2);
     };
     let runs: usize = args.get(2).and_then(|r| r.parse().ok()).unwrap_or(7);
-    let coo = tensor_compiler::io::read_tensor(std::path::Path::new(path)).unwrap_or_else(|e| panic!("{e}"));
+    let coo = tensor_compiler::io::read_tensor(std::path::Path::new(path))
+        .unwrap_or_else(|e| panic!("{e}"));
     let r = Registry::builtin();
     println!("{path}: {:?}, {} entries", coo.dims, coo.nnz());
     println!("| from | to | convert ms | unpack + pack_generic ms |");
     println!("|---|---|---|---|");
-    let given: Vec<(&str, &str)> = args.iter().skip(3).filter_map(|p| p.split_once(':')).collect();
-    let default = [("CSR", "CSC"), ("CSC", "CSR"), ("CSR", "CSR"), ("COO", "CSR"), ("CSR", "DCSR"), ("CSR", "COO")];
-    let pairs = if given.is_empty() { default.to_vec() } else { given.clone() };
+    let given: Vec<(&str, &str)> = args
+        .iter()
+        .skip(3)
+        .filter_map(|p| p.split_once(':'))
+        .collect();
+    let default = [
+        ("CSR", "CSC"),
+        ("CSC", "CSR"),
+        ("CSR", "CSR"),
+        ("COO", "CSR"),
+        ("CSR", "DCSR"),
+        ("CSR", "COO"),
+    ];
+    let pairs = if given.is_empty() {
+        default.to_vec()
+    } else {
+        given.clone()
+    };
     for (from, to) in pairs {
         let f = parse_format(from, 2, &r).unwrap();
         let g = parse_format(to, 2, &r).unwrap();
         let t = pack("B", &coo, &f).unwrap();
         let fast = median_ms(runs, || drop(convert(&t, "A", &g).unwrap()));
-        let reference = if given.is_empty() { median_ms(runs.min(3), || drop(pack_generic("A", &unpack(&t).unwrap(), &g).unwrap())) } else { f64::NAN };
+        let reference = if given.is_empty() {
+            median_ms(runs.min(3), || {
+                drop(pack_generic("A", &unpack(&t).unwrap(), &g).unwrap())
+            })
+        } else {
+            f64::NAN
+        };
         println!("| {from} | {to} | {fast:.3} | {reference:.3} |");
     }
 }

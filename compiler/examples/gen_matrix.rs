@@ -21,7 +21,9 @@ fn main() {
         "blocks" => generate::blocks(size, 3, 1),
         _ => Err(usage.to_string()),
     };
-    match t.and_then(|t| tensor_compiler::io::write_tensor(std::path::Path::new(out), &t).map_err(|e| e.to_string())) {
+    match t.and_then(|t| {
+        tensor_compiler::io::write_tensor(std::path::Path::new(out), &t).map_err(|e| e.to_string())
+    }) {
         Ok(()) => {}
         Err(e) => {
             eprintln!("error: {e}");

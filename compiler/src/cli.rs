@@ -13,7 +13,11 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
-#[command(name = "tensorc", version, about = "Sparse tensor algebra compiler: compiles index notation over any combination of formats, prints the C, runs it with a JIT.")]
+#[command(
+    name = "tensorc",
+    version,
+    about = "Sparse tensor algebra compiler: compiles index notation over any combination of formats, prints the C, runs it with a JIT."
+)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct Cli {
     #[command(subcommand)]
@@ -104,7 +108,10 @@ fn parse_runs(s: &str) -> Result<usize, String> {
 fn parse_threads(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(n) if (1..=crate::threads::MAX_THREADS).contains(&n) => Ok(n),
-        _ => Err(format!("expected a number of threads from 1 to {}", crate::threads::MAX_THREADS)),
+        _ => Err(format!(
+            "expected a number of threads from 1 to {}",
+            crate::threads::MAX_THREADS
+        )),
     }
 }
 
@@ -120,7 +127,9 @@ fn parse_density(s: &str) -> Result<f64, String> {
 pub const MAX_DIM: usize = i32::MAX as usize;
 
 fn split_pair<'a>(arg: &'a str, flag: &str) -> Result<(&'a str, &'a str), String> {
-    arg.split_once(':').filter(|(n, v)| !n.is_empty() && !v.is_empty()).ok_or_else(|| format!("-{flag} {arg}: expected NAME:VALUE"))
+    arg.split_once(':')
+        .filter(|(n, v)| !n.is_empty() && !v.is_empty())
+        .ok_or_else(|| format!("-{flag} {arg}: expected NAME:VALUE"))
 }
 
 /// Everything a kernel run needs, resolved from the options.
@@ -147,7 +156,11 @@ pub struct Generated {
 
 impl std::fmt::Display for Generated {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} has no -i: generated {} {:?}", self.name, self.format, self.dims)?;
+        write!(
+            f,
+            "{} has no -i: generated {} {:?}",
+            self.name, self.format, self.dims
+        )?;
         if self.density < 1.0 {
             write!(f, " at density {}", self.density)?;
         }
@@ -156,9 +169,16 @@ impl std::fmt::Display for Generated {
 }
 
 /// The same NAME given twice to one flag is a mistake, not an override.
-fn once<'a>(seen: &mut BTreeMap<&'a str, &'a str>, name: &'a str, arg: &'a str, flag: &str) -> Result<(), String> {
+fn once<'a>(
+    seen: &mut BTreeMap<&'a str, &'a str>,
+    name: &'a str,
+    arg: &'a str,
+    flag: &str,
+) -> Result<(), String> {
     match seen.insert(name, arg) {
-        Some(prev) => Err(format!("-{flag} {arg}: `{name}` is already given by -{flag} {prev}")),
+        Some(prev) => Err(format!(
+            "-{flag} {arg}: `{name}` is already given by -{flag} {prev}"
+        )),
         None => Ok(()),
     }
 }
@@ -170,7 +190,11 @@ pub fn setup(a: &Assignment, o: &Options, base: &std::path::Path) -> Result<Setu
     for acc in std::iter::once(&a.lhs).chain(a.rhs.accesses()) {
         if let Some(prev) = orders.insert(acc.tensor.clone(), acc.indices.len()) {
             if prev != acc.indices.len() {
-                return Err(format!("{} is used with {prev} and with {} indices", acc.tensor, acc.indices.len()));
+                return Err(format!(
+                    "{} is used with {prev} and with {} indices",
+                    acc.tensor,
+                    acc.indices.len()
+                ));
             }
         }
     }
@@ -179,7 +203,9 @@ pub fn setup(a: &Assignment, o: &Options, base: &std::path::Path) -> Result<Setu
     for f in &o.format {
         let (name, spec) = split_pair(f, "f")?;
         once(&mut seen, name, f, "f")?;
-        let order = *orders.get(name).ok_or_else(|| format!("-f {f}: no tensor `{name}` in the expression"))?;
+        let order = *orders
+            .get(name)
+            .ok_or_else(|| format!("-f {f}: no tensor `{name}` in the expression"))?;
         let fmt = parse_format(spec, order, &registry).map_err(|e| format!("-f {f}: {e}"))?;
         formats.insert(name.to_string(), fmt);
     }
@@ -194,13 +220,24 @@ pub fn setup(a: &Assignment, o: &Options, base: &std::path::Path) -> Result<Setu
     for d in &o.dims {
         let (name, list) = split_pair(d, "d")?;
         once(&mut seen, name, d, "d")?;
-        let order = *orders.get(name).ok_or_else(|| format!("-d {d}: no tensor `{name}` in the expression"))?;
-        let dims: Vec<usize> = list.split(',').map(|x| x.trim().parse::<usize>()).collect::<Result<_, _>>().map_err(|_| format!("-d {d}: dimensions must be non-negative integers"))?;
+        let order = *orders
+            .get(name)
+            .ok_or_else(|| format!("-d {d}: no tensor `{name}` in the expression"))?;
+        let dims: Vec<usize> = list
+            .split(',')
+            .map(|x| x.trim().parse::<usize>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| format!("-d {d}: dimensions must be non-negative integers"))?;
         if dims.len() != order {
-            return Err(format!("-d {d}: {name} has order {order} but {} dimensions were given", dims.len()));
+            return Err(format!(
+                "-d {d}: {name} has order {order} but {} dimensions were given",
+                dims.len()
+            ));
         }
         if let Some(big) = dims.iter().find(|&&n| n > MAX_DIM) {
-            return Err(format!("-d {d}: dimension {big} is above {MAX_DIM} (32-bit coordinates)"));
+            return Err(format!(
+                "-d {d}: dimension {big} is above {MAX_DIM} (32-bit coordinates)"
+            ));
         }
         given_dims.insert(name.to_string(), dims);
     }
@@ -213,21 +250,32 @@ pub fn setup(a: &Assignment, o: &Options, base: &std::path::Path) -> Result<Setu
             return Err(format!("-i {i}: no tensor `{name}` in the expression"));
         }
         let p = PathBuf::from(path);
-        files.insert(name.to_string(), if p.is_absolute() { p } else { base.join(p) });
+        files.insert(
+            name.to_string(),
+            if p.is_absolute() { p } else { base.join(p) },
+        );
     }
     // Read files; .tns files carry no dimensions, so fix those after.
     let mut data: BTreeMap<String, CooTensor> = BTreeMap::new();
     for (name, path) in &files {
-        let t = crate::io::read_tns_with_dims(path, given_dims.get(name).map(|d| d.as_slice())).map_err(|e| e.to_string())?;
+        let t = crate::io::read_tns_with_dims(path, given_dims.get(name).map(|d| d.as_slice()))
+            .map_err(|e| e.to_string())?;
         if t.order() != orders[name] {
-            return Err(format!("{}: {name} is used with {} indices but the file holds an order-{} tensor", path.display(), orders[name], t.order()));
+            return Err(format!(
+                "{}: {name} is used with {} indices but the file holds an order-{} tensor",
+                path.display(),
+                orders[name],
+                t.order()
+            ));
         }
         data.insert(name.clone(), t);
     }
     // Index extents from every tensor whose dimensions are known.
     let mut extents: BTreeMap<String, usize> = BTreeMap::new();
     for acc in std::iter::once(&a.lhs).chain(a.rhs.accesses()) {
-        let dims = given_dims.get(&acc.tensor).or_else(|| data.get(&acc.tensor).map(|t| &t.dims));
+        let dims = given_dims
+            .get(&acc.tensor)
+            .or_else(|| data.get(&acc.tensor).map(|t| &t.dims));
         if let Some(dims) = dims {
             for (i, &n) in acc.indices.iter().zip(dims) {
                 let e = extents.entry(i.name.clone()).or_insert(n);
@@ -241,7 +289,14 @@ pub fn setup(a: &Assignment, o: &Options, base: &std::path::Path) -> Result<Setu
         }
         acc.indices
             .iter()
-            .map(|i| extents.get(&i.name).copied().ok_or_else(|| format!("cannot tell the extent of index `{}` of {}: give -d {}:...", i.name, acc.tensor, acc.tensor)))
+            .map(|i| {
+                extents.get(&i.name).copied().ok_or_else(|| {
+                    format!(
+                        "cannot tell the extent of index `{}` of {}: give -d {}:...",
+                        i.name, acc.tensor, acc.tensor
+                    )
+                })
+            })
             .collect()
     };
     let mut rng = crate::coo::SplitMix(o.seed);
@@ -253,11 +308,16 @@ pub fn setup(a: &Assignment, o: &Options, base: &std::path::Path) -> Result<Setu
         }
         done.push(&acc.tensor);
         let dims = dims_of(acc)?;
-        let from_tns = files.get(&acc.tensor).is_some_and(|f| f.extension().is_some_and(|e| e == "tns"));
+        let from_tns = files
+            .get(&acc.tensor)
+            .is_some_and(|f| f.extension().is_some_and(|e| e == "tns"));
         match data.get_mut(&acc.tensor) {
             Some(t) => {
                 if !from_tns && t.dims != dims {
-                    return Err(format!("shape mismatch: {} is {:?} in its file but its indices need {:?}", acc.tensor, t.dims, dims));
+                    return Err(format!(
+                        "shape mismatch: {} is {:?} in its file but its indices need {:?}",
+                        acc.tensor, t.dims, dims
+                    ));
                 }
                 // A .tns file's largest coordinate is only a lower bound.
                 for (d, n) in t.dims.iter_mut().zip(&dims) {
@@ -267,38 +327,87 @@ pub fn setup(a: &Assignment, o: &Options, base: &std::path::Path) -> Result<Setu
             None => {
                 let dense = formats[&acc.tensor].is_all_dense();
                 let density = if dense { 1.0 } else { o.density };
-                generated.push(Generated { name: acc.tensor.clone(), format: formats[&acc.tensor].display_name(), dims: dims.clone(), density, seed: o.seed });
-                let t = crate::execute::random_operand(&acc.tensor, &dims, density, &mut rng).map_err(|e| e.to_string())?;
+                generated.push(Generated {
+                    name: acc.tensor.clone(),
+                    format: formats[&acc.tensor].display_name(),
+                    dims: dims.clone(),
+                    density,
+                    seed: o.seed,
+                });
+                let t = crate::execute::random_operand(&acc.tensor, &dims, density, &mut rng)
+                    .map_err(|e| e.to_string())?;
                 data.insert(acc.tensor.clone(), t);
             }
         }
     }
     let out_dims = dims_of(&a.lhs)?;
-    let initial = if a.accumulate { data.get(&a.lhs.tensor).cloned().or_else(|| Some(CooTensor::new(out_dims.clone()))) } else { None };
-    Ok(Setup { assignment: a.clone(), formats, data, out_dims, initial, generated })
+    let initial = if a.accumulate {
+        data.get(&a.lhs.tensor)
+            .cloned()
+            .or_else(|| Some(CooTensor::new(out_dims.clone())))
+    } else {
+        None
+    };
+    Ok(Setup {
+        assignment: a.clone(),
+        formats,
+        data,
+        out_dims,
+        initial,
+        generated,
+    })
 }
 
 /// What `--emit` prints for a compiled kernel.
 pub fn emit_text(k: &lower::Kernel, what: Emit) -> String {
     // Operands read from converted copies: the kernel's arrays are the
     // copies', which the caller converts first.
-    let converts: Vec<String> = k.conversions.iter().map(|c| format!("{} is {} stored as {}", c.copy, c.source, c.format_text)).collect();
+    let converts: Vec<String> = k
+        .conversions
+        .iter()
+        .map(|c| format!("{} is {} stored as {}", c.copy, c.source, c.format_text))
+        .collect();
     let note = |open: &str, close: &str| {
         if converts.is_empty() {
             String::new()
         } else {
-            format!("{open}converted before the kernel: {}{close}\n", converts.join("; "))
+            format!(
+                "{open}converted before the kernel: {}{close}\n",
+                converts.join("; ")
+            )
         }
     };
     match what {
-        Emit::C => format!("{}{}", note("/* ", " */"), crate::ir::c::function(&k.function)),
+        Emit::C => format!(
+            "{}{}",
+            note("/* ", " */"),
+            crate::ir::c::function(&k.function)
+        ),
         Emit::Ir => format!("{}{}", note("// ", ""), k.function),
-        Emit::Graph => format!("{}{}", note("", ""), k.nests.iter().map(|n| n.graph.display(&n.problem.vars).to_string()).collect::<Vec<_>>().join("\n")),
+        Emit::Graph => format!(
+            "{}{}",
+            note("", ""),
+            k.nests
+                .iter()
+                .map(|n| n.graph.display(&n.problem.vars).to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
+        ),
         Emit::Lattice => {
-            let row = k.workspace().map_or(String::new(), |(_, row)| format!("{row}\n"));
-            format!("{}{row}{}", note("", ""), k.plans().map(|p| p.to_string()).collect::<Vec<_>>().join(""))
+            let row = k
+                .workspace()
+                .map_or(String::new(), |(_, row)| format!("{row}\n"));
+            format!(
+                "{}{row}{}",
+                note("", ""),
+                k.plans()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join("")
+            )
         }
-        Emit::Asm => crate::jit::disassemble(&k.function).unwrap_or_else(|e| format!("; no machine code: {e}\n")),
+        Emit::Asm => crate::jit::disassemble(&k.function)
+            .unwrap_or_else(|e| format!("; no machine code: {e}\n")),
     }
 }
 
@@ -307,8 +416,10 @@ pub fn write_source(k: &lower::Kernel, dir: &std::path::Path) -> Result<Vec<Path
     let name = crate::ir::c::symbol(&k.function);
     std::fs::create_dir_all(dir).map_err(|e| format!("--write-source {}: {e}", dir.display()))?;
     let (h, c) = (dir.join(format!("{name}.h")), dir.join(format!("{name}.c")));
-    std::fs::write(&h, crate::ir::c::header(&k.function)).map_err(|e| format!("{}: {e}", h.display()))?;
-    std::fs::write(&c, crate::ir::c::source(&k.function, &format!("{name}.h"))).map_err(|e| format!("{}: {e}", c.display()))?;
+    std::fs::write(&h, crate::ir::c::header(&k.function))
+        .map_err(|e| format!("{}: {e}", h.display()))?;
+    std::fs::write(&c, crate::ir::c::source(&k.function, &format!("{name}.h")))
+        .map_err(|e| format!("{}: {e}", c.display()))?;
     Ok(vec![h, c])
 }
 
@@ -332,11 +443,22 @@ struct TierTiming {
 /// Compile, optionally run and time; format the report.
 pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
     use crate::backend::{self, Choice};
-    let mut prepared: Prepared = prepare(name, &s.assignment, &s.formats, &s.data, &s.out_dims, s.initial.as_ref()).map_err(|e| e.to_string())?;
+    let mut prepared: Prepared = prepare(
+        name,
+        &s.assignment,
+        &s.formats,
+        &s.data,
+        &s.out_dims,
+        s.initial.as_ref(),
+    )
+    .map_err(|e| e.to_string())?;
     for c in &prepared.kernel.conversions {
         eprintln!("note: {}", c.describe());
     }
-    if let (true, [c]) = (prepared.kernel.result_is_copy, prepared.kernel.conversions.as_slice()) {
+    if let (true, [c]) = (
+        prepared.kernel.result_is_copy,
+        prepared.kernel.conversions.as_slice(),
+    ) {
         eprintln!("note: the conversion writes `{}` itself (it holds {} in the result's levels), so runs skip the kernel's level-by-level copy; the emitted C still makes it", s.assignment.lhs.tensor, c.source);
     }
     for t in &prepared.kernel.temporaries {
@@ -347,12 +469,19 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
     }
     if prepared.kernel.buffer.is_some() {
         let out = &s.assignment.lhs.tensor;
-        let format = s.formats.get(out).map(|f| f.display_name()).unwrap_or_default();
+        let format = s
+            .formats
+            .get(out)
+            .map(|f| f.display_name())
+            .unwrap_or_default();
         eprintln!("note: `{out}` is assembled through a coordinate buffer: the loops cannot write {format} in the order they produce entries, so the kernel appends them in any order and they are packed into {format} after each run (inside the timer; --time says how long packing takes)");
     }
     // An explicit count is used wherever the loop can be shared, however
     // small the kernel; the default leaves small kernels on one thread.
-    prepared.threads = o.threads.map_or_else(crate::threads::Threads::all, crate::threads::Threads::exactly);
+    prepared.threads = o.threads.map_or_else(
+        crate::threads::Threads::all,
+        crate::threads::Threads::exactly,
+    );
     let mut out = String::new();
     let mut written = Vec::new();
     if let Some(dir) = &o.write_source {
@@ -361,7 +490,11 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
     if let Some(what) = o.emit {
         out.push_str(&emit_text(&prepared.kernel, what));
     }
-    if (o.emit.is_some() || o.write_source.is_some()) && o.time.is_none() && o.output.is_empty() && !o.json {
+    if (o.emit.is_some() || o.write_source.is_some())
+        && o.time.is_none()
+        && o.output.is_empty()
+        && !o.json
+    {
         for p in written {
             let _ = writeln!(out, "wrote {}", p.display());
         }
@@ -379,12 +512,18 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
             // is timed on the same inputs from the same starting result.
             let build = backend::cc::Background::start(&function);
             let before = prepared.output.clone();
-            timings.push(TierTiming { tier: crate::jit::Tier::Cranelift, timing: prepared.time(n.max(1)).map_err(|e| e.to_string())? });
+            timings.push(TierTiming {
+                tier: crate::jit::Tier::Cranelift,
+                timing: prepared.time(n.max(1)).map_err(|e| e.to_string())?,
+            });
             match build.wait() {
                 Ok(k) => {
                     prepared.compiled = k;
                     prepared.output = before;
-                    timings.push(TierTiming { tier: crate::jit::Tier::Cc, timing: prepared.time(n.max(1)).map_err(|e| e.to_string())? });
+                    timings.push(TierTiming {
+                        tier: crate::jit::Tier::Cc,
+                        timing: prepared.time(n.max(1)).map_err(|e| e.to_string())?,
+                    });
                 }
                 Err(e) => eprintln!("note: {e}: timed the Cranelift tier only"),
             }
@@ -402,10 +541,17 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
                 None => {
                     let t0 = std::time::Instant::now();
                     let phases = prepared.run().map_err(|e| e.to_string())?;
-                    Timing { compile: prepared.compiled.compile_time, runs: vec![t0.elapsed()], phases: vec![phases] }
+                    Timing {
+                        compile: prepared.compiled.compile_time,
+                        runs: vec![t0.elapsed()],
+                        phases: vec![phases],
+                    }
                 }
             };
-            timings.push(TierTiming { tier: prepared.compiled.tier, timing });
+            timings.push(TierTiming {
+                tier: prepared.compiled.tier,
+                timing,
+            });
         }
     }
     // The figures reported first are those of the tier that served last.
@@ -415,7 +561,10 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
     for w in &o.output {
         let (tname, path) = split_pair(w, "o")?;
         if tname != s.assignment.lhs.tensor {
-            return Err(format!("-o {w}: `{tname}` is not the result (the result is {})", s.assignment.lhs.tensor));
+            return Err(format!(
+                "-o {w}: `{tname}` is not the result (the result is {})",
+                s.assignment.lhs.tensor
+            ));
         }
         crate::io::write_tensor(std::path::Path::new(path), &result).map_err(|e| e.to_string())?;
     }
@@ -446,25 +595,66 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
     }
     let _ = writeln!(out, "kernel:  {}", s.assignment);
     for (n, f) in &s.formats {
-        let dims = if *n == s.assignment.lhs.tensor { s.out_dims.clone() } else { s.data.get(n).map(|t| t.dims.clone()).unwrap_or_default() };
+        let dims = if *n == s.assignment.lhs.tensor {
+            s.out_dims.clone()
+        } else {
+            s.data.get(n).map(|t| t.dims.clone()).unwrap_or_default()
+        };
         let _ = writeln!(out, "  {n}: {} {:?}", f.display_name(), dims);
     }
-    let _ = writeln!(out, "result:  {} {:?}, {} stored entries, sum of values {}", s.assignment.lhs.tensor, s.out_dims, result.nnz(), result.vals.iter().sum::<f64>());
+    let _ = writeln!(
+        out,
+        "result:  {} {:?}, {} stored entries, sum of values {}",
+        s.assignment.lhs.tensor,
+        s.out_dims,
+        result.nnz(),
+        result.vals.iter().sum::<f64>()
+    );
     let _ = writeln!(out, "backend: {}", served.tier.name());
-    let _ = writeln!(out, "threads: {threads_used}{}", prepared.compiled.parallel.map_or(String::new(), |m| format!(" (outermost loop shared: {})", m.name())));
+    let _ = writeln!(
+        out,
+        "threads: {threads_used}{}",
+        prepared
+            .compiled
+            .parallel
+            .map_or(String::new(), |m| format!(
+                " (outermost loop shared: {})",
+                m.name()
+            ))
+    );
     for t in timings.iter().rev() {
-        let label = if timings.len() > 1 { format!(" ({})", t.tier.name()) } else { String::new() };
+        let label = if timings.len() > 1 {
+            format!(" ({})", t.tier.name())
+        } else {
+            String::new()
+        };
         let _ = writeln!(out, "compile: {:.3} ms{label}", ms(t.timing.compile));
-        let _ = writeln!(out, "time:    median {:.3} ms, min {:.3} ms over {} run(s){label}", ms(t.timing.median()), ms(t.timing.min()), t.timing.runs.len());
+        let _ = writeln!(
+            out,
+            "time:    median {:.3} ms, min {:.3} ms over {} run(s){label}",
+            ms(t.timing.median()),
+            ms(t.timing.min()),
+            t.timing.runs.len()
+        );
         let mut around = Vec::new();
         if !prepared.kernel.conversions.is_empty() {
-            around.push(format!("converting operands {:.3} ms", ms(t.timing.median_convert())));
+            around.push(format!(
+                "converting operands {:.3} ms",
+                ms(t.timing.median_convert())
+            ));
         }
         if prepared.kernel.buffer.is_some() {
-            around.push(format!("packing the result {:.3} ms", ms(t.timing.median_pack())));
+            around.push(format!(
+                "packing the result {:.3} ms",
+                ms(t.timing.median_pack())
+            ));
         }
         if !around.is_empty() {
-            let _ = writeln!(out, "         of which {} (medians){label}", around.join(", "));
+            let _ = writeln!(
+                out,
+                "         of which {} (medians){label}",
+                around.join(", ")
+            );
         }
     }
     Ok(out)

@@ -18,7 +18,11 @@ pub struct CooTensor {
 
 impl CooTensor {
     pub fn new(dims: Vec<usize>) -> Self {
-        CooTensor { dims, coords: Vec::new(), vals: Vec::new() }
+        CooTensor {
+            dims,
+            coords: Vec::new(),
+            vals: Vec::new(),
+        }
     }
 
     pub fn order(&self) -> usize {
@@ -53,16 +57,18 @@ impl CooTensor {
         }
         let mut perm: Vec<u32> = (0..nnz as u32).collect();
         let coords = &self.coords;
-        let already_sorted = (1..nnz).all(|e| lex_le(&coords[(e - 1) * n..e * n], &coords[e * n..(e + 1) * n]));
+        let already_sorted =
+            (1..nnz).all(|e| lex_le(&coords[(e - 1) * n..e * n], &coords[e * n..(e + 1) * n]));
         if !already_sorted {
             let extents: Vec<u64> = self.dims.iter().map(|&d| d as u64).collect();
-            perm = sorted_order(nnz, &extents, |e, d| coords[e * n + d] as u64).unwrap_or_else(|| {
-                perm.sort_by(|&a, &b| {
-                    let (a, b) = (a as usize, b as usize);
-                    coords[a * n..(a + 1) * n].cmp(&coords[b * n..(b + 1) * n])
+            perm =
+                sorted_order(nnz, &extents, |e, d| coords[e * n + d] as u64).unwrap_or_else(|| {
+                    perm.sort_by(|&a, &b| {
+                        let (a, b) = (a as usize, b as usize);
+                        coords[a * n..(a + 1) * n].cmp(&coords[b * n..(b + 1) * n])
+                    });
+                    perm
                 });
-                perm
-            });
         }
         let mut out_coords = Vec::with_capacity(self.coords.len());
         let mut out_vals: Vec<f64> = Vec::with_capacity(nnz);
@@ -158,7 +164,11 @@ impl SplitMix {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
     pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next_u64() % n }
+        if n == 0 {
+            0
+        } else {
+            self.next_u64() % n
+        }
     }
 }
 
@@ -225,7 +235,11 @@ mod tests {
 /// least-significant-dimension-first counting sort: linear in the entries
 /// and the extents. `None` when an extent dwarfs the entries (a comparison
 /// sort is cheaper then) or a key falls outside its extent.
-pub fn sorted_order(n: usize, extents: &[u64], key: impl Fn(usize, usize) -> u64) -> Option<Vec<u32>> {
+pub fn sorted_order(
+    n: usize,
+    extents: &[u64],
+    key: impl Fn(usize, usize) -> u64,
+) -> Option<Vec<u32>> {
     if n > u32::MAX as usize || extents.iter().any(|&x| x > 4 * n as u64 + 4096) {
         return None;
     }
@@ -234,7 +248,10 @@ pub fn sorted_order(n: usize, extents: &[u64], key: impl Fn(usize, usize) -> u64
     for d in (0..extents.len()).rev() {
         // Entries already in order by this key (a buffer filled row by row
         // of a transposed operand) need no pass: the sort is stable.
-        if perm.windows(2).all(|w| key(w[0] as usize, d) <= key(w[1] as usize, d)) {
+        if perm
+            .windows(2)
+            .all(|w| key(w[0] as usize, d) <= key(w[1] as usize, d))
+        {
             if perm.iter().any(|&e| key(e as usize, d) >= extents[d]) {
                 return None;
             }

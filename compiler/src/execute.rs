@@ -34,20 +34,37 @@ pub fn check_generated(name: &str, entries: u128, order: usize) -> Result<(), St
 
 /// Random operand data (values in [-1, 1)), refused before allocation when
 /// it cannot fit.
-pub fn random_operand(name: &str, dims: &[usize], density: f64, rng: &mut crate::coo::SplitMix) -> Result<CooTensor, StorageError> {
+pub fn random_operand(
+    name: &str,
+    dims: &[usize],
+    density: f64,
+    rng: &mut crate::coo::SplitMix,
+) -> Result<CooTensor, StorageError> {
     let total: u128 = dims.iter().map(|&d| d as u128).product();
-    let entries = if density >= 1.0 { total } else { (total as f64 * density.max(0.0)) as u128 };
+    let entries = if density >= 1.0 {
+        total
+    } else {
+        (total as f64 * density.max(0.0)) as u128
+    };
     check_generated(name, entries, dims.len())?;
     Ok(CooTensor::random(dims, density, rng))
 }
 
 /// An empty result tensor ready for assembly: level parameters chosen,
 /// arrays empty (the kernel reserves what it writes).
-pub fn prepare_output(name: &str, format: &TensorFormat, dims: &[usize], size_hint: usize) -> Result<Tensor, StorageError> {
+pub fn prepare_output(
+    name: &str,
+    format: &TensorFormat,
+    dims: &[usize],
+    size_hint: usize,
+) -> Result<Tensor, StorageError> {
     let extents: Vec<usize> = match &format.map {
         CoordMap::Modes(order) => order.iter().map(|&d| dims[d]).collect(),
         _ => {
-            return Err(StorageError::Pack { tensor: name.into(), reason: format!("{} cannot be assembled as a result", format.display_name()) });
+            return Err(StorageError::Pack {
+                tensor: name.into(),
+                reason: format!("{} cannot be assembled as a result", format.display_name()),
+            });
         }
     };
     let mut levels = Vec::new();
@@ -62,7 +79,9 @@ pub fn prepare_output(name: &str, format: &TensorFormat, dims: &[usize], size_hi
             s.arrays.insert(a, Vec::new());
         }
         match l.assembly() {
-            crate::format::level::Assembly::Insert(_) => positions = positions.saturating_mul(l.output_width(extents[k], size_hint)),
+            crate::format::level::Assembly::Insert(_) => {
+                positions = positions.saturating_mul(l.output_width(extents[k], size_hint))
+            }
             _ => all_insert = false,
         }
         levels.push(s);
@@ -70,7 +89,14 @@ pub fn prepare_output(name: &str, format: &TensorFormat, dims: &[usize], size_hi
     if all_insert {
         check_allocation(name, "the result", positions, 8)?;
     }
-    Ok(Tensor { name: name.into(), format: format.clone(), dims: dims.to_vec(), extents, levels, vals: Vec::new() })
+    Ok(Tensor {
+        name: name.into(),
+        format: format.clone(),
+        dims: dims.to_vec(),
+        extents,
+        levels,
+        vals: Vec::new(),
+    })
 }
 
 /// A compiled, ready-to-run kernel with its packed operands.
@@ -141,11 +167,21 @@ pub fn prepare(
     out_dims: &[usize],
     initial: Option<&CooTensor>,
 ) -> Result<Prepared, ExecError> {
-    let mut dims: BTreeMap<String, Vec<usize>> = data.iter().map(|(k, v)| (k.clone(), v.dims.clone())).collect();
+    let mut dims: BTreeMap<String, Vec<usize>> = data
+        .iter()
+        .map(|(k, v)| (k.clone(), v.dims.clone()))
+        .collect();
     dims.insert(a.lhs.tensor.clone(), out_dims.to_vec());
     for (tensor, d) in &dims {
         if let Some(n) = d.iter().find(|&&n| n > i32::MAX as usize) {
-            return Err(StorageError::Pack { tensor: tensor.clone(), reason: format!("dimension {n} does not fit 32-bit coordinates (at most {})", i32::MAX) }.into());
+            return Err(StorageError::Pack {
+                tensor: tensor.clone(),
+                reason: format!(
+                    "dimension {n} does not fit 32-bit coordinates (at most {})",
+                    i32::MAX
+                ),
+            }
+            .into());
         }
     }
     let entries: BTreeMap<String, usize> = data.iter().map(|(k, v)| (k.clone(), v.nnz())).collect();
@@ -163,10 +199,15 @@ pub fn prepare(
         inputs.push(t);
     }
     for acc in a.rhs.accesses() {
-        if inputs.iter().any(|t: &Tensor| t.name == acc.tensor) || (kernel.prior.is_some() && &acc.tensor == out_name) {
+        if inputs.iter().any(|t: &Tensor| t.name == acc.tensor)
+            || (kernel.prior.is_some() && &acc.tensor == out_name)
+        {
             continue;
         }
-        let coo = data.get(&acc.tensor).ok_or_else(|| StorageError::Pack { tensor: acc.tensor.clone(), reason: "no data".into() })?;
+        let coo = data.get(&acc.tensor).ok_or_else(|| StorageError::Pack {
+            tensor: acc.tensor.clone(),
+            reason: "no data".into(),
+        })?;
         let t = storage::pack(&acc.tensor, coo, &formats[&acc.tensor])?;
         storage::validate(&t)?;
         hint += t.vals.len();
@@ -181,8 +222,20 @@ pub fn prepare(
     };
     if buffer.is_some() {
         let compiled = jit::compile(&kernel.function).map_err(ExecError::Jit)?;
-        let output = storage::pack(&a.lhs.tensor, &CooTensor::new(out_dims.to_vec()), out_format)?;
-        return Ok(Prepared { kernel, compiled, inputs, output, buffer, threads: Threads::default(), shares: Vec::new() });
+        let output = storage::pack(
+            &a.lhs.tensor,
+            &CooTensor::new(out_dims.to_vec()),
+            out_format,
+        )?;
+        return Ok(Prepared {
+            kernel,
+            compiled,
+            inputs,
+            output,
+            buffer,
+            threads: Threads::default(),
+            shares: Vec::new(),
+        });
     }
     let output = match initial {
         Some(init) if a.accumulate && kernel.prior.is_none() => {
@@ -194,26 +247,63 @@ pub fn prepare(
         _ => prepare_output(&a.lhs.tensor, out_format, out_dims, hint)?,
     };
     let compiled = jit::compile(&kernel.function).map_err(ExecError::Jit)?;
-    Ok(Prepared { kernel, compiled, inputs, output, buffer: None, threads: Threads::default(), shares: Vec::new() })
+    Ok(Prepared {
+        kernel,
+        compiled,
+        inputs,
+        output,
+        buffer: None,
+        threads: Threads::default(),
+        shares: Vec::new(),
+    })
 }
 
 impl Prepared {
     /// Run once (validating operands first: cheap, linear).
     pub fn run(&mut self) -> Result<Phases, ExecError> {
-        let inputs = self.inputs.iter().map(storage::validate).collect::<Result<Vec<_>, _>>()?;
-        call(&self.kernel, &self.compiled, &inputs, &mut self.output, &mut self.buffer, self.threads, &mut self.shares)
+        let inputs = self
+            .inputs
+            .iter()
+            .map(storage::validate)
+            .collect::<Result<Vec<_>, _>>()?;
+        call(
+            &self.kernel,
+            &self.compiled,
+            &inputs,
+            &mut self.output,
+            &mut self.buffer,
+            self.threads,
+            &mut self.shares,
+        )
     }
 
     /// `runs` timed runs after one warm-up; the result is reused across
     /// runs (as a caller timing a kernel in a loop would).
     pub fn time(&mut self, runs: usize) -> Result<Timing, ExecError> {
-        check_allocation(&self.kernel.function.name, "the timing samples", runs as u128, std::mem::size_of::<Duration>() as u128)?;
-        let refs = self.inputs.iter().map(storage::validate).collect::<Result<Vec<_>, _>>()?;
+        check_allocation(
+            &self.kernel.function.name,
+            "the timing samples",
+            runs as u128,
+            std::mem::size_of::<Duration>() as u128,
+        )?;
+        let refs = self
+            .inputs
+            .iter()
+            .map(storage::validate)
+            .collect::<Result<Vec<_>, _>>()?;
         // A kernel that reads its prior contents as an operand rebuilds the
         // result; one that updates in place starts each run from the same state.
         let accumulate = self.kernel.assignment.accumulate && self.kernel.prior.is_none();
         let initial = self.output.clone();
-        call(&self.kernel, &self.compiled, &refs, &mut self.output, &mut self.buffer, self.threads, &mut self.shares)?;
+        call(
+            &self.kernel,
+            &self.compiled,
+            &refs,
+            &mut self.output,
+            &mut self.buffer,
+            self.threads,
+            &mut self.shares,
+        )?;
         let mut times = Vec::with_capacity(runs);
         let mut phases = Vec::with_capacity(runs);
         for _ in 0..runs {
@@ -221,10 +311,22 @@ impl Prepared {
                 self.output = initial.clone();
             }
             let t0 = Instant::now();
-            phases.push(call(&self.kernel, &self.compiled, &refs, &mut self.output, &mut self.buffer, self.threads, &mut self.shares)?);
+            phases.push(call(
+                &self.kernel,
+                &self.compiled,
+                &refs,
+                &mut self.output,
+                &mut self.buffer,
+                self.threads,
+                &mut self.shares,
+            )?);
             times.push(t0.elapsed());
         }
-        Ok(Timing { compile: self.compiled.compile_time, runs: times, phases })
+        Ok(Timing {
+            compile: self.compiled.compile_time,
+            runs: times,
+            phases,
+        })
     }
 
     /// How many threads a run uses (`threads::used`).
@@ -233,13 +335,22 @@ impl Prepared {
             // The conversion runs; the kernel does not.
             return Ok(1);
         }
-        let mut inputs = self.inputs.iter().map(storage::validate).collect::<Result<Vec<_>, _>>()?;
+        let mut inputs = self
+            .inputs
+            .iter()
+            .map(storage::validate)
+            .collect::<Result<Vec<_>, _>>()?;
         let copies = converted_operands(&self.kernel, &inputs)?;
         for c in &copies {
             inputs.push(storage::validate(c)?);
         }
         let output = self.buffer.as_ref().unwrap_or(&self.output);
-        Ok(crate::threads::used(&self.compiled, &inputs, output, self.threads))
+        Ok(crate::threads::used(
+            &self.compiled,
+            &inputs,
+            output,
+            self.threads,
+        ))
     }
 
     pub fn result(&self) -> Result<CooTensor, StorageError> {
@@ -249,14 +360,20 @@ impl Prepared {
 
 /// The copies of operands a kernel reads in another format
 /// (`Kernel::conversions`), converted from the packed operands.
-fn converted_operands(kernel: &Kernel, inputs: &[storage::Validated<'_>]) -> Result<Vec<Tensor>, ExecError> {
+fn converted_operands(
+    kernel: &Kernel,
+    inputs: &[storage::Validated<'_>],
+) -> Result<Vec<Tensor>, ExecError> {
     let mut copies = Vec::with_capacity(kernel.conversions.len());
     for c in &kernel.conversions {
         let source = inputs
             .iter()
             .map(|v| v.tensor())
             .find(|t| t.name == c.source)
-            .ok_or_else(|| StorageError::Pack { tensor: c.source.clone(), reason: "no data".into() })?;
+            .ok_or_else(|| StorageError::Pack {
+                tensor: c.source.clone(),
+                reason: "no data".into(),
+            })?;
         copies.push(storage::convert(source, &c.copy, &c.format)?);
     }
     Ok(copies)
@@ -267,7 +384,15 @@ fn converted_operands(kernel: &Kernel, inputs: &[storage::Validated<'_>]) -> Res
 /// result written through a coordinate buffer is packed after (the kernel
 /// writes the buffer; the result is rebuilt from it).
 /// Returns how long the conversions and the packing took.
-fn call(kernel: &Kernel, compiled: &CompiledKernel, inputs: &[storage::Validated<'_>], output: &mut Tensor, buffer: &mut Option<Tensor>, threads: Threads, shares: &mut Vec<Tensor>) -> Result<Phases, ExecError> {
+fn call(
+    kernel: &Kernel,
+    compiled: &CompiledKernel,
+    inputs: &[storage::Validated<'_>],
+    output: &mut Tensor,
+    buffer: &mut Option<Tensor>,
+    threads: Threads,
+    shares: &mut Vec<Tensor>,
+) -> Result<Phases, ExecError> {
     if kernel.result_is_copy {
         return convert_into_result(kernel, inputs, output);
     }
@@ -282,29 +407,62 @@ fn call(kernel: &Kernel, compiled: &CompiledKernel, inputs: &[storage::Validated
         return Ok(Phases { convert, pack });
     }
     let pack = call_converted(compiled, inputs, output, buffer, threads, shares)?;
-    Ok(Phases { convert: Duration::ZERO, pack })
+    Ok(Phases {
+        convert: Duration::ZERO,
+        pack,
+    })
 }
 
 /// A kernel that only copies its one converted operand
 /// (`Kernel::result_is_copy`): the operand is converted straight into the
 /// result's arrays (reusing the old result's), and the copy is skipped.
-fn convert_into_result(kernel: &Kernel, inputs: &[storage::Validated<'_>], output: &mut Tensor) -> Result<Phases, ExecError> {
+fn convert_into_result(
+    kernel: &Kernel,
+    inputs: &[storage::Validated<'_>],
+    output: &mut Tensor,
+) -> Result<Phases, ExecError> {
     let t0 = Instant::now();
     let [c] = kernel.conversions.as_slice() else {
-        return Err(StorageError::Pack { tensor: output.name.clone(), reason: "internal: a copied result needs exactly one conversion".into() }.into());
+        return Err(StorageError::Pack {
+            tensor: output.name.clone(),
+            reason: "internal: a copied result needs exactly one conversion".into(),
+        }
+        .into());
     };
-    let source = inputs.iter().map(|v| v.tensor()).find(|t| t.name == c.source).ok_or_else(|| StorageError::Pack { tensor: c.source.clone(), reason: "no data".into() })?;
+    let source = inputs
+        .iter()
+        .map(|v| v.tensor())
+        .find(|t| t.name == c.source)
+        .ok_or_else(|| StorageError::Pack {
+            tensor: c.source.clone(),
+            reason: "no data".into(),
+        })?;
     let mut scratch = storage::Scratch::reclaim(output);
-    let copy = storage::pack_entries_reusing(&output.name, storage::Entries::of(source)?, &c.format, &mut scratch)?;
+    let copy = storage::pack_entries_reusing(
+        &output.name,
+        storage::Entries::of(source)?,
+        &c.format,
+        &mut scratch,
+    )?;
     // The copy's levels are the result's, each storing the same variable:
     // its arrays are the result's storage.
     output.levels = copy.levels;
     output.vals = copy.vals;
-    Ok(Phases { convert: t0.elapsed(), pack: Duration::ZERO })
+    Ok(Phases {
+        convert: t0.elapsed(),
+        pack: Duration::ZERO,
+    })
 }
 
 /// Run the kernel; returns how long packing its buffer took (zero without one).
-fn call_converted(compiled: &CompiledKernel, inputs: &[storage::Validated<'_>], output: &mut Tensor, buffer: &mut Option<Tensor>, threads: Threads, shares: &mut Vec<Tensor>) -> Result<Duration, ExecError> {
+fn call_converted(
+    compiled: &CompiledKernel,
+    inputs: &[storage::Validated<'_>],
+    output: &mut Tensor,
+    buffer: &mut Option<Tensor>,
+    threads: Threads,
+    shares: &mut Vec<Tensor>,
+) -> Result<Duration, ExecError> {
     match buffer {
         None => {
             crate::threads::run(compiled, inputs, output, threads, shares)?;
@@ -342,30 +500,66 @@ struct InterpMemory<'a> {
 
 impl crate::ir::interp::Memory for InterpMemory<'_> {
     fn param(&self, p: &crate::ir::ParamRef) -> Result<i64, String> {
-        let t = if p.tensor == self.output.name { &*self.output } else { self.inputs.iter().find(|t| t.name == p.tensor).ok_or("unknown tensor")? };
+        let t = if p.tensor == self.output.name {
+            &*self.output
+        } else {
+            self.inputs
+                .iter()
+                .find(|t| t.name == p.tensor)
+                .ok_or("unknown tensor")?
+        };
         storage::TensorMemoryView(t).param(p)
     }
     fn load(&self, a: &crate::ir::ArrayRef, i: i64) -> Result<crate::ir::interp::Value, String> {
         if let Some(v) = self.scratch.get(a) {
-            return usize::try_from(i).ok().and_then(|i| v.get(i).copied()).ok_or_else(|| format!("load beyond {}", a.c_name()));
+            return usize::try_from(i)
+                .ok()
+                .and_then(|i| v.get(i).copied())
+                .ok_or_else(|| format!("load beyond {}", a.c_name()));
         }
-        let t = if a.tensor == self.output.name { &*self.output } else { self.inputs.iter().find(|t| t.name == a.tensor).ok_or("unknown tensor")? };
+        let t = if a.tensor == self.output.name {
+            &*self.output
+        } else {
+            self.inputs
+                .iter()
+                .find(|t| t.name == a.tensor)
+                .ok_or("unknown tensor")?
+        };
         storage::TensorMemoryView(t).load(a, i)
     }
-    fn store(&mut self, a: &crate::ir::ArrayRef, i: i64, v: crate::ir::interp::Value) -> Result<(), String> {
+    fn store(
+        &mut self,
+        a: &crate::ir::ArrayRef,
+        i: i64,
+        v: crate::ir::interp::Value,
+    ) -> Result<(), String> {
         // Scratch arrays (a workspace row, a temporary) belong to the call.
         if a.tensor != self.output.name && !matches!(a.slot, crate::ir::Slot::Scratch(..)) {
             return Err(format!("store into input {}", a.c_name()));
         }
         let i = usize::try_from(i).map_err(|_| "negative index")?;
         match &a.slot {
-            crate::ir::Slot::Vals => *self.output.vals.get_mut(i).ok_or_else(|| format!("store beyond {}", a.c_name()))? = v.float()?,
+            crate::ir::Slot::Vals => {
+                *self
+                    .output
+                    .vals
+                    .get_mut(i)
+                    .ok_or_else(|| format!("store beyond {}", a.c_name()))? = v.float()?
+            }
             crate::ir::Slot::Level(k, name) => {
-                let arr = self.output.levels[*k].arrays.get_mut(name).ok_or("no array")?;
-                *arr.get_mut(i).ok_or_else(|| format!("store beyond {}", a.c_name()))? = v.int()? as i32;
+                let arr = self.output.levels[*k]
+                    .arrays
+                    .get_mut(name)
+                    .ok_or("no array")?;
+                *arr.get_mut(i)
+                    .ok_or_else(|| format!("store beyond {}", a.c_name()))? = v.int()? as i32;
             }
             crate::ir::Slot::Scratch(..) => {
-                *self.scratch.get_mut(a).and_then(|s| s.get_mut(i)).ok_or_else(|| format!("store beyond {}", a.c_name()))? = v;
+                *self
+                    .scratch
+                    .get_mut(a)
+                    .and_then(|s| s.get_mut(i))
+                    .ok_or_else(|| format!("store beyond {}", a.c_name()))? = v;
             }
         }
         Ok(())
@@ -410,10 +604,20 @@ impl Prepared {
             Some(b) => b,
             None => &mut self.output,
         };
-        let validated = self.inputs.iter().map(storage::validate).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+        let validated = self
+            .inputs
+            .iter()
+            .map(storage::validate)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
         let mut inputs = converted_operands(&self.kernel, &validated).map_err(|e| e.to_string())?;
         inputs.extend(self.inputs.iter().cloned());
-        let mut mem = InterpMemory { inputs: &inputs, output: target, lens: BTreeMap::new(), scratch: BTreeMap::new() };
+        let mut mem = InterpMemory {
+            inputs: &inputs,
+            output: target,
+            lens: BTreeMap::new(),
+            scratch: BTreeMap::new(),
+        };
         let mut it = crate::ir::interp::Interp::new(f.vars.len(), &mut mem);
         it.fuel = 1 << 32;
         it.run(&f.body)?;

@@ -11,11 +11,19 @@ pub fn stencil(points: usize, grid: usize, seed: u64) -> Result<CooTensor, Strin
     let dims = match points {
         5 => 2,
         7 => 3,
-        _ => return Err(format!("stencil points must be 5 (2-D) or 7 (3-D), not {points}")),
+        _ => {
+            return Err(format!(
+                "stencil points must be 5 (2-D) or 7 (3-D), not {points}"
+            ))
+        }
     };
-    let n = grid.checked_pow(dims as u32).filter(|&n| n <= i32::MAX as usize).ok_or("stencil grid too large")?;
+    let n = grid
+        .checked_pow(dims as u32)
+        .filter(|&n| n <= i32::MAX as usize)
+        .ok_or("stencil grid too large")?;
     // Refused before allocating: a grid of 40,000 is 1.6G rows.
-    crate::execute::check_generated("stencil", (n * points) as u128, 2).map_err(|e| e.to_string())?;
+    crate::execute::check_generated("stencil", (n * points) as u128, 2)
+        .map_err(|e| e.to_string())?;
     let mut rng = SplitMix(seed);
     let mut t = CooTensor::new(vec![n, n]);
     t.coords.reserve(2 * n * points);
@@ -36,7 +44,11 @@ pub fn stencil(points: usize, grid: usize, seed: u64) -> Result<CooTensor, Strin
         }
         neighbours.sort_unstable();
         for col in neighbours {
-            let v = if col == row { points as f64 } else { rng.unit() * 2.0 - 1.0 };
+            let v = if col == row {
+                points as f64
+            } else {
+                rng.unit() * 2.0 - 1.0
+            };
             t.push(&[row as u32, col as u32], v);
         }
     }

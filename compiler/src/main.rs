@@ -13,12 +13,21 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind;
-            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
                 print!("{e}");
                 return ExitCode::SUCCESS;
             }
             let text = e.to_string();
-            let first = text.lines().next().unwrap_or("bad arguments").trim_start_matches("error: ");
+            let first = text
+                .lines()
+                .next()
+                .unwrap_or("bad arguments")
+                .trim_start_matches("error: ");
             eprintln!("error: {first}");
             return ExitCode::from(2);
         }
@@ -28,7 +37,9 @@ fn main() -> ExitCode {
     // Expressions are at most MAX_EXPR_DEPTH deep, but the compiler's walks
     // over them are recursive: a roomy stack (reserved, not committed)
     // keeps the deepest legal expression well clear of overflow.
-    let worker = std::thread::Builder::new().stack_size(256 << 20).spawn(move || dispatch(&cli));
+    let worker = std::thread::Builder::new()
+        .stack_size(256 << 20)
+        .spawn(move || dispatch(&cli));
     let result = match worker {
         Ok(handle) => handle.join(),
         Err(e) => Ok(Err(format!("cannot start the compiler thread: {e}"))),
@@ -46,7 +57,11 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
         Err(p) => {
-            let what = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+            let what = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
             eprintln!("error: internal compiler error: {what}");
             ExitCode::FAILURE
         }
@@ -55,7 +70,9 @@ fn main() -> ExitCode {
 
 fn dispatch(cli: &Cli) -> Result<String, String> {
     match &cli.command {
-        Some(Command::Run { file, kernel, opts }) => tensor_compiler::language::run_file(file, kernel.as_deref(), opts),
+        Some(Command::Run { file, kernel, opts }) => {
+            tensor_compiler::language::run_file(file, kernel.as_deref(), opts)
+        }
         Some(Command::Check { files }) => {
             let (out, errors) = tensor_compiler::language::check_files(files);
             if errors > 0 {
@@ -67,7 +84,10 @@ fn dispatch(cli: &Cli) -> Result<String, String> {
         }
         None => match &cli.expr {
             Some(expr) => tensor_compiler::cli::run_expression(expr, &cli.opts),
-            None => Err("no expression given (try: tensorc \"y(i) = A(i,j) * x(j)\" -f A:CSR -d A:100,100)".into()),
+            None => Err(
+                "no expression given (try: tensorc \"y(i) = A(i,j) * x(j)\" -f A:CSR -d A:100,100)"
+                    .into(),
+            ),
         },
     }
 }

@@ -14,13 +14,25 @@ struct Dense {
 
 /// Evaluate `a` on `inputs`. The result has `out_dims`; with `+=` it starts
 /// from `initial` (zero when absent).
-pub fn evaluate(a: &Assignment, inputs: &BTreeMap<String, CooTensor>, out_dims: &[usize], initial: Option<&CooTensor>) -> Result<CooTensor, String> {
+pub fn evaluate(
+    a: &Assignment,
+    inputs: &BTreeMap<String, CooTensor>,
+    out_dims: &[usize],
+    initial: Option<&CooTensor>,
+) -> Result<CooTensor, String> {
     let mut dense: HashMap<&str, Dense> = HashMap::new();
     let mut var_dims: HashMap<String, usize> = HashMap::new();
     for acc in a.rhs.accesses() {
-        let t = inputs.get(&acc.tensor).ok_or_else(|| format!("no input tensor `{}`", acc.tensor))?;
+        let t = inputs
+            .get(&acc.tensor)
+            .ok_or_else(|| format!("no input tensor `{}`", acc.tensor))?;
         if t.order() != acc.indices.len() {
-            return Err(format!("{} has order {} but is indexed by {} variables", acc.tensor, t.order(), acc.indices.len()));
+            return Err(format!(
+                "{} has order {} but is indexed by {} variables",
+                acc.tensor,
+                t.order(),
+                acc.indices.len()
+            ));
         }
         for (i, n) in acc.indices.iter().zip(&t.dims) {
             if let Some(old) = var_dims.insert(i.name.clone(), *n) {
@@ -29,7 +41,10 @@ pub fn evaluate(a: &Assignment, inputs: &BTreeMap<String, CooTensor>, out_dims: 
                 }
             }
         }
-        dense.entry(acc.tensor.as_str()).or_insert_with(|| Dense { dims: t.dims.clone(), data: t.to_dense() });
+        dense.entry(acc.tensor.as_str()).or_insert_with(|| Dense {
+            dims: t.dims.clone(),
+            data: t.to_dense(),
+        });
     }
     for (i, n) in a.lhs.indices.iter().zip(out_dims) {
         if let Some(old) = var_dims.insert(i.name.clone(), *n) {
@@ -57,7 +72,12 @@ pub fn evaluate(a: &Assignment, inputs: &BTreeMap<String, CooTensor>, out_dims: 
     Ok(CooTensor::from_dense(out_dims.to_vec(), &out))
 }
 
-fn eval(e: &RExpr, t: &HashMap<&str, Dense>, dims: &HashMap<String, usize>, env: &mut HashMap<String, usize>) -> f64 {
+fn eval(
+    e: &RExpr,
+    t: &HashMap<&str, Dense>,
+    dims: &HashMap<String, usize>,
+    env: &mut HashMap<String, usize>,
+) -> f64 {
     match e {
         RExpr::Const(v) => *v,
         RExpr::Neg(x) => -eval(x, t, dims, env),
@@ -78,7 +98,10 @@ fn eval(e: &RExpr, t: &HashMap<&str, Dense>, dims: &HashMap<String, usize>, env:
             d.data[lin]
         }
         RExpr::Sum(vars, body) => {
-            let extents: Vec<usize> = vars.iter().map(|v| dims.get(v).copied().unwrap_or(0)).collect();
+            let extents: Vec<usize> = vars
+                .iter()
+                .map(|v| dims.get(v).copied().unwrap_or(0))
+                .collect();
             let total: usize = extents.iter().product();
             let mut acc = 0.0;
             for lin in 0..total {

@@ -17,9 +17,12 @@ use std::path::Path;
 /// The command-line expression parser: never panics; what it accepts
 /// prints as text that parses back to the same print.
 pub fn expression(text: &str) {
-    let Ok(a) = parse_assignment(text) else { return };
+    let Ok(a) = parse_assignment(text) else {
+        return;
+    };
     let printed = a.to_string();
-    let again = parse_assignment(&printed).unwrap_or_else(|e| panic!("`{text}` printed as `{printed}`, which does not parse: {e}"));
+    let again = parse_assignment(&printed)
+        .unwrap_or_else(|e| panic!("`{text}` printed as `{printed}`, which does not parse: {e}"));
     assert_eq!(again.to_string(), printed, "`{text}` does not print stably");
     let _ = sums_hoist_to_root(&place_reductions(&a));
 }
@@ -29,10 +32,20 @@ pub fn expression(text: &str) {
 pub fn language(text: &str) {
     let mut analysis = Analysis::new();
     // A directory that does not exist: relative data paths read nothing.
-    let file = analysis.set_file(Path::new("/nonexistent-selfcheck/input.tensor"), text.to_string());
+    let file = analysis.set_file(
+        Path::new("/nonexistent-selfcheck/input.tensor"),
+        text.to_string(),
+    );
     for d in analysis.diagnostics(file) {
-        assert!(d.span.start <= d.span.end && d.span.end <= text.len(), "diagnostic {d:?} outside the text ({} bytes)", text.len());
-        assert!(!d.message.contains('\n'), "diagnostic on several lines: {d:?}");
+        assert!(
+            d.span.start <= d.span.end && d.span.end <= text.len(),
+            "diagnostic {d:?} outside the text ({} bytes)",
+            text.len()
+        );
+        assert!(
+            !d.message.contains('\n'),
+            "diagnostic on several lines: {d:?}"
+        );
     }
     let _ = analysis.inlay_hints(file);
     for kernel in crate::language::db::kernel_names(&analysis.db, file).clone() {
@@ -43,14 +56,27 @@ pub fn language(text: &str) {
 }
 
 fn same_entries(a: &CooTensor, b: &CooTensor) -> bool {
-    a.dims == b.dims && a.coords == b.coords && a.vals.len() == b.vals.len() && a.vals.iter().zip(&b.vals).all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()))
+    a.dims == b.dims
+        && a.coords == b.coords
+        && a.vals.len() == b.vals.len()
+        && a.vals
+            .iter()
+            .zip(&b.vals)
+            .all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()))
 }
 
 fn well_formed(t: &CooTensor, what: &str) {
-    assert_eq!(t.coords.len(), t.nnz() * t.order(), "{what}: coordinate count");
+    assert_eq!(
+        t.coords.len(),
+        t.nnz() * t.order(),
+        "{what}: coordinate count"
+    );
     for e in 0..t.nnz() {
         for (c, d) in t.coord(e).iter().zip(&t.dims) {
-            assert!((*c as usize) < *d, "{what}: coordinate {c} outside dimension {d}");
+            assert!(
+                (*c as usize) < *d,
+                "{what}: coordinate {c} outside dimension {d}"
+            );
         }
     }
 }
@@ -64,7 +90,8 @@ pub fn readers(bytes: &[u8]) {
             well_formed(&t, "mtx");
             let mut out = Vec::new();
             mtx::write_mtx(&mut out, &t).expect("write mtx"); // ok: writing into a Vec cannot fail
-            let back = mtx::read_mtx(&out[..], "written.mtx").unwrap_or_else(|e| panic!("written mtx does not read back: {e}"));
+            let back = mtx::read_mtx(&out[..], "written.mtx")
+                .unwrap_or_else(|e| panic!("written mtx does not read back: {e}"));
             assert!(same_entries(&t, &back), "mtx round trip changed the tensor");
         }
         Err(e) => assert!(!e.to_string().contains('\n'), "error on several lines: {e}"),
@@ -74,7 +101,8 @@ pub fn readers(bytes: &[u8]) {
             well_formed(&t, "tns");
             let mut out = Vec::new();
             tns::write_tns(&mut out, &t).expect("write tns"); // ok: writing into a Vec cannot fail
-            let back = tns::read_tns(&out[..], "written.tns", Some(&t.dims)).unwrap_or_else(|e| panic!("written tns does not read back: {e}"));
+            let back = tns::read_tns(&out[..], "written.tns", Some(&t.dims))
+                .unwrap_or_else(|e| panic!("written tns does not read back: {e}"));
             if t.order() > 0 {
                 assert!(same_entries(&t, &back), "tns round trip changed the tensor");
             }
@@ -105,9 +133,37 @@ const EXTENT: [usize; 3] = [5, 4, 6];
 fn formats_for(order: usize) -> &'static [&'static str] {
     match order {
         0 => &["dense"],
-        1 => &["dense", "sparse", "hash", "COO", "compressed(nonunique)", "hashed(W=8)"],
-        2 => &["dense", "CSR", "CSC", "COO", "DCSR", "DIA", "ELL", "BCSR(2)", "CSB(2)", "COO-AoS", "hashed,dense", "dense,hashed", "dense,compressed:1,0", "compressed,singleton"],
-        _ => &["dense", "COO", "CSF", "mode-generic", "compressed,dense,compressed:2,0,1"],
+        1 => &[
+            "dense",
+            "sparse",
+            "hash",
+            "COO",
+            "compressed(nonunique)",
+            "hashed(W=8)",
+        ],
+        2 => &[
+            "dense",
+            "CSR",
+            "CSC",
+            "COO",
+            "DCSR",
+            "DIA",
+            "ELL",
+            "BCSR(2)",
+            "CSB(2)",
+            "COO-AoS",
+            "hashed,dense",
+            "dense,hashed",
+            "dense,compressed:1,0",
+            "compressed,singleton",
+        ],
+        _ => &[
+            "dense",
+            "COO",
+            "CSF",
+            "mode-generic",
+            "compressed,dense,compressed:2,0,1",
+        ],
     }
 }
 
@@ -131,12 +187,23 @@ fn expr_text(c: &mut Choices, accesses: &[String], depth: usize) -> String {
     }
     match c.pick(4) {
         0 => format!("-({})", expr_text(c, accesses, depth - 1)),
-        1 => format!("({} + {})", expr_text(c, accesses, depth - 1), expr_text(c, accesses, depth - 1)),
-        2 => format!("({} - {})", expr_text(c, accesses, depth - 1), expr_text(c, accesses, depth - 1)),
-        _ => format!("{} * {}", expr_text(c, accesses, depth - 1), expr_text(c, accesses, depth - 1)),
+        1 => format!(
+            "({} + {})",
+            expr_text(c, accesses, depth - 1),
+            expr_text(c, accesses, depth - 1)
+        ),
+        2 => format!(
+            "({} - {})",
+            expr_text(c, accesses, depth - 1),
+            expr_text(c, accesses, depth - 1)
+        ),
+        _ => format!(
+            "{} * {}",
+            expr_text(c, accesses, depth - 1),
+            expr_text(c, accesses, depth - 1)
+        ),
     }
 }
-
 
 /// A small random kernel decoded from `bytes` (tensors of order up to 3
 /// over `i`, `j`, `k`, formats from every preset, seeded data): compiled
@@ -154,40 +221,78 @@ pub fn kernel(bytes: &[u8]) -> String {
     for name in &names[..ntensors] {
         let order = c.pick(4);
         let mut free = vec![0usize, 1, 2];
-        let vars: Vec<usize> = (0..order).map(|_| free.remove(c.pick(free.len()))).collect();
+        let vars: Vec<usize> = (0..order)
+            .map(|_| free.remove(c.pick(free.len())))
+            .collect();
         let dims: Vec<usize> = vars.iter().map(|&v| EXTENT[v]).collect();
         data.insert(name.to_string(), CooTensor::random(&dims, 0.35, &mut rng));
         let fs = formats_for(order);
         specs.push((name.to_string(), fs[c.pick(fs.len())].to_string()));
         let idx: Vec<&str> = vars.iter().map(|&v| VARS[v]).collect();
-        accesses.push(if idx.is_empty() { name.to_string() } else { format!("{name}({})", idx.join(",")) });
+        accesses.push(if idx.is_empty() {
+            name.to_string()
+        } else {
+            format!("{name}({})", idx.join(","))
+        });
     }
     let rhs = expr_text(&mut c, &accesses, 3);
-    let used: Vec<usize> = (0..3).filter(|&v| c.pick(2) == 1 && accesses.iter().any(|a| rhs.contains(a.as_str()) && a.contains(VARS[v]))).collect();
+    let used: Vec<usize> = (0..3)
+        .filter(|&v| {
+            c.pick(2) == 1
+                && accesses
+                    .iter()
+                    .any(|a| rhs.contains(a.as_str()) && a.contains(VARS[v]))
+        })
+        .collect();
     let out_dims: Vec<usize> = used.iter().map(|&v| EXTENT[v]).collect();
-    let lhs = if used.is_empty() { "A".to_string() } else { format!("A({})", used.iter().map(|&v| VARS[v]).collect::<Vec<_>>().join(",")) };
+    let lhs = if used.is_empty() {
+        "A".to_string()
+    } else {
+        format!(
+            "A({})",
+            used.iter().map(|&v| VARS[v]).collect::<Vec<_>>().join(",")
+        )
+    };
     let ofs = output_formats(used.len());
     specs.push(("A".into(), ofs[c.pick(ofs.len())].into()));
     let text = format!("{lhs} = {rhs}");
-    let Ok(a) = parse_assignment(&text) else { panic!("generated kernel `{text}` does not parse") };
+    let Ok(a) = parse_assignment(&text) else {
+        panic!("generated kernel `{text}` does not parse")
+    };
     // Only tensors the expression reads are operands.
     let read: Vec<String> = a.rhs.accesses().iter().map(|x| x.tensor.clone()).collect();
     data.retain(|k, _| read.contains(k));
     let registry = Registry::builtin();
     let mut formats = BTreeMap::new();
     for (name, spec) in &specs {
-        let order = if name == "A" { out_dims.len() } else { match data.get(name) { Some(t) => t.order(), None => continue } };
-        let f = parse_format(spec, order, &registry).unwrap_or_else(|e| panic!("{name}:{spec}: {e}"));
+        let order = if name == "A" {
+            out_dims.len()
+        } else {
+            match data.get(name) {
+                Some(t) => t.order(),
+                None => continue,
+            }
+        };
+        let f =
+            parse_format(spec, order, &registry).unwrap_or_else(|e| panic!("{name}:{spec}: {e}"));
         formats.insert(name.clone(), f);
     }
-    let Ok(mut prepared) = prepare("kernel", &a, &formats, &data, &out_dims, None) else { return text };
+    let Ok(mut prepared) = prepare("kernel", &a, &formats, &data, &out_dims, None) else {
+        return text;
+    };
     if prepared.run().is_err() {
         return text;
     }
-    let got = prepared.result().unwrap_or_else(|e| panic!("{text} with {specs:?}: result does not unpack: {e}"));
-    let want = crate::oracle::evaluate(&a, &data, &out_dims, None).unwrap_or_else(|e| panic!("{text}: oracle: {e}"));
+    let got = prepared
+        .result()
+        .unwrap_or_else(|e| panic!("{text} with {specs:?}: result does not unpack: {e}"));
+    let want = crate::oracle::evaluate(&a, &data, &out_dims, None)
+        .unwrap_or_else(|e| panic!("{text}: oracle: {e}"));
     if let Err(e) = crate::oracle::close(&got, &want) {
-        panic!("{text} with {specs:?}: wrong result: {e}\n{}", prepared.kernel.function);
+        panic!(
+            "{text} with {specs:?}: wrong result: {e}\n{}",
+            prepared.kernel.function
+        );
     }
     text
 }

@@ -45,13 +45,19 @@ impl Threads {
     /// At most `n` threads (clamped to 1..=`MAX_THREADS`), for kernels big
     /// enough to gain from them.
     pub fn up_to(n: usize) -> Threads {
-        Threads { count: n.clamp(1, MAX_THREADS), min_work: DEFAULT_MIN_WORK }
+        Threads {
+            count: n.clamp(1, MAX_THREADS),
+            min_work: DEFAULT_MIN_WORK,
+        }
     }
 
     /// Exactly `n` threads wherever the kernel can be shared, however small
     /// (for tests).
     pub fn exactly(n: usize) -> Threads {
-        Threads { count: n.clamp(1, MAX_THREADS), min_work: 0 }
+        Threads {
+            count: n.clamp(1, MAX_THREADS),
+            min_work: 0,
+        }
     }
 }
 
@@ -70,7 +76,12 @@ fn stored(inputs: &[Validated<'_>]) -> usize {
 /// and the inputs hold enough work; a `Partials` kernel takes no more than
 /// the work pays for, each thread beyond the first costing a whole result
 /// to zero and add.
-pub fn used(k: &CompiledKernel, inputs: &[Validated<'_>], output: &Tensor, threads: Threads) -> usize {
+pub fn used(
+    k: &CompiledKernel,
+    inputs: &[Validated<'_>],
+    output: &Tensor,
+    threads: Threads,
+) -> usize {
     let work = stored(inputs);
     let n = threads.count.clamp(1, MAX_THREADS);
     match k.parallel {
@@ -84,7 +95,13 @@ pub fn used(k: &CompiledKernel, inputs: &[Validated<'_>], output: &Tensor, threa
 /// Run `k` once on up to `threads.count` threads. `spares` holds the other
 /// threads' results of a stitched kernel between runs (their arrays are
 /// reused, as the result's are).
-pub fn run(k: &CompiledKernel, inputs: &[Validated<'_>], output: &mut Tensor, threads: Threads, spares: &mut Vec<Tensor>) -> Result<(), RunError> {
+pub fn run(
+    k: &CompiledKernel,
+    inputs: &[Validated<'_>],
+    output: &mut Tensor,
+    threads: Threads,
+    spares: &mut Vec<Tensor>,
+) -> Result<(), RunError> {
     match (k.parallel, used(k, inputs, output, threads)) {
         (Some(Parallel::Rows), n) if n > 1 => jit::run_rows(k, inputs, output, n),
         (Some(Parallel::Partials), n) if n > 1 => partials(k, inputs, output, n),
@@ -96,71 +113,153 @@ pub fn run(k: &CompiledKernel, inputs: &[Validated<'_>], output: &mut Tensor, th
 /// A result like `output` with nothing stored: the kernel allocates and
 /// zeroes what it writes.
 fn empty_like(output: &Tensor) -> Tensor {
-    let levels = output.levels.iter().map(|l| crate::format::level::LevelStorage { arrays: l.arrays.keys().map(|&k| (k, Vec::new())).collect(), params: l.params.clone() }).collect();
-    Tensor { name: output.name.clone(), format: output.format.clone(), dims: output.dims.clone(), extents: output.extents.clone(), levels, vals: Vec::new() }
+    let levels = output
+        .levels
+        .iter()
+        .map(|l| crate::format::level::LevelStorage {
+            arrays: l.arrays.keys().map(|&k| (k, Vec::new())).collect(),
+            params: l.params.clone(),
+        })
+        .collect();
+    Tensor {
+        name: output.name.clone(),
+        format: output.format.clone(),
+        dims: output.dims.clone(),
+        extents: output.extents.clone(),
+        levels,
+        vals: Vec::new(),
+    }
 }
 
 /// Run share `t` of `n` into each of `outs` (share 0 into the first), on
 /// one thread each.
-fn run_shares(k: &CompiledKernel, inputs: &[Validated<'_>], outs: &mut [&mut Tensor], n: usize) -> Result<(), RunError> {
-    let share = |thread: usize| Share { thread: thread as i64, threads: n as i64, phase: 0 };
-    let (first, rest) = outs.split_first_mut().ok_or_else(|| RunError::Shares("no result to run into".into()))?;
+fn run_shares(
+    k: &CompiledKernel,
+    inputs: &[Validated<'_>],
+    outs: &mut [&mut Tensor],
+    n: usize,
+) -> Result<(), RunError> {
+    let share = |thread: usize| Share {
+        thread: thread as i64,
+        threads: n as i64,
+        phase: 0,
+    };
+    let (first, rest) = outs
+        .split_first_mut()
+        .ok_or_else(|| RunError::Shares("no result to run into".into()))?;
     let results: Vec<Result<(), RunError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = rest.iter_mut().enumerate().map(|(t, out)| scope.spawn(move || jit::run_share(k, inputs, out, share(t + 1)))).collect();
+        let handles: Vec<_> = rest
+            .iter_mut()
+            .enumerate()
+            .map(|(t, out)| scope.spawn(move || jit::run_share(k, inputs, out, share(t + 1))))
+            .collect();
         let mut results = vec![jit::run_share(k, inputs, first, share(0))];
-        results.extend(handles.into_iter().map(|h| h.join().unwrap_or(Err(RunError::OutOfMemory))));
+        results.extend(
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or(Err(RunError::OutOfMemory))),
+        );
         results
     });
-    results.into_iter().collect::<Result<Vec<()>, _>>().map(|_| ())
+    results
+        .into_iter()
+        .collect::<Result<Vec<()>, _>>()
+        .map(|_| ())
 }
 
 /// A `Stitch` kernel on `n` threads: each share into an empty result of
 /// its own (the old result's arrays reused by share 0), then level by
 /// level: a dense first level is the same in every share; the appended
 /// level below it combines its shares, and the values follow.
-fn stitch(k: &CompiledKernel, inputs: &[Validated<'_>], output: &mut Tensor, n: usize, spares: &mut Vec<Tensor>) -> Result<(), RunError> {
+fn stitch(
+    k: &CompiledKernel,
+    inputs: &[Validated<'_>],
+    output: &mut Tensor,
+    n: usize,
+    spares: &mut Vec<Tensor>,
+) -> Result<(), RunError> {
     spares.truncate(n - 1);
     while spares.len() < n - 1 {
         spares.push(empty_like(output));
     }
     let parts = spares;
     {
-        let mut outs: Vec<&mut Tensor> = std::iter::once(&mut *output).chain(parts.iter_mut()).collect();
+        let mut outs: Vec<&mut Tensor> = std::iter::once(&mut *output)
+            .chain(parts.iter_mut())
+            .collect();
         run_shares(k, inputs, &mut outs, n)?;
     }
-    let fail = |why: String| RunError::Shares(format!("stitching the shares of {}: {why}", output.name));
+    let fail =
+        |why: String| RunError::Shares(format!("stitching the shares of {}: {why}", output.name));
     let dense_first = output.format.levels.first().is_some_and(|l| l.is_dense());
-    let (Some(crate::format::level::Assembly::Append(app)), 2, true) = (output.format.levels.get(1).map(|l| l.assembly()), output.levels.len(), dense_first) else {
-        return Err(fail("the result is not a dense level over an appended one".into()));
+    let (Some(crate::format::level::Assembly::Append(app)), 2, true) = (
+        output.format.levels.get(1).map(|l| l.assembly()),
+        output.levels.len(),
+        dense_first,
+    ) else {
+        return Err(fail(
+            "the result is not a dense level over an appended one".into(),
+        ));
     };
     // The shares keep their arrays for the next run: the stitched level is
     // built from copies of what they hold.
     let first = std::mem::take(&mut output.levels[1]);
-    let rest: Vec<&crate::format::level::LevelStorage> = parts.iter().map(|p| &p.levels[1]).collect();
+    let rest: Vec<&crate::format::level::LevelStorage> =
+        parts.iter().map(|p| &p.levels[1]).collect();
     let parents = output.extents[0];
-    let (level, sizes) = app.stitch_shares().ok_or_else(|| fail("its appended level cannot be stitched".into()))?.stitch(first, &rest, parents).map_err(fail)?;
+    let (level, sizes) = app
+        .stitch_shares()
+        .ok_or_else(|| fail("its appended level cannot be stitched".into()))?
+        .stitch(first, &rest, parents)
+        .map_err(fail)?;
     output.levels[1] = level;
     output.vals.truncate(sizes[0]);
     for (part, &size) in parts.iter().zip(&sizes[1..]) {
-        output.vals.extend_from_slice(part.vals.get(..size).ok_or_else(|| fail("a share holds fewer values than positions".into()))?);
+        output.vals.extend_from_slice(
+            part.vals
+                .get(..size)
+                .ok_or_else(|| fail("a share holds fewer values than positions".into()))?,
+        );
     }
     Ok(())
 }
 
 /// A `Partials` kernel on `n` threads.
-fn partials(k: &CompiledKernel, inputs: &[Validated<'_>], output: &mut Tensor, n: usize) -> Result<(), RunError> {
+fn partials(
+    k: &CompiledKernel,
+    inputs: &[Validated<'_>],
+    output: &mut Tensor,
+    n: usize,
+) -> Result<(), RunError> {
     let mut others: Vec<Tensor> = (1..n).map(|_| empty_like(output)).collect();
-    let share = |thread: usize| Share { thread: thread as i64, threads: n as i64, phase: 0 };
+    let share = |thread: usize| Share {
+        thread: thread as i64,
+        threads: n as i64,
+        phase: 0,
+    };
     let results: Vec<Result<(), RunError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = others.iter_mut().enumerate().map(|(t, out)| scope.spawn(move || jit::run_share(k, inputs, out, share(t + 1)))).collect();
+        let handles: Vec<_> = others
+            .iter_mut()
+            .enumerate()
+            .map(|(t, out)| scope.spawn(move || jit::run_share(k, inputs, out, share(t + 1))))
+            .collect();
         let mut results = vec![jit::run_share(k, inputs, output, share(0))];
-        results.extend(handles.into_iter().map(|h| h.join().unwrap_or(Err(RunError::OutOfMemory))));
+        results.extend(
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or(Err(RunError::OutOfMemory))),
+        );
         results
     });
     results.into_iter().collect::<Result<Vec<()>, _>>()?;
     for other in &others {
         if other.vals.len() != output.vals.len() {
-            return Err(RunError::Shares(format!("a thread's partial {} holds {} values, the first {}", output.name, other.vals.len(), output.vals.len())));
+            return Err(RunError::Shares(format!(
+                "a thread's partial {} holds {} values, the first {}",
+                output.name,
+                other.vals.len(),
+                output.vals.len()
+            )));
         }
         for (a, b) in output.vals.iter_mut().zip(&other.vals) {
             *a += *b;

@@ -9,12 +9,18 @@ fn cache() -> std::path::PathBuf {
 
 fn tensorc(args: &[&str], cc: Option<&str>) -> (i32, String, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tensorc"));
-    cmd.args(args).current_dir(env!("CARGO_MANIFEST_DIR")).env("TENSOR_CACHE_DIR", cache());
+    cmd.args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("TENSOR_CACHE_DIR", cache());
     if let Some(cc) = cc {
         cmd.env("CC", cc);
     }
     let out = cmd.output().expect("run tensorc");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 fn have_cc(test: &str) -> bool {
@@ -36,7 +42,21 @@ fn json(out: &str) -> serde_json::Value {
 #[test]
 fn each_backend_says_which_ran() {
     let a = format!("A:{M}");
-    let (code, out, err) = tensorc(&["y(i) = A(i,j) * x(j)", "-f", "A:CSR", "-i", &a, "--time", "2", "--json", "--backend", "cranelift"], None);
+    let (code, out, err) = tensorc(
+        &[
+            "y(i) = A(i,j) * x(j)",
+            "-f",
+            "A:CSR",
+            "-i",
+            &a,
+            "--time",
+            "2",
+            "--json",
+            "--backend",
+            "cranelift",
+        ],
+        None,
+    );
     assert_eq!(code, 0, "{err}");
     let v = json(&out);
     assert_eq!(v["backend"], "cranelift");
@@ -46,44 +66,124 @@ fn each_backend_says_which_ran() {
     if !have_cc("each_backend_says_which_ran (cc part)") {
         return;
     }
-    let (code, out, err) = tensorc(&["y(i) = A(i,j) * x(j)", "-f", "A:CSR", "-i", &a, "--time", "2", "--json", "--backend", "cc"], None);
+    let (code, out, err) = tensorc(
+        &[
+            "y(i) = A(i,j) * x(j)",
+            "-f",
+            "A:CSR",
+            "-i",
+            &a,
+            "--time",
+            "2",
+            "--json",
+            "--backend",
+            "cc",
+        ],
+        None,
+    );
     assert_eq!(code, 0, "{err}");
     let cc = json(&out);
     assert_eq!(cc["backend"], "cc");
     assert_eq!(cc["result"], v["result"], "the tiers disagree");
     // auto times both tiers and reports each.
-    let (code, out, err) = tensorc(&["y(i) = A(i,j) * x(j)", "-f", "A:CSR", "-i", &a, "--time", "2", "--json"], None);
+    let (code, out, err) = tensorc(
+        &[
+            "y(i) = A(i,j) * x(j)",
+            "-f",
+            "A:CSR",
+            "-i",
+            &a,
+            "--time",
+            "2",
+            "--json",
+        ],
+        None,
+    );
     assert_eq!(code, 0, "{err}");
     let auto = json(&out);
     assert_eq!(auto["backend"], "cc");
     assert_eq!(auto["tiers"]["cranelift"]["runs"], 2, "{out}");
     assert_eq!(auto["tiers"]["cc"]["runs"], 2, "{out}");
     assert_eq!(auto["result"], v["result"]);
-    let (code, out, _) = tensorc(&["y(i) = A(i,j) * x(j)", "-f", "A:CSR", "-i", &a, "--time", "2"], None);
+    let (code, out, _) = tensorc(
+        &[
+            "y(i) = A(i,j) * x(j)",
+            "-f",
+            "A:CSR",
+            "-i",
+            &a,
+            "--time",
+            "2",
+        ],
+        None,
+    );
     assert_eq!(code, 0);
-    assert!(out.contains("backend: cc") && out.contains("(cranelift)") && out.contains("(cc)"), "{out}");
+    assert!(
+        out.contains("backend: cc") && out.contains("(cranelift)") && out.contains("(cc)"),
+        "{out}"
+    );
 }
 
 #[test]
 fn without_a_compiler_auto_notes_and_cc_refuses() {
     let a = format!("A:{M}");
     let missing = "/nonexistent/bin/cc";
-    let (code, out, err) = tensorc(&["y(i) = A(i,j) * x(j)", "-f", "A:CSR", "-i", &a, "--time", "1", "--json"], Some(missing));
+    let (code, out, err) = tensorc(
+        &[
+            "y(i) = A(i,j) * x(j)",
+            "-f",
+            "A:CSR",
+            "-i",
+            &a,
+            "--time",
+            "1",
+            "--json",
+        ],
+        Some(missing),
+    );
     assert_eq!(code, 0, "{err}");
     assert_eq!(json(&out)["backend"], "cranelift");
     // One note about the compiler (besides the one announcing generated x).
     let notes: Vec<&str> = err.lines().filter(|l| !l.contains("has no -i")).collect();
     assert_eq!(notes.len(), 1, "{err}");
-    assert!(notes[0].starts_with("note: ") && notes[0].contains("Cranelift"), "{err}");
-    let (code, _, err) = tensorc(&["y(i) = A(i,j) * x(j)", "-f", "A:CSR", "-i", &a, "--backend", "cc"], Some(missing));
+    assert!(
+        notes[0].starts_with("note: ") && notes[0].contains("Cranelift"),
+        "{err}"
+    );
+    let (code, _, err) = tensorc(
+        &[
+            "y(i) = A(i,j) * x(j)",
+            "-f",
+            "A:CSR",
+            "-i",
+            &a,
+            "--backend",
+            "cc",
+        ],
+        Some(missing),
+    );
     assert_ne!(code, 0);
     let lines: Vec<&str> = err.lines().filter(|l| !l.contains("has no -i")).collect();
-    assert!(lines.len() == 1 && lines[0].starts_with("error: ") && lines[0].contains(missing), "{err}");
+    assert!(
+        lines.len() == 1 && lines[0].starts_with("error: ") && lines[0].contains(missing),
+        "{err}"
+    );
 }
 
 #[test]
 fn emit_asm_prints_machine_code() {
-    let (code, out, err) = tensorc(&["y(i) = A(i,j) * x(j)", "-f", "A:DIA", "-d", "A:9,9", "--emit", "asm"], None);
+    let (code, out, err) = tensorc(
+        &[
+            "y(i) = A(i,j) * x(j)",
+            "-f",
+            "A:DIA",
+            "-d",
+            "A:9,9",
+            "--emit",
+            "asm",
+        ],
+        None,
+    );
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("block0:") && out.contains("ret"), "{out}");
 }
@@ -96,9 +196,33 @@ fn emitted_c_compiles_as_printed() {
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("backend_cli_emit");
     std::fs::create_dir_all(&dir).unwrap();
     for (n, args) in [
-        vec!["A(i,j) = B(i,j) + C(i,j)", "-f", "A:CSR", "-f", "B:CSR", "-f", "C:CSR", "-d", "B:9,9", "-d", "C:9,9"],
+        vec![
+            "A(i,j) = B(i,j) + C(i,j)",
+            "-f",
+            "A:CSR",
+            "-f",
+            "B:CSR",
+            "-f",
+            "C:CSR",
+            "-d",
+            "B:9,9",
+            "-d",
+            "C:9,9",
+        ],
         vec!["y(i) = A(i,j) * x(j)", "-f", "A:DIA", "-d", "A:9,9"],
-        vec!["A(i,j) = B(i,j) * C(i,j)", "-f", "A:COO", "-f", "B:hashed,hashed", "-f", "C:CSR", "-d", "B:9,9", "-d", "C:9,9"],
+        vec![
+            "A(i,j) = B(i,j) * C(i,j)",
+            "-f",
+            "A:COO",
+            "-f",
+            "B:hashed,hashed",
+            "-f",
+            "C:CSR",
+            "-d",
+            "B:9,9",
+            "-d",
+            "C:9,9",
+        ],
     ]
     .iter()
     .enumerate()
@@ -110,8 +234,18 @@ fn emitted_c_compiles_as_printed() {
         let src = dir.join(format!("k{n}.c"));
         std::fs::write(&src, &out).unwrap();
         let cc = &tensor_compiler::backend::cc::compiler().unwrap().command;
-        let built = Command::new(&cc[0]).args(&cc[1..]).args(["-std=c99", "-O2", "-Wall", "-Werror", "-c", "-o"]).arg(dir.join(format!("k{n}.o"))).arg(&src).output().unwrap();
-        assert!(built.status.success(), "{}\n{out}", String::from_utf8_lossy(&built.stderr));
+        let built = Command::new(&cc[0])
+            .args(&cc[1..])
+            .args(["-std=c99", "-O2", "-Wall", "-Werror", "-c", "-o"])
+            .arg(dir.join(format!("k{n}.o")))
+            .arg(&src)
+            .output()
+            .unwrap();
+        assert!(
+            built.status.success(),
+            "{}\n{out}",
+            String::from_utf8_lossy(&built.stderr)
+        );
     }
 }
 
@@ -123,6 +257,9 @@ fn the_library_resolves_choices() {
     assert_eq!(Choice::parse("CC"), Some(Choice::Cc));
     assert_eq!(Choice::parse("fast"), None);
     let auto = resolve(Choice::Auto).unwrap();
-    assert_eq!(auto.tier == Tier::Cc, tensor_compiler::backend::cc::compiler().is_ok());
+    assert_eq!(
+        auto.tier == Tier::Cc,
+        tensor_compiler::backend::cc::compiler().is_ok()
+    );
     assert_eq!(auto.note.is_some(), auto.tier == Tier::Cranelift);
 }

@@ -47,27 +47,57 @@ fn compiles_cleanly(dir: &Path, name: &str, text: &str) -> Result<(), String> {
     let src = dir.join(format!("{name}.c"));
     std::fs::write(&src, text).unwrap();
     let cc = cc_command();
-    let out = Command::new(&cc[0]).args(&cc[1..]).args(["-std=c99", "-O2", "-Wall", "-Werror", "-c", "-o"]).arg(dir.join(format!("{name}.o"))).arg(&src).output().unwrap();
+    let out = Command::new(&cc[0])
+        .args(&cc[1..])
+        .args(["-std=c99", "-O2", "-Wall", "-Werror", "-c", "-o"])
+        .arg(dir.join(format!("{name}.o")))
+        .arg(&src)
+        .output()
+        .unwrap();
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!("{} does not compile:\n{}\n{text}", src.display(), String::from_utf8_lossy(&out.stderr)))
+        Err(format!(
+            "{} does not compile:\n{}\n{text}",
+            src.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ))
     }
 }
 
 /// The snapshot kernels of `snapshots.rs`: (expression, formats).
 fn snapshot_kernels() -> Vec<(&'static str, Vec<(&'static str, &'static str)>)> {
     let mut v = Vec::new();
-    for f in ["CSR", "CSC", "COO", "COO-AoS", "DCSR", "ELL", "DIA", "BCSR(4)", "CSB(4)"] {
-        v.push(("y(i) = A(i,j) * x(j)", vec![("A", f), ("x", "dense"), ("y", "dense")]));
+    for f in [
+        "CSR", "CSC", "COO", "COO-AoS", "DCSR", "ELL", "DIA", "BCSR(4)", "CSB(4)",
+    ] {
+        v.push((
+            "y(i) = A(i,j) * x(j)",
+            vec![("A", f), ("x", "dense"), ("y", "dense")],
+        ));
     }
-    v.push(("y(i) = A(i,j) * x(j)", vec![("A", "CSR"), ("x", "hash"), ("y", "dense")]));
-    v.push(("y(i) = A(i,j) * x(j)", vec![("A", "CSR"), ("x", "sparse"), ("y", "dense")]));
+    v.push((
+        "y(i) = A(i,j) * x(j)",
+        vec![("A", "CSR"), ("x", "hash"), ("y", "dense")],
+    ));
+    v.push((
+        "y(i) = A(i,j) * x(j)",
+        vec![("A", "CSR"), ("x", "sparse"), ("y", "dense")],
+    ));
     for (b, c) in [("COO", "dense"), ("CSR", "dense"), ("CSR", "COO")] {
-        v.push(("A(i,j) = B(i,j) * C(i,j)", vec![("A", "dense"), ("B", b), ("C", c)]));
+        v.push((
+            "A(i,j) = B(i,j) * C(i,j)",
+            vec![("A", "dense"), ("B", b), ("C", c)],
+        ));
     }
-    v.push(("A(i,j) = B(i,j) + C(i,j)", vec![("A", "CSR"), ("B", "CSR"), ("C", "CSR")]));
-    v.push(("A(i,j) = B(i,j) + C(i,j)", vec![("A", "COO"), ("B", "COO"), ("C", "COO")]));
+    v.push((
+        "A(i,j) = B(i,j) + C(i,j)",
+        vec![("A", "CSR"), ("B", "CSR"), ("C", "CSR")],
+    ));
+    v.push((
+        "A(i,j) = B(i,j) + C(i,j)",
+        vec![("A", "COO"), ("B", "COO"), ("C", "COO")],
+    ));
     v
 }
 
@@ -77,11 +107,17 @@ const VARS: [&str; 3] = ["i", "j", "k"];
 /// Random data for every tensor of `expr`, dimensions from the index names.
 fn data_for(expr: &str, out_name: &str, seed: u64) -> (BTreeMap<String, CooTensor>, Vec<usize>) {
     let a = parse_assignment(expr).unwrap();
-    let dims = |acc: &tensor_compiler::notation::Access| -> Vec<usize> { acc.indices.iter().map(|i| EXTENT[VARS.iter().position(|v| *v == i.name).unwrap()]).collect() };
+    let dims = |acc: &tensor_compiler::notation::Access| -> Vec<usize> {
+        acc.indices
+            .iter()
+            .map(|i| EXTENT[VARS.iter().position(|v| *v == i.name).unwrap()])
+            .collect()
+    };
     let mut rng = Rng(seed);
     let mut data = BTreeMap::new();
     for acc in a.rhs.accesses() {
-        data.entry(acc.tensor.clone()).or_insert_with(|| random(&dims(acc), 0.3, &mut rng));
+        data.entry(acc.tensor.clone())
+            .or_insert_with(|| random(&dims(acc), 0.3, &mut rng));
     }
     assert_eq!(a.lhs.tensor, out_name);
     (data, dims(&a.lhs))
@@ -89,7 +125,13 @@ fn data_for(expr: &str, out_name: &str, seed: u64) -> (BTreeMap<String, CooTenso
 
 /// Run `expr` on the Cranelift tier and on the cc tier; both must match the
 /// oracle. `Ok(false)` when the compiler refuses the kernel.
-fn two_backends_one_answer(dir: &Path, tag: &str, expr: &str, specs: &[(&str, &str)], seed: u64) -> Result<bool, String> {
+fn two_backends_one_answer(
+    dir: &Path,
+    tag: &str,
+    expr: &str,
+    specs: &[(&str, &str)],
+    seed: u64,
+) -> Result<bool, String> {
     let a = parse_assignment(expr).map_err(|e| e.to_string())?;
     let (data, out_dims) = data_for(expr, &a.lhs.tensor, seed);
     let formats = formats_rest_dense(&a, specs, &data, out_dims.len());
@@ -99,27 +141,44 @@ fn two_backends_one_answer(dir: &Path, tag: &str, expr: &str, specs: &[(&str, &s
     };
     let text = tensor_compiler::ir::c::function(&jit.kernel.function);
     compiles_cleanly(dir, tag, &text).map_err(|e| format!("{expr} {specs:?}: {e}"))?;
-    let mut native = prepare("kernel", &a, &formats, &data, &out_dims, None).map_err(|e| e.to_string())?;
-    native.compiled = cc::compile(&native.kernel.function).map_err(|e| format!("{expr} {specs:?}: {e}"))?;
+    let mut native =
+        prepare("kernel", &a, &formats, &data, &out_dims, None).map_err(|e| e.to_string())?;
+    native.compiled =
+        cc::compile(&native.kernel.function).map_err(|e| format!("{expr} {specs:?}: {e}"))?;
     assert_eq!(native.compiled.tier, Tier::Cc);
     jit.run().map_err(|e| e.to_string())?;
     native.run().map_err(|e| e.to_string())?;
     let want = oracle::evaluate(&a, &data, &out_dims, None)?;
-    let (by_jit, by_cc) = (jit.result().map_err(|e| e.to_string())?, native.result().map_err(|e| e.to_string())?);
+    let (by_jit, by_cc) = (
+        jit.result().map_err(|e| e.to_string())?,
+        native.result().map_err(|e| e.to_string())?,
+    );
     close(&by_jit, &want).map_err(|e| format!("{expr} {specs:?}: Cranelift tier: {e}"))?;
     close(&by_cc, &want).map_err(|e| format!("{expr} {specs:?}: cc tier: {e}\n{text}"))?;
-    if by_jit.vals.iter().sum::<f64>().to_bits() != by_cc.vals.iter().sum::<f64>().to_bits() || by_jit.nnz() != by_cc.nnz() {
-        return Err(format!("{expr} {specs:?}: the tiers differ (nnz {} vs {})", by_jit.nnz(), by_cc.nnz()));
+    if by_jit.vals.iter().sum::<f64>().to_bits() != by_cc.vals.iter().sum::<f64>().to_bits()
+        || by_jit.nnz() != by_cc.nnz()
+    {
+        return Err(format!(
+            "{expr} {specs:?}: the tiers differ (nnz {} vs {})",
+            by_jit.nnz(),
+            by_cc.nnz()
+        ));
     }
     Ok(true)
 }
 
 #[test]
 fn snapshot_kernels_compile_and_agree() {
-    let Some(dir) = setup("snapshots") else { return };
+    let Some(dir) = setup("snapshots") else {
+        return;
+    };
     for (n, (expr, specs)) in snapshot_kernels().iter().enumerate() {
         for seed in 1..3 {
-            assert!(two_backends_one_answer(&dir, &format!("snap{n}"), expr, specs, seed).unwrap_or_else(|e| panic!("{e}")), "{expr} {specs:?} refused");
+            assert!(
+                two_backends_one_answer(&dir, &format!("snap{n}"), expr, specs, seed)
+                    .unwrap_or_else(|e| panic!("{e}")),
+                "{expr} {specs:?} refused"
+            );
         }
     }
 }
@@ -128,26 +187,62 @@ fn snapshot_kernels_compile_and_agree() {
 fn paper_kernels_compile_and_agree() {
     let Some(dir) = setup("paper") else { return };
     let cases: Vec<(&str, Vec<(&str, &str)>)> = vec![
-        ("A(i,j) = B(i,j) + C(i,j)", vec![("A", "DCSR"), ("B", "DCSR"), ("C", "CSR")]),
-        ("A(i,j) = B(i,j) + C(i,j)", vec![("A", "dense"), ("B", "DIA"), ("C", "CSR")]),
-        ("A(i,j) = B(i,j) - 2 * C(i,j)", vec![("A", "CSR"), ("B", "CSR"), ("C", "dense")]),
-        ("A(i,j) = B(i,j) * C(i,j)", vec![("A", "COO"), ("B", "hashed,hashed"), ("C", "CSR")]),
+        (
+            "A(i,j) = B(i,j) + C(i,j)",
+            vec![("A", "DCSR"), ("B", "DCSR"), ("C", "CSR")],
+        ),
+        (
+            "A(i,j) = B(i,j) + C(i,j)",
+            vec![("A", "dense"), ("B", "DIA"), ("C", "CSR")],
+        ),
+        (
+            "A(i,j) = B(i,j) - 2 * C(i,j)",
+            vec![("A", "CSR"), ("B", "CSR"), ("C", "dense")],
+        ),
+        (
+            "A(i,j) = B(i,j) * C(i,j)",
+            vec![("A", "COO"), ("B", "hashed,hashed"), ("C", "CSR")],
+        ),
         ("A(i,k) = B(i,j) * C(j,k)", vec![("B", "COO")]),
         ("A(i,k) = B(i,j) * C(j,k)", vec![("B", "CSC")]),
         ("A(i,j) = B(i,j,k) * c(k)", vec![("B", "CSF")]),
         ("A(i,j) = B(i,j,k) * c(k)", vec![("A", "COO"), ("B", "COO")]),
         ("A(i,j) = B(i,k,j) * M(k,j)", vec![("B", "mode-generic")]),
         ("a = B(i,j,k) * C(i,j,k)", vec![("B", "COO"), ("C", "COO")]),
-        ("A(i,j,k) = B(i,j,k) + C(i,j,k)", vec![("A", "CSF"), ("B", "CSF"), ("C", "COO-AoS")]),
-        ("a(i) = b(i) + c(i)", vec![("a", "hash"), ("b", "sparse"), ("c", "sparse")]),
+        (
+            "A(i,j,k) = B(i,j,k) + C(i,j,k)",
+            vec![("A", "CSF"), ("B", "CSF"), ("C", "COO-AoS")],
+        ),
+        (
+            "a(i) = b(i) + c(i)",
+            vec![("a", "hash"), ("b", "sparse"), ("c", "sparse")],
+        ),
         ("a(i) = A(i,j) * c(j)", vec![("a", "sparse"), ("A", "CSR")]),
-        ("A(i,j) = B(i,j) * C(j,i)", vec![("B", "CSR"), ("C", "dense")]),
+        (
+            "A(i,j) = B(i,j) * C(j,i)",
+            vec![("B", "CSR"), ("C", "dense")],
+        ),
         // (unordered levels merged through sorted scratch copies)
-        ("A(i,j) = B(i,j) + C(i,j)", vec![("A", "CSR"), ("B", "hashed,compressed(unordered)"), ("C", "DCSR")]),
-        ("a(i) = b(i) + c(i)", vec![("a", "sparse"), ("b", "hash"), ("c", "compressed(unordered)")]),
+        (
+            "A(i,j) = B(i,j) + C(i,j)",
+            vec![
+                ("A", "CSR"),
+                ("B", "hashed,compressed(unordered)"),
+                ("C", "DCSR"),
+            ],
+        ),
+        (
+            "a(i) = b(i) + c(i)",
+            vec![
+                ("a", "sparse"),
+                ("b", "hash"),
+                ("c", "compressed(unordered)"),
+            ],
+        ),
     ];
     for (n, (expr, specs)) in cases.iter().enumerate() {
-        two_backends_one_answer(&dir, &format!("paper{n}"), expr, specs, 3).unwrap_or_else(|e| panic!("{e}"));
+        two_backends_one_answer(&dir, &format!("paper{n}"), expr, specs, 3)
+            .unwrap_or_else(|e| panic!("{e}"));
     }
 }
 
@@ -159,8 +254,26 @@ fn random_kernels_compile_and_agree() {
         match order {
             0 => vec!["dense"],
             1 => vec!["dense", "sparse", "hash", "COO"],
-            2 => vec!["dense", "CSR", "CSC", "COO", "DCSR", "DIA", "ELL", "BCSR(2)", "CSB(2)", "COO-AoS", "hashed,dense"],
-            _ => vec!["dense", "COO", "CSF", "mode-generic", "compressed,dense,compressed:2,0,1"],
+            2 => vec![
+                "dense",
+                "CSR",
+                "CSC",
+                "COO",
+                "DCSR",
+                "DIA",
+                "ELL",
+                "BCSR(2)",
+                "CSB(2)",
+                "COO-AoS",
+                "hashed,dense",
+            ],
+            _ => vec![
+                "dense",
+                "COO",
+                "CSF",
+                "mode-generic",
+                "compressed,dense,compressed:2,0,1",
+            ],
         }
     }
     let shapes: [&[usize]; 6] = [&[0, 1], &[1, 0], &[0], &[1], &[0, 1, 2], &[1, 2]];
@@ -176,14 +289,29 @@ fn random_kernels_compile_and_agree() {
             let vars = shapes[rng.below(shapes.len())];
             let fs = formats_for(vars.len());
             specs.push((name.to_string(), fs[rng.below(fs.len())].to_string()));
-            accesses.push(format!("{name}({})", vars.iter().map(|&v| VARS[v]).collect::<Vec<_>>().join(",")));
+            accesses.push(format!(
+                "{name}({})",
+                vars.iter().map(|&v| VARS[v]).collect::<Vec<_>>().join(",")
+            ));
         }
         let mut rhs = accesses[0].clone();
         for acc in &accesses[1..] {
             let op = ["+", "-", "*"][rng.below(3)];
-            rhs = if rng.below(2) == 0 { format!("{rhs} {op} {acc}") } else { format!("({rhs}) {op} 2 * {acc}") };
+            rhs = if rng.below(2) == 0 {
+                format!("{rhs} {op} {acc}")
+            } else {
+                format!("({rhs}) {op} 2 * {acc}")
+            };
         }
-        let used: Vec<&str> = VARS.iter().copied().filter(|v| rhs.contains(&format!("{v},")) || rhs.contains(&format!("{v})")) || rhs.contains(&format!(",{v}"))).collect();
+        let used: Vec<&str> = VARS
+            .iter()
+            .copied()
+            .filter(|v| {
+                rhs.contains(&format!("{v},"))
+                    || rhs.contains(&format!("{v})"))
+                    || rhs.contains(&format!(",{v}"))
+            })
+            .collect();
         let keep = rng.below(used.len() + 1);
         let out: Vec<&str> = used.iter().copied().take(keep).collect();
         let out_fmt = match out.len() {
@@ -192,11 +320,26 @@ fn random_kernels_compile_and_agree() {
             2 => ["dense", "CSR", "COO", "DCSR"][rng.below(4)],
             _ => ["dense", "CSF", "COO"][rng.below(3)],
         };
-        let lhs = if out.is_empty() { "A".to_string() } else { format!("A({})", out.join(",")) };
+        let lhs = if out.is_empty() {
+            "A".to_string()
+        } else {
+            format!("A({})", out.join(","))
+        };
         specs.push(("A".into(), out_fmt.into()));
         let expr = format!("{lhs} = {rhs}");
-        let spec_refs: Vec<(&str, &str)> = specs.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
-        if two_backends_one_answer(&dir, &format!("rand{tried}"), &expr, &spec_refs, tried as u64).unwrap_or_else(|e| panic!("{e}")) {
+        let spec_refs: Vec<(&str, &str)> = specs
+            .iter()
+            .map(|(a, b)| (a.as_str(), b.as_str()))
+            .collect();
+        if two_backends_one_answer(
+            &dir,
+            &format!("rand{tried}"),
+            &expr,
+            &spec_refs,
+            tried as u64,
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+        {
             ran += 1;
         }
     }
@@ -208,15 +351,31 @@ fn random_kernels_compile_and_agree() {
 /// grown through the generated realloc reserve.
 #[test]
 fn written_source_pair_works_in_a_user_program() {
-    let Some(dir) = setup("write_source") else { return };
+    let Some(dir) = setup("write_source") else {
+        return;
+    };
     let out = Command::new(env!("CARGO_BIN_EXE_tensorc"))
-        .args(["y(i) = A(i,j) * x(j)", "-f", "A:CSR", "-d", "A:3,4", "--write-source"])
+        .args([
+            "y(i) = A(i,j) * x(j)",
+            "-f",
+            "A:CSR",
+            "-d",
+            "A:3,4",
+            "--write-source",
+        ])
         .arg(dir.join("gen"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let header = std::fs::read_to_string(dir.join("gen/kernel.h")).unwrap();
-    assert!(header.contains("int64_t kernel(tensor_args_t *args);") && header.contains("kernel_A2_pos"), "{header}");
+    assert!(
+        header.contains("int64_t kernel(tensor_args_t *args);") && header.contains("kernel_A2_pos"),
+        "{header}"
+    );
     let main = r#"#include "kernel.h"
 #include <stdio.h>
 int main(void) {
@@ -243,8 +402,20 @@ int main(void) {
     std::fs::write(dir.join("gen/main.c"), main).unwrap();
     let cc = cc_command();
     let exe = dir.join("gen/spmv");
-    let build = Command::new(&cc[0]).args(&cc[1..]).args(["-std=c99", "-O2", "-Wall", "-Werror", "-o"]).arg(&exe).arg(dir.join("gen/main.c")).arg(dir.join("gen/kernel.c")).arg("-lm").output().unwrap();
-    assert!(build.status.success(), "{}", String::from_utf8_lossy(&build.stderr));
+    let build = Command::new(&cc[0])
+        .args(&cc[1..])
+        .args(["-std=c99", "-O2", "-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(dir.join("gen/main.c"))
+        .arg(dir.join("gen/kernel.c"))
+        .arg("-lm")
+        .output()
+        .unwrap();
+    assert!(
+        build.status.success(),
+        "{}",
+        String::from_utf8_lossy(&build.stderr)
+    );
     let run = Command::new(&exe).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "7 0 22 3");
 }
@@ -254,15 +425,31 @@ int main(void) {
 /// with its own copy of the array table, here one after the other.
 #[test]
 fn written_source_runs_in_shares() {
-    let Some(dir) = setup("write_source_shares") else { return };
+    let Some(dir) = setup("write_source_shares") else {
+        return;
+    };
     let out = Command::new(env!("CARGO_BIN_EXE_tensorc"))
-        .args(["y(i) = A(i,j) * x(j)", "-f", "A:CSR", "-d", "A:3,4", "--write-source"])
+        .args([
+            "y(i) = A(i,j) * x(j)",
+            "-f",
+            "A:CSR",
+            "-d",
+            "A:3,4",
+            "--write-source",
+        ])
         .arg(dir.join("gen"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let header = std::fs::read_to_string(dir.join("gen/kernel.h")).unwrap();
-    assert!(header.contains("kernel_tensor_phase") && header.contains("kernel_tensor_threads"), "{header}");
+    assert!(
+        header.contains("kernel_tensor_phase") && header.contains("kernel_tensor_threads"),
+        "{header}"
+    );
     let main = r#"#include "kernel.h"
 #include <stdio.h>
 int main(void) {
@@ -301,8 +488,20 @@ int main(void) {
     std::fs::write(dir.join("gen/main.c"), main).unwrap();
     let cc = cc_command();
     let exe = dir.join("gen/spmv");
-    let build = Command::new(&cc[0]).args(&cc[1..]).args(["-std=c99", "-O2", "-Wall", "-Werror", "-o"]).arg(&exe).arg(dir.join("gen/main.c")).arg(dir.join("gen/kernel.c")).arg("-lm").output().unwrap();
-    assert!(build.status.success(), "{}", String::from_utf8_lossy(&build.stderr));
+    let build = Command::new(&cc[0])
+        .args(&cc[1..])
+        .args(["-std=c99", "-O2", "-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(dir.join("gen/main.c"))
+        .arg(dir.join("gen/kernel.c"))
+        .arg("-lm")
+        .output()
+        .unwrap();
+    assert!(
+        build.status.success(),
+        "{}",
+        String::from_utf8_lossy(&build.stderr)
+    );
     let run = Command::new(&exe).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "7 0 22 3");
 }

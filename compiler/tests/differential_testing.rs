@@ -7,7 +7,9 @@
 
 mod differential;
 
-use differential::isolate::{run_isolated, run_isolated_with, worker_main, ABORT_AT_ENV, SPIN_AT_ENV};
+use differential::isolate::{
+    run_isolated, run_isolated_with, worker_main, ABORT_AT_ENV, SPIN_AT_ENV,
+};
 use differential::report::normalize;
 use differential::run::{compare, expected};
 use differential::templates::generate;
@@ -23,7 +25,10 @@ const CI_CASES: u64 = 2_000;
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 fn workers() -> usize {
-    std::env::var("DIFFERENTIAL_WORKERS").ok().and_then(|w| w.parse().ok()).unwrap_or(2)
+    std::env::var("DIFFERENTIAL_WORKERS")
+        .ok()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(2)
 }
 
 #[test]
@@ -33,11 +38,22 @@ fn seeded_cases_match_the_oracle() {
     // The full report (reproducers) shows when the test fails; the counts
     // and the top refusals always go to the log, past the output capture.
     println!("{}", summary.render(40));
-    let headline = format!("{}{CI_CASES} differential cases in {:.1} s\n", summary.headline(10), t0.elapsed().as_secs_f64());
+    let headline = format!(
+        "{}{CI_CASES} differential cases in {:.1} s\n",
+        summary.headline(10),
+        t0.elapsed().as_secs_f64()
+    );
     let _ = std::io::Write::write_all(&mut std::io::stderr(), headline.as_bytes());
-    assert_eq!(summary.records.len() as u64, CI_CASES, "every case is judged");
+    assert_eq!(
+        summary.records.len() as u64,
+        CI_CASES,
+        "every case is judged"
+    );
     let (wrong, crash) = (summary.count(Class::Wrong), summary.count(Class::Crash));
-    assert!(wrong == 0 && crash == 0, "{wrong} wrong answers and {crash} crashes in {CI_CASES} cases (reproducers above)");
+    assert!(
+        wrong == 0 && crash == 0,
+        "{wrong} wrong answers and {crash} crashes in {CI_CASES} cases (reproducers above)"
+    );
 }
 
 /// The reproducer printed for a case is faithful: for cases that pass in
@@ -45,21 +61,44 @@ fn seeded_cases_match_the_oracle() {
 #[test]
 fn reproducers_give_the_same_answer_on_the_command_line() {
     let bin = Path::new(env!("CARGO_BIN_EXE_tensorc")).parent().unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     // Judged in child processes, like every case, so a crash stays there.
-    let passing: Vec<u64> = run_isolated(0..60, 1, TIMEOUT).iter().filter(|r| r.class == Class::Pass).map(|r| r.seed).take(15).collect();
+    let passing: Vec<u64> = run_isolated(0..60, 1, TIMEOUT)
+        .iter()
+        .filter(|r| r.class == Class::Pass)
+        .map(|r| r.seed)
+        .take(15)
+        .collect();
     let mut checked = 0;
     for seed in passing {
         let case = generate(seed);
-        let dir = std::env::temp_dir().join(format!("differential-repro-{}-{seed}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("differential-repro-{}-{seed}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let script = case.command_line();
-        let out = Command::new("bash").arg("-c").arg(&script).current_dir(&dir).env("PATH", &path).output().unwrap();
-        assert!(out.status.success(), "seed {seed}: {script}\n{}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(&script)
+            .current_dir(&dir)
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "seed {seed}: {script}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let file = dir.join(format!("{}.out.tns", case.result.name));
         let got = tensor_compiler::io::read_tns_with_dims(&file, Some(&case.result.dims)).unwrap();
         let diff = compare(&got, &expected(&case).unwrap());
-        assert!(diff.is_none(), "seed {seed}: the command line disagrees with the oracle: {diff:?}\n{script}");
+        assert!(
+            diff.is_none(),
+            "seed {seed}: the command line disagrees with the oracle: {diff:?}\n{script}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
         checked += 1;
     }
@@ -70,14 +109,30 @@ fn reproducers_give_the_same_answer_on_the_command_line() {
 /// reported as a crash and the run goes on from the next seed.
 #[test]
 fn dead_and_frozen_workers_are_crashes() {
-    let records = run_isolated_with(0..4, 1, Duration::from_secs(1), &[(ABORT_AT_ENV, "1"), (SPIN_AT_ENV, "2")]);
+    let records = run_isolated_with(
+        0..4,
+        1,
+        Duration::from_secs(1),
+        &[(ABORT_AT_ENV, "1"), (SPIN_AT_ENV, "2")],
+    );
     let seeds: Vec<u64> = records.iter().map(|r| r.seed).collect();
     assert_eq!(seeds, vec![0, 1, 2, 3]);
     assert_eq!(records[1].class, Class::Crash);
-    assert!(records[1].message.contains("died"), "{}", records[1].message);
+    assert!(
+        records[1].message.contains("died"),
+        "{}",
+        records[1].message
+    );
     assert_eq!(records[2].class, Class::Crash);
-    assert!(records[2].message.contains("frozen"), "{}", records[2].message);
-    assert!(records[1].detail.contains("tensorc '"), "a crash comes with its reproducer");
+    assert!(
+        records[2].message.contains("frozen"),
+        "{}",
+        records[2].message
+    );
+    assert!(
+        records[1].detail.contains("tensorc '"),
+        "a crash comes with its reproducer"
+    );
 }
 
 #[test]
@@ -110,8 +165,14 @@ fn refusals_differing_only_in_names_and_sizes_count_as_one() {
 #[test]
 #[ignore = "long: run by scripts/sweep.sh"]
 fn differential_sweep() {
-    let n: u64 = std::env::var("DIFFERENTIAL_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
-    let first: u64 = std::env::var("DIFFERENTIAL_FIRST_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let n: u64 = std::env::var("DIFFERENTIAL_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    let first: u64 = std::env::var("DIFFERENTIAL_FIRST_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     let t0 = Instant::now();
     let summary = Summary::new(run_isolated(first..first + n, workers(), TIMEOUT));
     println!("{}", summary.render(usize::MAX));
@@ -135,11 +196,26 @@ fn differential_case() {
     if let Ok(range) = std::env::var("DIFFERENTIAL_LIST") {
         let (a, b) = range.split_once("..").expect("DIFFERENTIAL_LIST is A..B");
         for seed in a.parse::<u64>().unwrap()..b.parse::<u64>().unwrap() {
-            println!("{seed} [{}] {}", differential::templates::generate(seed).family, differential::templates::generate(seed).describe());
+            println!(
+                "{seed} [{}] {}",
+                differential::templates::generate(seed).family,
+                differential::templates::generate(seed).describe()
+            );
         }
         return;
     }
-    let seed: u64 = std::env::var("DIFFERENTIAL_SEED").expect("DIFFERENTIAL_SEED").parse().unwrap();
+    let seed: u64 = std::env::var("DIFFERENTIAL_SEED")
+        .expect("DIFFERENTIAL_SEED")
+        .parse()
+        .unwrap();
     let r = differential::isolate::judge_seed(seed);
-    println!("seed {seed} [{}] {}\n{}: {} ({:.1} s of CPU)\n{}", r.family, r.case, r.class.name(), r.message, r.cpu_ms / 1e3, r.detail);
+    println!(
+        "seed {seed} [{}] {}\n{}: {} ({:.1} s of CPU)\n{}",
+        r.family,
+        r.case,
+        r.class.name(),
+        r.message,
+        r.cpu_ms / 1e3,
+        r.detail
+    );
 }

@@ -29,7 +29,13 @@ impl LevelFormat for Loose {
         "loose".into()
     }
     fn properties(&self) -> Properties {
-        Properties { full: false, ordered: true, unique: true, branchless: false, compact: false }
+        Properties {
+            full: false,
+            ordered: true,
+            unique: true,
+            branchless: false,
+            compact: false,
+        }
     }
     fn iteration(&self) -> Iteration<'_> {
         Iteration::CoordPosition(self)
@@ -47,7 +53,11 @@ impl LevelFormat for Loose {
             if let Some(seg) = it.peek().filter(|s| s.pos == p).copied() {
                 it.next();
                 for (coord, lo, hi) in input.groups(seg, true) {
-                    children.push(Segment { pos: crd.len(), lo, hi });
+                    children.push(Segment {
+                        pos: crd.len(),
+                        lo,
+                        hi,
+                    });
                     crd.push(coord as i32);
                 }
             }
@@ -56,13 +66,22 @@ impl LevelFormat for Loose {
             crd.push(-7); // the gap: an unused slot
         }
         let size = crd.len();
-        Ok(PackOutput { children, size, arrays: vec![("bounds", bounds), ("crd", crd)], params: Vec::new() })
+        Ok(PackOutput {
+            children,
+            size,
+            arrays: vec![("bounds", bounds), ("crd", crd)],
+            params: Vec::new(),
+        })
     }
     fn validate(&self, input: &ValidateInput) -> Result<usize, String> {
         let b = input.own().array("bounds")?;
         let crd = input.own().array("crd")?;
         if b.len() != 2 * input.parent_size {
-            return Err(format!("bounds has {} entries, expected {}", b.len(), 2 * input.parent_size));
+            return Err(format!(
+                "bounds has {} entries, expected {}",
+                b.len(),
+                2 * input.parent_size
+            ));
         }
         for w in b.chunks(2) {
             let (lo, hi) = (w[0], w[1]);
@@ -79,9 +98,18 @@ impl LevelFormat for Loose {
 impl CoordPositionIteration for Loose {
     fn pos_bounds(&self, c: &LevelCtx, _e: &mut Emitter, parent_pos: Expr) -> (Expr, Expr) {
         let two = Expr::mul(parent_pos, Expr::Int(2));
-        (c.load("bounds", two.clone()), c.load("bounds", Expr::add(two, Expr::Int(1))))
+        (
+            c.load("bounds", two.clone()),
+            c.load("bounds", Expr::add(two, Expr::Int(1))),
+        )
     }
-    fn pos_access(&self, c: &LevelCtx, _e: &mut Emitter, pos: Expr, _ancestors: &[Expr]) -> (Expr, Expr) {
+    fn pos_access(
+        &self,
+        c: &LevelCtx,
+        _e: &mut Emitter,
+        pos: Expr,
+        _ancestors: &[Expr],
+    ) -> (Expr, Expr) {
         (c.load("crd", pos), Expr::Bool(true))
     }
 }
@@ -102,12 +130,21 @@ fn external_level_packs_validates_and_round_trips() {
     let r = registry();
     let mut rng = Rng(11);
     let t = random(&[9, 7], 0.3, &mut rng);
-    for spec in ["dense,loose", "loose,loose", "loose,dense", "loose,compressed"] {
+    for spec in [
+        "dense,loose",
+        "loose,loose",
+        "loose,dense",
+        "loose,compressed",
+    ] {
         let f = parse_format(spec, 2, &r).unwrap();
         assert_eq!(f.level_list(), spec);
         let packed = pack("A", &t, &f).unwrap();
         validate(&packed).unwrap();
-        assert_eq!(unpack(&packed).unwrap().canonical(), t.canonical(), "{spec}");
+        assert_eq!(
+            unpack(&packed).unwrap().canonical(),
+            t.canonical(),
+            "{spec}"
+        );
     }
 }
 
@@ -120,16 +157,33 @@ fn external_level_runs_end_to_end() {
     data.insert("B".to_string(), random(&[12, 10], 0.25, &mut rng));
     data.insert("x".to_string(), random(&[10], 1.0, &mut rng));
     for (expr, out_dims, specs) in [
-        ("y(i) = A(i,j) * x(j)", vec![12], vec![("A", "dense,loose"), ("x", "dense"), ("y", "dense")]),
-        ("C(i,j) = A(i,j) + B(i,j)", vec![12, 10], vec![("A", "dense,loose"), ("B", "CSR"), ("C", "CSR")]),
-        ("C(i,j) = A(i,j) * B(i,j)", vec![12, 10], vec![("A", "loose,loose"), ("B", "COO"), ("C", "dense")]),
+        (
+            "y(i) = A(i,j) * x(j)",
+            vec![12],
+            vec![("A", "dense,loose"), ("x", "dense"), ("y", "dense")],
+        ),
+        (
+            "C(i,j) = A(i,j) + B(i,j)",
+            vec![12, 10],
+            vec![("A", "dense,loose"), ("B", "CSR"), ("C", "CSR")],
+        ),
+        (
+            "C(i,j) = A(i,j) * B(i,j)",
+            vec![12, 10],
+            vec![("A", "loose,loose"), ("B", "COO"), ("C", "dense")],
+        ),
     ] {
         let a = parse_assignment(expr).unwrap();
-        let orders: BTreeMap<&str, usize> = [("A", 2), ("B", 2), ("C", 2), ("x", 1), ("y", 1)].into();
-        let formats = specs.iter().map(|(n, f)| (n.to_string(), parse_format(f, orders[n], &r).unwrap())).collect();
+        let orders: BTreeMap<&str, usize> =
+            [("A", 2), ("B", 2), ("C", 2), ("x", 1), ("y", 1)].into();
+        let formats = specs
+            .iter()
+            .map(|(n, f)| (n.to_string(), parse_format(f, orders[n], &r).unwrap()))
+            .collect();
         let mut p = prepare("k", &a, &formats, &data, &out_dims, None).unwrap();
         p.run().unwrap();
         let want = tensor_compiler::oracle::evaluate(&a, &data, &out_dims, None).unwrap();
-        close(&p.result().unwrap(), &want).unwrap_or_else(|e| panic!("{expr}: {e}\n{}", p.kernel.function));
+        close(&p.result().unwrap(), &want)
+            .unwrap_or_else(|e| panic!("{expr}: {e}\n{}", p.kernel.function));
     }
 }

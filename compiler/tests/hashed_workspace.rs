@@ -18,7 +18,10 @@ fn hashed_rows_only() {
     static INIT: std::sync::Once = std::sync::Once::new();
     INIT.call_once(|| {
         std::env::set_var("TENSOR_WORKSPACE_ROW_LIMIT", "0");
-        std::env::set_var("TENSOR_CACHE_DIR", std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hashed-workspace-cc"));
+        std::env::set_var(
+            "TENSOR_CACHE_DIR",
+            std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hashed-workspace-cc"),
+        );
     });
 }
 
@@ -29,10 +32,26 @@ fn ok(r: Result<(), String>) {
 }
 
 /// Whether `expr`'s kernel goes through a hashed row.
-fn hashed(expr: &str, specs: &[(&str, &str)], d: &BTreeMap<String, tensor_compiler::coo::CooTensor>, out_dims: &[usize]) -> bool {
+fn hashed(
+    expr: &str,
+    specs: &[(&str, &str)],
+    d: &BTreeMap<String, tensor_compiler::coo::CooTensor>,
+    out_dims: &[usize],
+) -> bool {
     let a = parse_assignment(expr).unwrap();
-    let p = prepare("kernel", &a, &formats_rest_dense(&a, specs, d, out_dims.len()), d, out_dims, None).unwrap_or_else(|e| panic!("{expr}: {e}"));
-    p.kernel.function.to_string().contains("hash table of the coordinates touched")
+    let p = prepare(
+        "kernel",
+        &a,
+        &formats_rest_dense(&a, specs, d, out_dims.len()),
+        d,
+        out_dims,
+        None,
+    )
+    .unwrap_or_else(|e| panic!("{expr}: {e}"));
+    p.kernel
+        .function
+        .to_string()
+        .contains("hash table of the coordinates touched")
 }
 
 #[test]
@@ -42,19 +61,59 @@ fn spgemm_and_friends_through_a_hashed_row() {
         // Short rows, and rows of up to 1500 coordinates: the table (1024
         // slots to start) doubles twice within a row.
         for (rows, inner, cols, density) in [(30, 20, 40, 0.2), (12, 40, 1500, 0.3)] {
-            let d = random_data(&[("B", vec![rows, inner], density), ("C", vec![inner, cols], density), ("E", vec![inner, rows], density), ("D", vec![rows, cols], density)], seed);
-            for a in ["CSR", "dense,compressed(unordered)", "dense,compressed(nonunique)"] {
+            let d = random_data(
+                &[
+                    ("B", vec![rows, inner], density),
+                    ("C", vec![inner, cols], density),
+                    ("E", vec![inner, rows], density),
+                    ("D", vec![rows, cols], density),
+                ],
+                seed,
+            );
+            for a in [
+                "CSR",
+                "dense,compressed(unordered)",
+                "dense,compressed(nonunique)",
+            ] {
                 let specs = [("A", a), ("B", "CSR"), ("C", "CSR")];
                 ok(check("A(i,j) = B(i,k) * C(k,j)", &specs, &d, &[rows, cols]));
-                assert!(hashed("A(i,j) = B(i,k) * C(k,j)", &specs, &d, &[rows, cols]), "{specs:?}");
+                assert!(
+                    hashed("A(i,j) = B(i,k) * C(k,j)", &specs, &d, &[rows, cols]),
+                    "{specs:?}"
+                );
             }
-            ok(check("A(i,j) = B(i,k) * C(k,j)", &[("A", "CSC"), ("B", "CSC"), ("C", "CSC")], &d, &[rows, cols]));
-            ok(check("A(i,j) = B(i,k) * C(k,j) + 2 * B(i,k) * C(k,j)", &[("A", "CSR"), ("B", "CSR"), ("C", "COO")], &d, &[rows, cols]));
+            ok(check(
+                "A(i,j) = B(i,k) * C(k,j)",
+                &[("A", "CSC"), ("B", "CSC"), ("C", "CSC")],
+                &d,
+                &[rows, cols],
+            ));
+            ok(check(
+                "A(i,j) = B(i,k) * C(k,j) + 2 * B(i,k) * C(k,j)",
+                &[("A", "CSR"), ("B", "CSR"), ("C", "COO")],
+                &d,
+                &[rows, cols],
+            ));
             // Terms under one rows loop, adding into the hashed row.
-            ok(check("A(i,j) = B(i,k) * C(k,j) + D(i,j)", &[("A", "CSR"), ("B", "CSR"), ("C", "CSR"), ("D", "CSR")], &d, &[rows, cols]));
-            assert!(hashed("A(i,j) = B(i,k) * C(k,j) + D(i,j)", &[("A", "CSR"), ("B", "CSR"), ("C", "CSR"), ("D", "CSR")], &d, &[rows, cols]));
+            ok(check(
+                "A(i,j) = B(i,k) * C(k,j) + D(i,j)",
+                &[("A", "CSR"), ("B", "CSR"), ("C", "CSR"), ("D", "CSR")],
+                &d,
+                &[rows, cols],
+            ));
+            assert!(hashed(
+                "A(i,j) = B(i,k) * C(k,j) + D(i,j)",
+                &[("A", "CSR"), ("B", "CSR"), ("C", "CSR"), ("D", "CSR")],
+                &d,
+                &[rows, cols]
+            ));
             // A transpose added to a matrix: coordinates out of order.
-            ok(check("A(i,j) = B(i,j) + E(j,i)", &[("A", "CSR"), ("B", "CSR"), ("E", "CSR")], &d, &[rows, inner]));
+            ok(check(
+                "A(i,j) = B(i,j) + E(j,i)",
+                &[("A", "CSR"), ("B", "CSR"), ("E", "CSR")],
+                &d,
+                &[rows, inner],
+            ));
         }
     }
 }
@@ -88,7 +147,10 @@ fn a_two_billion_column_product_on_both_tiers() {
             c.push(&[k, j as u32], 1.0 + n as f64);
         }
     }
-    let d: BTreeMap<String, tensor_compiler::coo::CooTensor> = [("B".to_string(), b), ("C".to_string(), c)].into_iter().collect();
+    let d: BTreeMap<String, tensor_compiler::coo::CooTensor> =
+        [("B".to_string(), b), ("C".to_string(), c)]
+            .into_iter()
+            .collect();
     let a = parse_assignment("A(i,j) = B(i,k) * C(k,j)").unwrap();
     let formats = formats_rest_dense(&a, &[("A", "CSR"), ("B", "CSR"), ("C", "CSR")], &d, 2);
     // The dense oracle cannot hold the result: the product by hand.
@@ -103,14 +165,23 @@ fn a_two_billion_column_product_on_both_tiers() {
     }
     let same = |got: tensor_compiler::coo::CooTensor, tier: &str| {
         let got = got.canonical();
-        let entries: Vec<((u32, u32), f64)> = (0..got.nnz()).map(|e| ((got.coord(e)[0], got.coord(e)[1]), got.vals[e])).collect();
+        let entries: Vec<((u32, u32), f64)> = (0..got.nnz())
+            .map(|e| ((got.coord(e)[0], got.coord(e)[1]), got.vals[e]))
+            .collect();
         assert_eq!(entries.len(), by_hand.len(), "{tier}: entries");
         for (((i, j), v), ((wi, wj), w)) in entries.iter().zip(&by_hand) {
-            assert!((i, j) == (wi, wj) && (v - w).abs() <= 1e-9 * (1.0 + w.abs()), "{tier}: ({i}, {j}) = {v}, want ({wi}, {wj}) = {w}");
+            assert!(
+                (i, j) == (wi, wj) && (v - w).abs() <= 1e-9 * (1.0 + w.abs()),
+                "{tier}: ({i}, {j}) = {v}, want ({wi}, {wj}) = {w}"
+            );
         }
     };
     let mut p = prepare("kernel", &a, &formats, &d, &[50, cols], None).unwrap();
-    assert!(p.kernel.function.to_string().contains("hash table of the coordinates touched"));
+    assert!(p
+        .kernel
+        .function
+        .to_string()
+        .contains("hash table of the coordinates touched"));
     p.run().unwrap();
     same(p.result().unwrap(), "cranelift");
     match cc::compiler() {

@@ -8,7 +8,10 @@ use tensor_compiler::coo::CooTensor;
 use tensor_compiler::io::{mtx, tns};
 
 fn fixture_text(dir: &str, name: &str) -> Vec<u8> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/io").join(dir).join(name);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/io")
+        .join(dir)
+        .join(name);
     std::fs::read(path).unwrap()
 }
 
@@ -50,7 +53,12 @@ fn tensor() -> impl Strategy<Value = CooTensor> {
 
 fn written(t: &CooTensor, tns_format: bool) -> Vec<u8> {
     let mut out = Vec::new();
-    if tns_format { tns::write_tns(&mut out, t) } else { mtx::write_mtx(&mut out, t) }.unwrap();
+    if tns_format {
+        tns::write_tns(&mut out, t)
+    } else {
+        mtx::write_mtx(&mut out, t)
+    }
+    .unwrap();
     out
 }
 
@@ -169,7 +177,11 @@ fn every_prefix_of_small_fixtures() {
         }
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         for cut in 0..=text.len() {
-            let got = if name.ends_with(".tns") { tns::read_tns(&text[..cut], &name, None) } else { mtx::read_mtx(&text[..cut], &name) };
+            let got = if name.ends_with(".tns") {
+                tns::read_tns(&text[..cut], &name, None)
+            } else {
+                mtx::read_mtx(&text[..cut], &name)
+            };
             if let Err(e) = got {
                 assert!(!e.to_string().contains('\n'), "{e}");
             }

@@ -11,24 +11,40 @@ use tensor_compiler::coo::CooTensor;
 use tensor_compiler::execute::prepare;
 use tensor_compiler::notation::parse_assignment;
 
-fn same_bits(expr: &str, specs: &[(&str, &str)], data: &BTreeMap<String, CooTensor>, out_dims: &[usize]) {
+fn same_bits(
+    expr: &str,
+    specs: &[(&str, &str)],
+    data: &BTreeMap<String, CooTensor>,
+    out_dims: &[usize],
+) {
     let a = parse_assignment(expr).unwrap();
     let formats = formats_rest_dense(&a, specs, data, out_dims.len());
-    let mut jit = prepare("kernel", &a, &formats, data, out_dims, None).unwrap_or_else(|e| panic!("{expr}: {e}"));
+    let mut jit = prepare("kernel", &a, &formats, data, out_dims, None)
+        .unwrap_or_else(|e| panic!("{expr}: {e}"));
     jit.run().unwrap_or_else(|e| panic!("{expr}: {e}"));
     let mut interpreted = prepare("kernel", &a, &formats, data, out_dims, None).unwrap();
-    interpreted.run_interpreted().unwrap_or_else(|e| panic!("{expr}: interpreter: {e}"));
+    interpreted
+        .run_interpreted()
+        .unwrap_or_else(|e| panic!("{expr}: interpreter: {e}"));
     let (got, want) = (jit.result().unwrap(), interpreted.result().unwrap());
     assert_eq!(got.dims, want.dims, "{expr} {specs:?}");
     let bits = |t: &CooTensor| t.vals.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-    assert_eq!(bits(&got), bits(&want), "{expr} {specs:?} out {out_dims:?}\n{}", jit.kernel.function);
+    assert_eq!(
+        bits(&got),
+        bits(&want),
+        "{expr} {specs:?} out {out_dims:?}\n{}",
+        jit.kernel.function
+    );
     assert!(got.nnz() > 0 || want.nnz() == 0);
 }
 
 #[test]
 fn sparse_times_dense_at_every_row_width() {
     for cols in 1..=19 {
-        let d = random_data(&[("B", vec![7, 6], 0.4), ("C", vec![6, cols], 1.0)], cols as u64);
+        let d = random_data(
+            &[("B", vec![7, 6], 0.4), ("C", vec![6, cols], 1.0)],
+            cols as u64,
+        );
         for f in ["CSR", "COO"] {
             same_bits("A(i,k) = B(i,j) * C(j,k)", &[("B", f)], &d, &[7, cols]);
         }
@@ -38,8 +54,20 @@ fn sparse_times_dense_at_every_row_width() {
 #[test]
 fn mttkrp_at_every_row_width() {
     for cols in 1..=18 {
-        let d = random_data(&[("B", vec![4, 5, 3], 0.3), ("P", vec![5, cols], 1.0), ("Q", vec![3, cols], 1.0)], cols as u64);
-        same_bits("A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)", &[("B", "COO")], &d, &[4, cols]);
+        let d = random_data(
+            &[
+                ("B", vec![4, 5, 3], 0.3),
+                ("P", vec![5, cols], 1.0),
+                ("Q", vec![3, cols], 1.0),
+            ],
+            cols as u64,
+        );
+        same_bits(
+            "A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)",
+            &[("B", "COO")],
+            &d,
+            &[4, cols],
+        );
     }
 }
 
@@ -65,9 +93,21 @@ fn blocks_of_every_size_around_the_unrolled_length() {
     // The Cranelift tier unrolls innermost loops of up to 4 constant
     // iterations (a block's inner level): blocks of 1 to 6, bit for bit.
     for b in 1..=6 {
-        let d = random_data(&[("A", vec![13, 11], 0.4), ("B", vec![13, 11], 0.4), ("x", vec![11], 1.0)], b as u64);
+        let d = random_data(
+            &[
+                ("A", vec![13, 11], 0.4),
+                ("B", vec![13, 11], 0.4),
+                ("x", vec![11], 1.0),
+            ],
+            b as u64,
+        );
         let f = format!("BCSR({b})");
         same_bits("y(i) = A(i,j) * x(j)", &[("A", f.as_str())], &d, &[13]);
-        same_bits("C(i,j) = A(i,j) + B(i,j)", &[("A", f.as_str()), ("B", f.as_str())], &d, &[13, 11]);
+        same_bits(
+            "C(i,j) = A(i,j) + B(i,j)",
+            &[("A", f.as_str()), ("B", f.as_str())],
+            &d,
+            &[13, 11],
+        );
     }
 }

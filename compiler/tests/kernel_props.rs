@@ -14,8 +14,26 @@ fn formats_for(order: usize) -> Vec<&'static str> {
     match order {
         0 => vec!["dense"],
         1 => vec!["dense", "sparse", "hash", "COO"],
-        2 => vec!["dense", "CSR", "CSC", "COO", "DCSR", "DIA", "ELL", "BCSR(2)", "CSB(2)", "COO-AoS", "hashed,dense"],
-        _ => vec!["dense", "COO", "CSF", "mode-generic", "compressed,dense,compressed:2,0,1"],
+        2 => vec![
+            "dense",
+            "CSR",
+            "CSC",
+            "COO",
+            "DCSR",
+            "DIA",
+            "ELL",
+            "BCSR(2)",
+            "CSB(2)",
+            "COO-AoS",
+            "hashed,dense",
+        ],
+        _ => vec![
+            "dense",
+            "COO",
+            "CSF",
+            "mode-generic",
+            "compressed,dense,compressed:2,0,1",
+        ],
     }
 }
 
@@ -54,7 +72,17 @@ fn text(e: &E, accesses: &[String]) -> String {
 
 /// A clean refusal names a capability, a loop order or an unsupported form.
 fn clean_refusal(e: &str) -> bool {
-    ["no loop order", "cannot", "unsupported", "not implemented", "needs", "must be"].iter().any(|w| e.contains(w)) && !e.contains("internal")
+    [
+        "no loop order",
+        "cannot",
+        "unsupported",
+        "not implemented",
+        "needs",
+        "must be",
+    ]
+    .iter()
+    .any(|w| e.contains(w))
+        && !e.contains("internal")
 }
 
 proptest! {

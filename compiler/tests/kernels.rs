@@ -14,7 +14,21 @@ fn ok(r: Result<(), String>) {
 fn spmv_every_matrix_format() {
     for seed in 1..4 {
         let d = random_data(&[("A", vec![13, 11], 0.2), ("x", vec![11], 1.0)], seed);
-        for f in ["CSR", "CSC", "COO", "COO-AoS", "DCSR", "ELL", "DIA", "BCSR(2)", "BCSR(4)", "CSB(3)", "dense", "CSF", "compressed,compressed:1,0"] {
+        for f in [
+            "CSR",
+            "CSC",
+            "COO",
+            "COO-AoS",
+            "DCSR",
+            "ELL",
+            "DIA",
+            "BCSR(2)",
+            "BCSR(4)",
+            "CSB(3)",
+            "dense",
+            "CSF",
+            "compressed,compressed:1,0",
+        ] {
             ok(check("y(i) = A(i,j) * x(j)", &[("A", f)], &d, &[13]));
         }
     }
@@ -26,7 +40,12 @@ fn spmv_sparse_and_hash_vectors() {
         let d = random_data(&[("A", vec![9, 12], 0.3), ("x", vec![12], 0.3)], seed);
         for f in ["CSR", "DCSR", "COO"] {
             for xf in ["sparse", "hash", "dense"] {
-                ok(check("y(i) = A(i,j) * x(j)", &[("A", f), ("x", xf)], &d, &[9]));
+                ok(check(
+                    "y(i) = A(i,j) * x(j)",
+                    &[("A", f), ("x", xf)],
+                    &d,
+                    &[9],
+                ));
             }
         }
     }
@@ -46,8 +65,18 @@ fn matrix_adds() {
             ("CSR", "CSR", "dense"),
             ("dense", "BCSR(3)", "CSR"),
         ] {
-            ok(check("A(i,j) = B(i,j) + C(i,j)", &[("A", a), ("B", b), ("C", c)], &d, &[10, 12]));
-            ok(check("A(i,j) = B(i,j) - 2 * C(i,j)", &[("A", a), ("B", b), ("C", c)], &d, &[10, 12]));
+            ok(check(
+                "A(i,j) = B(i,j) + C(i,j)",
+                &[("A", a), ("B", b), ("C", c)],
+                &d,
+                &[10, 12],
+            ));
+            ok(check(
+                "A(i,j) = B(i,j) - 2 * C(i,j)",
+                &[("A", a), ("B", b), ("C", c)],
+                &d,
+                &[10, 12],
+            ));
         }
     }
 }
@@ -59,7 +88,12 @@ fn unordered_union_runs_through_separate_nests() {
     // runs as its own nest; with an appended result the nests append to a
     // coordinate buffer that is packed afterwards.
     for a in ["dense", "CSR", "DCSR", "COO", "CSC"] {
-        ok(check("A(i,j) = B(i,j) + C(i,j)", &[("A", a), ("B", "hashed,hashed"), ("C", "CSR")], &d, &[6, 6]));
+        ok(check(
+            "A(i,j) = B(i,j) + C(i,j)",
+            &[("A", a), ("B", "hashed,hashed"), ("C", "CSR")],
+            &d,
+            &[6, 6],
+        ));
     }
 }
 
@@ -67,11 +101,23 @@ fn unordered_union_runs_through_separate_nests() {
 fn elementwise_products_figure1() {
     for seed in 1..4 {
         let d = random_data(&[("B", vec![9, 8], 0.3), ("C", vec![9, 8], 0.3)], seed);
-        for (b, c) in [("COO", "dense"), ("CSR", "dense"), ("CSR", "COO"), ("COO", "COO"), ("DIA", "CSR"), ("hashed,hashed", "CSR")] {
+        for (b, c) in [
+            ("COO", "dense"),
+            ("CSR", "dense"),
+            ("CSR", "COO"),
+            ("COO", "COO"),
+            ("DIA", "CSR"),
+            ("hashed,hashed", "CSR"),
+        ] {
             for a in ["dense", "CSR", "COO", "DCSR"] {
                 // DIA visits rows once per diagonal, not in the order an
                 // appended result needs: such results go through a buffer.
-                ok(check("A(i,j) = B(i,j) * C(i,j)", &[("A", a), ("B", b), ("C", c)], &d, &[9, 8]));
+                ok(check(
+                    "A(i,j) = B(i,j) * C(i,j)",
+                    &[("A", a), ("B", b), ("C", c)],
+                    &d,
+                    &[9, 8],
+                ));
             }
         }
     }
@@ -91,19 +137,56 @@ fn spdm_and_spmm() {
 fn third_order_kernels() {
     for seed in 1..3 {
         let d = random_data(
-            &[("B", vec![5, 6, 7], 0.15), ("C", vec![5, 6, 7], 0.15), ("c", vec![7], 1.0), ("M", vec![4, 7], 1.0), ("P", vec![6, 3], 1.0), ("Q", vec![7, 3], 1.0)],
+            &[
+                ("B", vec![5, 6, 7], 0.15),
+                ("C", vec![5, 6, 7], 0.15),
+                ("c", vec![7], 1.0),
+                ("M", vec![4, 7], 1.0),
+                ("P", vec![6, 3], 1.0),
+                ("Q", vec![7, 3], 1.0),
+            ],
             seed,
         );
         for f in ["COO", "CSF", "mode-generic", "dense", "COO-AoS"] {
             ok(check("A(i,j) = B(i,j,k) * c(k)", &[("B", f)], &d, &[5, 6]));
-            ok(check("A(i,j,k) = B(i,j,l) * M(k,l)", &[("B", f)], &d, &[5, 6, 4]));
-            ok(check("A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)", &[("B", f)], &d, &[5, 3]));
-            ok(check("a = B(i,j,k) * C(i,j,k)", &[("B", f), ("C", f)], &d, &[]));
+            ok(check(
+                "A(i,j,k) = B(i,j,l) * M(k,l)",
+                &[("B", f)],
+                &d,
+                &[5, 6, 4],
+            ));
+            ok(check(
+                "A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)",
+                &[("B", f)],
+                &d,
+                &[5, 3],
+            ));
+            ok(check(
+                "a = B(i,j,k) * C(i,j,k)",
+                &[("B", f), ("C", f)],
+                &d,
+                &[],
+            ));
             for out in ["dense", "COO", "CSF"] {
-                ok(check("A(i,j,k) = B(i,j,k) + C(i,j,k)", &[("A", out), ("B", f), ("C", f)], &d, &[5, 6, 7]));
+                ok(check(
+                    "A(i,j,k) = B(i,j,k) + C(i,j,k)",
+                    &[("A", out), ("B", f), ("C", f)],
+                    &d,
+                    &[5, 6, 7],
+                ));
             }
-            ok(check("A(i,j) = B(i,j,k) * c(k)", &[("A", "COO"), ("B", f)], &d, &[5, 6]));
-            ok(check("A(i,j) = B(i,j,k) * c(k)", &[("A", "CSF"), ("B", f)], &d, &[5, 6]));
+            ok(check(
+                "A(i,j) = B(i,j,k) * c(k)",
+                &[("A", "COO"), ("B", f)],
+                &d,
+                &[5, 6],
+            ));
+            ok(check(
+                "A(i,j) = B(i,j,k) * c(k)",
+                &[("A", "CSF"), ("B", f)],
+                &d,
+                &[5, 6],
+            ));
         }
     }
 }
@@ -111,40 +194,126 @@ fn third_order_kernels() {
 #[test]
 fn sparse_and_hash_vector_results() {
     for seed in 1..4 {
-        let d = random_data(&[("b", vec![40], 0.2), ("c", vec![40], 0.2), ("A", vec![40, 30], 0.1), ("x", vec![30], 1.0)], seed);
+        let d = random_data(
+            &[
+                ("b", vec![40], 0.2),
+                ("c", vec![40], 0.2),
+                ("A", vec![40, 30], 0.1),
+                ("x", vec![30], 1.0),
+            ],
+            seed,
+        );
         for out in ["sparse", "hash", "dense", "COO"] {
-            for (b, c) in [("sparse", "sparse"), ("hash", "sparse"), ("dense", "sparse"), ("COO", "dense")] {
-                ok(check("a(i) = b(i) * c(i)", &[("a", out), ("b", b), ("c", c)], &d, &[40]));
+            for (b, c) in [
+                ("sparse", "sparse"),
+                ("hash", "sparse"),
+                ("dense", "sparse"),
+                ("COO", "dense"),
+            ] {
+                ok(check(
+                    "a(i) = b(i) * c(i)",
+                    &[("a", out), ("b", b), ("c", c)],
+                    &d,
+                    &[40],
+                ));
             }
-            ok(check("a(i) = b(i) + c(i)", &[("a", out), ("b", "sparse"), ("c", "sparse")], &d, &[40]));
-            ok(check("a(i) = A(i,j) * x(j)", &[("a", out), ("A", "CSR")], &d, &[40]));
+            ok(check(
+                "a(i) = b(i) + c(i)",
+                &[("a", out), ("b", "sparse"), ("c", "sparse")],
+                &d,
+                &[40],
+            ));
+            ok(check(
+                "a(i) = A(i,j) * x(j)",
+                &[("a", out), ("A", "CSR")],
+                &d,
+                &[40],
+            ));
         }
     }
 }
 
 #[test]
 fn nested_sums_and_broadcasts() {
-    let d = random_data(&[("A", vec![8, 6], 0.3), ("x", vec![6], 1.0), ("z", vec![8], 0.5), ("B", vec![8, 6], 0.3)], 7);
-    ok(check("y(i) = A(i,j) * x(j) + z(i)", &[("A", "CSR"), ("z", "sparse")], &d, &[8]));
+    let d = random_data(
+        &[
+            ("A", vec![8, 6], 0.3),
+            ("x", vec![6], 1.0),
+            ("z", vec![8], 0.5),
+            ("B", vec![8, 6], 0.3),
+        ],
+        7,
+    );
+    ok(check(
+        "y(i) = A(i,j) * x(j) + z(i)",
+        &[("A", "CSR"), ("z", "sparse")],
+        &d,
+        &[8],
+    ));
     ok(check("y(i) = A(i,j) * x(j) - 3", &[("A", "CSR")], &d, &[8]));
-    ok(check("C(i,j) = A(i,j) + z(i)", &[("A", "CSR"), ("z", "sparse")], &d, &[8, 6]));
-    ok(check("C(i,j) = z(i) * x(j)", &[("C", "dense"), ("z", "sparse")], &d, &[8, 6]));
+    ok(check(
+        "C(i,j) = A(i,j) + z(i)",
+        &[("A", "CSR"), ("z", "sparse")],
+        &d,
+        &[8, 6],
+    ));
+    ok(check(
+        "C(i,j) = z(i) * x(j)",
+        &[("C", "dense"), ("z", "sparse")],
+        &d,
+        &[8, 6],
+    ));
     ok(check("a = A(i,j)", &[("A", "COO")], &d, &[]));
-    ok(check("y(i) = -A(i,j) * (x(j) + x(j)) * 0.5", &[("A", "CSC")], &d, &[8]));
-    ok(check("C(i,j) = A(i,j) * B(i,j) + A(i,j)", &[("A", "CSR"), ("B", "COO")], &d, &[8, 6]));
+    ok(check(
+        "y(i) = -A(i,j) * (x(j) + x(j)) * 0.5",
+        &[("A", "CSC")],
+        &d,
+        &[8],
+    ));
+    ok(check(
+        "C(i,j) = A(i,j) * B(i,j) + A(i,j)",
+        &[("A", "CSR"), ("B", "COO")],
+        &d,
+        &[8, 6],
+    ));
 }
 
 #[test]
 fn transposed_operands_and_loop_orders() {
     let d = random_data(&[("B", vec![7, 7], 0.3), ("C", vec![7, 7], 0.3)], 3);
-    ok(check("A(i,j) = B(i,j) + C(j,i)", &[("B", "CSR"), ("C", "CSC")], &d, &[7, 7]));
-    ok(check("A(i,j) = B(i,j) * C(j,i)", &[("B", "CSR"), ("C", "dense")], &d, &[7, 7]));
-    ok(check("A(i,j) = B(i,j) + C(j,i)", &[("B", "CSR"), ("C", "dense")], &d, &[7, 7]));
+    ok(check(
+        "A(i,j) = B(i,j) + C(j,i)",
+        &[("B", "CSR"), ("C", "CSC")],
+        &d,
+        &[7, 7],
+    ));
+    ok(check(
+        "A(i,j) = B(i,j) * C(j,i)",
+        &[("B", "CSR"), ("C", "dense")],
+        &d,
+        &[7, 7],
+    ));
+    ok(check(
+        "A(i,j) = B(i,j) + C(j,i)",
+        &[("B", "CSR"), ("C", "dense")],
+        &d,
+        &[7, 7],
+    ));
     // Opposite orders in a union: one nest per term, into any result.
     for a in ["dense", "CSR", "CSC", "DCSR", "COO"] {
-        ok(check("A(i,j) = B(i,j) + C(j,i)", &[("A", a), ("B", "CSR"), ("C", "CSR")], &d, &[7, 7]));
+        ok(check(
+            "A(i,j) = B(i,j) + C(j,i)",
+            &[("A", a), ("B", "CSR"), ("C", "CSR")],
+            &d,
+            &[7, 7],
+        ));
     }
     // Opposite orders in one product: no loop order serves both, so one
     // operand is read from a copy in the other order (tests/conversions.rs).
-    ok(check("A(i,j) = B(i,j) * C(j,i)", &[("B", "CSR"), ("C", "CSR")], &d, &[7, 7]));
+    ok(check(
+        "A(i,j) = B(i,j) * C(j,i)",
+        &[("B", "CSR"), ("C", "CSR")],
+        &d,
+        &[7, 7],
+    ));
 }

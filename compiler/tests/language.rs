@@ -9,14 +9,25 @@ use tensor_compiler::ide::{Analysis, View};
 
 fn examples() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "tensor")).collect();
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "tensor"))
+        .collect();
     v.sort();
     v
 }
 
 fn tensorc(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tensorc")).args(args).output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    let out = Command::new(env!("CARGO_BIN_EXE_tensorc"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -28,7 +39,10 @@ fn every_example_checks_and_every_kernel_runs() {
         let (code, out, err) = tensorc(&["check", p]);
         assert_eq!(code, 0, "{p}: {out}{err}");
         let mut a = Analysis::new();
-        let file = a.set_file(&std::fs::canonicalize(f).unwrap(), std::fs::read_to_string(f).unwrap());
+        let file = a.set_file(
+            &std::fs::canonicalize(f).unwrap(),
+            std::fs::read_to_string(f).unwrap(),
+        );
         for k in tensor_compiler::language::db::kernel_names(&a.db, file).clone() {
             let (code, out, err) = tensorc(&["run", p, "--kernel", &k, "--json"]);
             assert_eq!(code, 0, "{p} {k}: {err}");
@@ -41,13 +55,23 @@ fn every_example_checks_and_every_kernel_runs() {
 #[test]
 fn run_matches_the_expression_form() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
-    let (code, out, err) = tensorc(&["run", dir.join("spmv_coo.tensor").to_str().unwrap(), "--json"]);
+    let (code, out, err) = tensorc(&[
+        "run",
+        dir.join("spmv_coo.tensor").to_str().unwrap(),
+        "--json",
+    ]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     let via_file = v["results"][0]["nnz"].as_u64().unwrap();
     assert_eq!(via_file, 1000);
     // Like the expression form's, its JSON says how many threads ran.
-    let (code, out, err) = tensorc(&["run", dir.join("spmv_coo.tensor").to_str().unwrap(), "--json", "--threads", "1"]);
+    let (code, out, err) = tensorc(&[
+        "run",
+        dir.join("spmv_coo.tensor").to_str().unwrap(),
+        "--json",
+        "--threads",
+        "1",
+    ]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["threads"], 1, "{v}");
@@ -57,7 +81,13 @@ fn run_matches_the_expression_form() {
 fn run_of_a_file_names_the_tier_it_timed() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
     let file = dir.join("spmv_csr.tensor");
-    let (code, out, err) = tensorc(&["run", file.to_str().unwrap(), "--json", "--backend", "cranelift"]);
+    let (code, out, err) = tensorc(&[
+        "run",
+        file.to_str().unwrap(),
+        "--json",
+        "--backend",
+        "cranelift",
+    ]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["backend"], "cranelift", "{v}");
@@ -74,7 +104,11 @@ fn run_of_a_file_names_the_tier_it_timed() {
         .env("TENSOR_CACHE_DIR", &cache)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["backend"], "cc", "{v}");
     std::fs::remove_dir_all(cache).ok();
@@ -122,7 +156,10 @@ fn editing_one_kernel_recomputes_only_that_kernel() {
     a.db.start_logging();
     // Edit inside kernel `one` (and shift nothing before `two`'s start: the
     // edit keeps the length).
-    let edited = FILE.replace("kernel one { y(i) = A(i,j) * x(j) }", "kernel one { y(i) = A(i,k) * x(k) }");
+    let edited = FILE.replace(
+        "kernel one { y(i) = A(i,j) * x(j) }",
+        "kernel one { y(i) = A(i,k) * x(k) }",
+    );
     a.set_file(path, edited.clone());
     assert!(a.diagnostics(file).is_empty());
     a.view(file, "one", View::C).unwrap();
@@ -144,13 +181,21 @@ fn editing_one_kernel_recomputes_only_that_kernel() {
 fn editing_a_data_file_recomputes_only_its_readers() {
     let dir = std::env::temp_dir().join(format!("tensor-data-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("m.mtx"), "%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1.0\n2 3 2.0\n").unwrap();
+    std::fs::write(
+        dir.join("m.mtx"),
+        "%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1.0\n2 3 2.0\n",
+    )
+    .unwrap();
     let text = "tensor A : f64[M, N] @ CSR = mtx(\"m.mtx\")\ntensor B : f64[3, 3] @ CSR = random(seed: 1)\ntensor x : f64[N] @ dense = random(seed: 2)\ntensor y : f64[3] @ dense\nkernel reads { y(i) = A(i,j) * x(j) }\nkernel other { y(i) = B(i,j) * x(j) }\n";
     let mut a = Analysis::new();
     let file = a.set_file(&dir.join("d.tensor"), text.into());
     assert!(a.diagnostics(file).is_empty(), "{:?}", a.diagnostics(file));
     std::thread::sleep(std::time::Duration::from_millis(20));
-    std::fs::write(dir.join("m.mtx"), "%%MatrixMarket matrix coordinate real general\n3 3 1\n1 1 5.0\n").unwrap();
+    std::fs::write(
+        dir.join("m.mtx"),
+        "%%MatrixMarket matrix coordinate real general\n3 3 1\n1 1 5.0\n",
+    )
+    .unwrap();
     a.db.start_logging();
     a.refresh_data_files();
     assert!(a.diagnostics(file).is_empty());
@@ -195,7 +240,9 @@ proptest! {
 fn latency_on_a_100_kernel_file() {
     let mut text = String::from("tensor A : f64[64, 64] @ CSR = random(seed: 1, density: 0.1)\ntensor B : f64[64, 64] @ COO = random(seed: 3, density: 0.1)\ntensor x : f64[64] @ dense = random(seed: 2)\ntensor y : f64[64] @ dense\n");
     for k in 0..100 {
-        text.push_str(&format!("kernel k{k} {{ y(i) = A(i,j) * x(j) + B(i,j) * x(j) }}\n"));
+        text.push_str(&format!(
+            "kernel k{k} {{ y(i) = A(i,j) * x(j) + B(i,j) * x(j) }}\n"
+        ));
     }
     let mut a = Analysis::new();
     let t0 = std::time::Instant::now();
@@ -205,9 +252,20 @@ fn latency_on_a_100_kernel_file() {
     let mut times = Vec::new();
     for n in 0..50 {
         let k = n % 100;
-        let edited = text.replace(&format!("kernel k{k} {{ y(i) = A(i,j)"), &format!("kernel k{k} {{ y(i) = A(i,k)")).replace(&format!("kernel k{k} {{ y(i) = A(i,k) * x(j)"), &format!("kernel k{k} {{ y(i) = A(i,k) * x(k)"));
+        let edited = text
+            .replace(
+                &format!("kernel k{k} {{ y(i) = A(i,j)"),
+                &format!("kernel k{k} {{ y(i) = A(i,k)"),
+            )
+            .replace(
+                &format!("kernel k{k} {{ y(i) = A(i,k) * x(j)"),
+                &format!("kernel k{k} {{ y(i) = A(i,k) * x(k)"),
+            );
         let t0 = std::time::Instant::now();
-        a.set_file(Path::new("/virtual/big.tensor"), if n % 2 == 0 { edited } else { text.clone() });
+        a.set_file(
+            Path::new("/virtual/big.tensor"),
+            if n % 2 == 0 { edited } else { text.clone() },
+        );
         let _ = a.diagnostics(file);
         times.push(t0.elapsed());
     }

@@ -7,7 +7,9 @@
 use proptest::prelude::*;
 use tensor_compiler::coo::{CooTensor, SplitMix};
 use tensor_compiler::format::{coordinate_buffer, parse_format, Registry, TensorFormat};
-use tensor_compiler::storage::{convert, pack, pack_entries, pack_generic, unpack, validate, Entries, Tensor};
+use tensor_compiler::storage::{
+    convert, pack, pack_entries, pack_generic, unpack, validate, Entries, Tensor,
+};
 
 /// Every mode order of `order` dimensions.
 fn mode_orders(order: usize) -> Vec<Vec<usize>> {
@@ -29,7 +31,13 @@ fn with_orders(lists: &[&str], order: usize) -> Vec<String> {
     let mut out = Vec::new();
     for l in lists {
         for o in mode_orders(order) {
-            out.push(format!("{l}:{}", o.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",")));
+            out.push(format!(
+                "{l}:{}",
+                o.iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ));
         }
     }
     out
@@ -37,11 +45,44 @@ fn with_orders(lists: &[&str], order: usize) -> Vec<String> {
 
 fn formats(order: usize) -> Vec<String> {
     let mut specs: Vec<String> = match order {
-        1 => ["dense", "sparse", "hash", "COO", "compressed(nonunique)", "compressed(unordered)", "hashed(W=64)"].map(String::from).to_vec(),
-        2 => ["dense", "COO", "COO-AoS", "CSR", "CSC", "DCSR", "ELL", "DIA", "BCSR(2)", "CSB(2)", "CSF", "dense,hashed", "hashed,compressed"]
-            .map(String::from)
-            .to_vec(),
-        _ => ["dense", "COO", "COO-AoS", "CSF", "mode-generic", "dense,hashed,compressed"].map(String::from).to_vec(),
+        1 => [
+            "dense",
+            "sparse",
+            "hash",
+            "COO",
+            "compressed(nonunique)",
+            "compressed(unordered)",
+            "hashed(W=64)",
+        ]
+        .map(String::from)
+        .to_vec(),
+        2 => [
+            "dense",
+            "COO",
+            "COO-AoS",
+            "CSR",
+            "CSC",
+            "DCSR",
+            "ELL",
+            "DIA",
+            "BCSR(2)",
+            "CSB(2)",
+            "CSF",
+            "dense,hashed",
+            "hashed,compressed",
+        ]
+        .map(String::from)
+        .to_vec(),
+        _ => [
+            "dense",
+            "COO",
+            "COO-AoS",
+            "CSF",
+            "mode-generic",
+            "dense,hashed,compressed",
+        ]
+        .map(String::from)
+        .to_vec(),
     };
     let lists: &[&str] = match order {
         1 => &[],
@@ -82,7 +123,10 @@ fn assert_same(a: &Tensor, b: &Tensor, what: &str) {
     assert_eq!(a.levels, b.levels, "{what}: level storage");
     assert_eq!(a.vals.len(), b.vals.len(), "{what}: number of values");
     for (p, (x, y)) in a.vals.iter().zip(&b.vals).enumerate() {
-        assert!(x.to_bits() == y.to_bits() || (x == y), "{what}: value {p}: {x} vs {y}");
+        assert!(
+            x.to_bits() == y.to_bits() || (x == y),
+            "{what}: value {p}: {x} vs {y}"
+        );
     }
     assert_eq!(a.format, b.format, "{what}: format");
 }
@@ -110,7 +154,10 @@ fn check(coo: &CooTensor) {
     for (spec, t) in &packed {
         // Native unpacking lists the entries in storage order, as the level
         // functions do.
-        let native = Entries::of(t).unwrap_or_else(|e| panic!("{spec}: {e}")).to_coo().unwrap();
+        let native = Entries::of(t)
+            .unwrap_or_else(|e| panic!("{spec}: {e}"))
+            .to_coo()
+            .unwrap();
         assert_eq!(native, unpack(t).unwrap(), "{spec}: Entries::of vs unpack");
     }
     // Conversions between a sample of the formats (all pairs is quadratic).
@@ -121,8 +168,14 @@ fn check(coo: &CooTensor) {
             let reference = pack_generic("U", &unpack(t).unwrap(), &f);
             match (&converted, &reference) {
                 (Ok(a), Ok(b)) => assert_same(a, b, &format!("{from} -> {to}")),
-                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{from} -> {to}: errors differ"),
-                _ => panic!("{from} -> {to}: convert gives {converted:?}, the reference {reference:?}"),
+                (Err(a), Err(b)) => assert_eq!(
+                    a.to_string(),
+                    b.to_string(),
+                    "{from} -> {to}: errors differ"
+                ),
+                _ => panic!(
+                    "{from} -> {to}: convert gives {converted:?}, the reference {reference:?}"
+                ),
             }
         }
     }
@@ -138,7 +191,10 @@ fn buffer(coo: &CooTensor) -> Tensor {
         if k == 0 {
             level.arrays.insert("pos", vec![0, n]);
         }
-        level.arrays.insert("crd", (0..coo.nnz()).map(|e| coo.coord(e)[k] as i32).collect());
+        level.arrays.insert(
+            "crd",
+            (0..coo.nnz()).map(|e| coo.coord(e)[k] as i32).collect(),
+        );
     }
     t.vals = coo.vals.clone();
     t
@@ -149,15 +205,29 @@ fn check_buffer(coo: &CooTensor) {
     let buf = buffer(coo);
     validate(&buf).unwrap();
     let entries = Entries::of(&buf).unwrap();
-    assert!(entries.cols.iter().all(|c| matches!(c, tensor_compiler::format::columns::Column::Values(std::borrow::Cow::Borrowed(_)))), "buffer columns are borrowed");
-    assert_eq!(entries.to_coo().unwrap(), *coo, "buffer entries in buffer order");
+    assert!(
+        entries.cols.iter().all(|c| matches!(
+            c,
+            tensor_compiler::format::columns::Column::Values(std::borrow::Cow::Borrowed(_))
+        )),
+        "buffer columns are borrowed"
+    );
+    assert_eq!(
+        entries.to_coo().unwrap(),
+        *coo,
+        "buffer entries in buffer order"
+    );
     for spec in formats(coo.order()) {
         let f = format(&spec, coo.order());
         let fast = pack_entries("A", Entries::of(&buf).unwrap(), &f);
         let reference = pack_generic("A", coo, &f);
         match (&fast, &reference) {
             (Ok(a), Ok(b)) => assert_same(a, b, &format!("buffer -> {spec}")),
-            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "buffer -> {spec}: errors differ"),
+            (Err(a), Err(b)) => assert_eq!(
+                a.to_string(),
+                b.to_string(),
+                "buffer -> {spec}: errors differ"
+            ),
             _ => panic!("buffer -> {spec}: {fast:?} vs {reference:?}"),
         }
     }
@@ -209,7 +279,17 @@ fn random_matrices_and_tensors() {
 
 #[test]
 fn edge_shapes() {
-    let empties = [vec![0usize, 0], vec![0, 5], vec![5, 0], vec![4, 3], vec![0, 2, 3], vec![2, 0, 3], vec![2, 3, 4], vec![0], vec![6]];
+    let empties = [
+        vec![0usize, 0],
+        vec![0, 5],
+        vec![5, 0],
+        vec![4, 3],
+        vec![0, 2, 3],
+        vec![2, 0, 3],
+        vec![2, 3, 4],
+        vec![0],
+        vec![6],
+    ];
     for dims in empties {
         let t = CooTensor::new(dims);
         check(&t);
@@ -237,7 +317,11 @@ fn scalars_go_through_the_reference() {
     let mut s = CooTensor::new(Vec::new());
     s.push(&[], 1.5);
     s.push(&[], 2.0);
-    assert_same(&pack("s", &s, &f).unwrap(), &pack_generic("s", &s, &f).unwrap(), "scalar");
+    assert_same(
+        &pack("s", &s, &f).unwrap(),
+        &pack_generic("s", &s, &f).unwrap(),
+        "scalar",
+    );
 }
 
 #[test]
@@ -267,14 +351,21 @@ fn transposes_keep_rows_in_order_without_a_second_pass() {
         t.push(&[c[1], c[0]], b.vals[e]);
     }
     let f = format("CSR", 2);
-    assert_same(&pack_entries("A", Entries::of(&buffer(&t)).unwrap(), &f).unwrap(), &pack_generic("A", &t, &f).unwrap(), "transpose");
+    assert_same(
+        &pack_entries("A", Entries::of(&buffer(&t)).unwrap(), &f).unwrap(),
+        &pack_generic("A", &t, &f).unwrap(),
+        "transpose",
+    );
 }
 
 fn arb_tensor(order: usize) -> impl Strategy<Value = CooTensor> {
     prop::collection::vec(0usize..6, order).prop_flat_map(move |dims| {
         let nonempty = dims.iter().all(|&d| d > 0);
         let dims2 = dims.clone();
-        let entry = dims.iter().map(|&d| 0..(d.max(1) as u32)).collect::<Vec<_>>();
+        let entry = dims
+            .iter()
+            .map(|&d| 0..(d.max(1) as u32))
+            .collect::<Vec<_>>();
         let n = if nonempty { 0..30usize } else { 0..1usize };
         prop::collection::vec((entry, -40i32..40), n).prop_map(move |entries| {
             let mut t = CooTensor::new(dims2.clone());
@@ -312,19 +403,48 @@ fn matrices_read_row_by_row_convert_through_row_runs() {
     // equal the reference packer's, whatever the shape (empty rows, no
     // entries, one row, more columns than entries).
     let mut rng = SplitMix(17);
-    for (dims, density) in [([300, 200], 0.05), ([1, 50], 0.3), ([50, 1], 0.3), ([0, 7], 0.5), ([40, 5000], 0.001), ([64, 64], 0.0)] {
+    for (dims, density) in [
+        ([300, 200], 0.05),
+        ([1, 50], 0.3),
+        ([50, 1], 0.3),
+        ([0, 7], 0.5),
+        ([40, 5000], 0.001),
+        ([64, 64], 0.0),
+    ] {
         let coo = CooTensor::random(&dims, density, &mut rng);
         let csr = pack("B", &coo, &format("CSR", 2)).unwrap();
         let entries = Entries::of(&csr).unwrap();
         // (One row has one owner for every entry: no runs needed.)
         if dims[0] > 1 {
-            assert!(matches!(entries.cols[0], tensor_compiler::format::columns::Column::Runs(_)), "{dims:?}: rows as runs");
+            assert!(
+                matches!(
+                    entries.cols[0],
+                    tensor_compiler::format::columns::Column::Runs(_)
+                ),
+                "{dims:?}: rows as runs"
+            );
         }
-        assert_eq!(entries.to_coo().unwrap(), coo, "{dims:?}: entries in row order");
-        for to in ["CSC", "DCSR", "COO", "dense,compressed:1,0", "compressed,compressed:1,0", "dense,dense:1,0"] {
+        assert_eq!(
+            entries.to_coo().unwrap(),
+            coo,
+            "{dims:?}: entries in row order"
+        );
+        for to in [
+            "CSC",
+            "DCSR",
+            "COO",
+            "dense,compressed:1,0",
+            "compressed,compressed:1,0",
+            "dense,dense:1,0",
+        ] {
             let f = format(to, 2);
-            let converted = convert(&csr, "U", &f).unwrap_or_else(|e| panic!("{dims:?} CSR -> {to}: {e}"));
-            assert_same(&converted, &pack_generic("U", &coo, &f).unwrap(), &format!("{dims:?} CSR -> {to}"));
+            let converted =
+                convert(&csr, "U", &f).unwrap_or_else(|e| panic!("{dims:?} CSR -> {to}: {e}"));
+            assert_same(
+                &converted,
+                &pack_generic("U", &coo, &f).unwrap(),
+                &format!("{dims:?} CSR -> {to}"),
+            );
         }
     }
 }

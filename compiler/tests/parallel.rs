@@ -26,8 +26,16 @@ struct Case {
     mode: Option<Parallel>,
 }
 
-const fn case(expr: &'static str, formats: &'static [(&'static str, &'static str)], mode: Option<Parallel>) -> Case {
-    Case { expr, formats, mode }
+const fn case(
+    expr: &'static str,
+    formats: &'static [(&'static str, &'static str)],
+    mode: Option<Parallel>,
+) -> Case {
+    Case {
+        expr,
+        formats,
+        mode,
+    }
 }
 
 use Parallel::{Partials, Rows, Stitch};
@@ -36,11 +44,23 @@ const CASES: &[Case] = &[
     // Rows: each iteration owns its coordinate of a result variable.
     case("y(i) = A(i,j) * x(j)", &[("A", "CSR")], Some(Rows)),
     case("y(i) = A(i,j) * x(j)", &[("A", "DCSR")], Some(Rows)),
-    case("y(i) = A(i,j) * x(j)", &[("A", "CSR"), ("x", "sparse")], Some(Rows)),
-    case("y(i) = A(i,j) * x(j)", &[("A", "CSR"), ("x", "hash")], Some(Rows)),
+    case(
+        "y(i) = A(i,j) * x(j)",
+        &[("A", "CSR"), ("x", "sparse")],
+        Some(Rows),
+    ),
+    case(
+        "y(i) = A(i,j) * x(j)",
+        &[("A", "CSR"), ("x", "hash")],
+        Some(Rows),
+    ),
     case("y(i) += A(i,j) * x(j)", &[("A", "DCSR")], Some(Rows)),
     case("C(i,k) = A(i,j) * B(j,k)", &[("A", "CSR")], Some(Rows)),
-    case("C(i,k) = A(i,j) * B(j,k)", &[("A", "CSR"), ("B", "CSR")], Some(Rows)),
+    case(
+        "C(i,k) = A(i,j) * B(j,k)",
+        &[("A", "CSR"), ("B", "CSR")],
+        Some(Rows),
+    ),
     case("C(i,j) = A(i,j) * B(i,j)", &[("A", "CSR")], Some(Rows)),
     case("C(i,j) = A(j,i)", &[("A", "CSR")], Some(Rows)),
     case("y(i) = A(i,j,k) * B(j,k)", &[("A", "CSF")], Some(Rows)),
@@ -51,7 +71,11 @@ const CASES: &[Case] = &[
     case("C(i,k) = A(i,j,k) * x(j)", &[("A", "COO")], Some(Rows)),
     // Partials: reductions, and loops that may meet a coordinate twice.
     case("a = x(i) * z(i)", &[], Some(Partials)),
-    case("a = A(i,j) * B(i,j)", &[("A", "CSR"), ("B", "CSR")], Some(Partials)),
+    case(
+        "a = A(i,j) * B(i,j)",
+        &[("A", "CSR"), ("B", "CSR")],
+        Some(Partials),
+    ),
     case("y(j) = A(i,j) * x(i)", &[("A", "CSR")], Some(Partials)),
     case("y(i) = A(i,j) * x(j)", &[("A", "CSC")], Some(Partials)),
     case("y(i) = A(i,j) * x(j)", &[("A", "ELL")], Some(Partials)),
@@ -59,31 +83,91 @@ const CASES: &[Case] = &[
     case("y(i) = A(i,j) * x(j)", &[("A", "BCSR(2)")], Some(Partials)),
     case("y(j) = A(i,j) * x(i)", &[("A", "COO")], Some(Partials)),
     // Stitch: rows of a CSR result, each share into a result of its own.
-    case("C(i,j) = A(i,j) + B(i,j)", &[("A", "CSR"), ("B", "CSR"), ("C", "CSR")], Some(Stitch)),
-    case("C(i,j) = A(i,j) * B(i,j)", &[("A", "CSR"), ("B", "CSC"), ("C", "CSR")], Some(Stitch)),
-    case("C(i,j) = 2 * A(i,j)", &[("A", "CSR"), ("C", "CSR")], Some(Stitch)),
-    case("C(i,j) += A(i,j)", &[("A", "CSR"), ("C", "CSR")], Some(Stitch)),
-    case("C(i,j) = A(i,j) * x(j)", &[("A", "CSR"), ("C", "dense,compressed(unordered)")], Some(Stitch)),
+    case(
+        "C(i,j) = A(i,j) + B(i,j)",
+        &[("A", "CSR"), ("B", "CSR"), ("C", "CSR")],
+        Some(Stitch),
+    ),
+    case(
+        "C(i,j) = A(i,j) * B(i,j)",
+        &[("A", "CSR"), ("B", "CSC"), ("C", "CSR")],
+        Some(Stitch),
+    ),
+    case(
+        "C(i,j) = 2 * A(i,j)",
+        &[("A", "CSR"), ("C", "CSR")],
+        Some(Stitch),
+    ),
+    case(
+        "C(i,j) += A(i,j)",
+        &[("A", "CSR"), ("C", "CSR")],
+        Some(Stitch),
+    ),
+    case(
+        "C(i,j) = A(i,j) * x(j)",
+        &[("A", "CSR"), ("C", "dense,compressed(unordered)")],
+        Some(Stitch),
+    ),
     // (an unordered operand read through a sorted copy of each row, made
     // by the thread that owns the row)
-    case("C(i,j) = A(i,j) + B(i,j)", &[("A", "dense,compressed(unordered)"), ("B", "CSR"), ("C", "CSR")], Some(Stitch)),
+    case(
+        "C(i,j) = A(i,j) + B(i,j)",
+        &[
+            ("A", "dense,compressed(unordered)"),
+            ("B", "CSR"),
+            ("C", "CSR"),
+        ],
+        Some(Stitch),
+    ),
     // (Gustavson's SpGEMM: a workspace row per thread)
-    case("C(i,k) = A(i,j) * B(j,k)", &[("A", "CSR"), ("B", "CSR"), ("C", "CSR")], Some(Stitch)),
+    case(
+        "C(i,k) = A(i,j) * B(j,k)",
+        &[("A", "CSR"), ("B", "CSR"), ("C", "CSR")],
+        Some(Stitch),
+    ),
     // (terms under one rows loop, adding into one workspace row)
-    case("C(i,k) += A(i,j) * B(j,k)", &[("A", "CSR"), ("B", "CSR"), ("C", "CSR")], Some(Stitch)),
-    case("C(i,k) = A(i,j) * B(j,k) + D(i,k)", &[("A", "CSR"), ("B", "CSR"), ("C", "CSR"), ("D", "CSR")], Some(Stitch)),
+    case(
+        "C(i,k) += A(i,j) * B(j,k)",
+        &[("A", "CSR"), ("B", "CSR"), ("C", "CSR")],
+        Some(Stitch),
+    ),
+    case(
+        "C(i,k) = A(i,j) * B(j,k) + D(i,k)",
+        &[("A", "CSR"), ("B", "CSR"), ("C", "CSR"), ("D", "CSR")],
+        Some(Stitch),
+    ),
     // One thread: other sparse results, several nests, merged outer loops.
-    case("C(i,j) = A(i,j) + B(i,j)", &[("A", "CSR"), ("B", "CSR"), ("C", "DCSR")], None),
+    case(
+        "C(i,j) = A(i,j) + B(i,j)",
+        &[("A", "CSR"), ("B", "CSR"), ("C", "DCSR")],
+        None,
+    ),
     case("C(i,j) = A(i,j)", &[("A", "CSR"), ("C", "COO")], None),
     // (COO's rows are deduplicated runs: not a plain loop to share)
     case("C(i,j) = 2 * A(i,j)", &[("A", "COO"), ("C", "CSR")], None),
-    case("C(i,k) = A(i,j) * B(j,k)", &[("A", "COO"), ("B", "CSR"), ("C", "CSR")], None),
+    case(
+        "C(i,k) = A(i,j) * B(j,k)",
+        &[("A", "COO"), ("B", "CSR"), ("C", "CSR")],
+        None,
+    ),
     case("y(i) = A(i,j) * x(j) + z(i)", &[("A", "CSR")], None),
-    case("y(i) = x(i) + z(i)", &[("x", "sparse"), ("z", "sparse")], None),
-    case("C(i,j) = A(i,j)", &[("A", "CSR"), ("C", "dense,hashed")], None),
+    case(
+        "y(i) = x(i) + z(i)",
+        &[("x", "sparse"), ("z", "sparse")],
+        None,
+    ),
+    case(
+        "C(i,j) = A(i,j)",
+        &[("A", "CSR"), ("C", "dense,hashed")],
+        None,
+    ),
     // (a sorted copy of a hash table's rows merged with DCSR's: a merge
     // loop, not a plain one to share)
-    case("C(i,j) = A(i,j) + B(i,j)", &[("A", "hashed,compressed"), ("B", "DCSR"), ("C", "CSR")], None),
+    case(
+        "C(i,j) = A(i,j) + B(i,j)",
+        &[("A", "hashed,compressed"), ("B", "DCSR"), ("C", "CSR")],
+        None,
+    ),
 ];
 
 /// Dimensions by index name; `rows` is the extent of `i`.
@@ -105,23 +189,41 @@ struct Data {
 
 fn data(c: &Case, rows: usize, seed: u64) -> Data {
     let a = parse_assignment(c.expr).unwrap();
-    let dims = |acc: &tensor_compiler::notation::Access| -> Vec<usize> { acc.indices.iter().map(|i| extent(&i.name, rows)).collect() };
+    let dims = |acc: &tensor_compiler::notation::Access| -> Vec<usize> {
+        acc.indices.iter().map(|i| extent(&i.name, rows)).collect()
+    };
     let mut rng = Rng(seed);
     let mut data = BTreeMap::new();
     for acc in a.rhs.accesses() {
-        data.entry(acc.tensor.clone()).or_insert_with(|| random(&dims(acc), 0.3, &mut rng));
+        data.entry(acc.tensor.clone())
+            .or_insert_with(|| random(&dims(acc), 0.3, &mut rng));
     }
     let out_dims = dims(&a.lhs);
     let initial = a.accumulate.then(|| random(&out_dims, 0.5, &mut rng));
     let formats = formats_rest_dense(&a, c.formats, &data, out_dims.len());
-    Data { a, formats, data, out_dims, initial }
+    Data {
+        a,
+        formats,
+        data,
+        out_dims,
+        initial,
+    }
 }
 
 impl Data {
     fn prepare(&self, tier: Tier) -> Prepared {
-        let mut p = prepare("kernel", &self.a, &self.formats, &self.data, &self.out_dims, self.initial.as_ref()).unwrap_or_else(|e| panic!("{}: {e}", self.a));
+        let mut p = prepare(
+            "kernel",
+            &self.a,
+            &self.formats,
+            &self.data,
+            &self.out_dims,
+            self.initial.as_ref(),
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}", self.a));
         if tier == Tier::Cc {
-            p.compiled = cc::compile(&p.kernel.function).unwrap_or_else(|e| panic!("{}: {e}", self.a));
+            p.compiled =
+                cc::compile(&p.kernel.function).unwrap_or_else(|e| panic!("{}: {e}", self.a));
         }
         p
     }
@@ -130,8 +232,10 @@ impl Data {
         let mut p = self.prepare(tier);
         p.threads = threads;
         let used = p.threads_used().unwrap();
-        p.run().unwrap_or_else(|e| panic!("{} on {threads:?}: {e}", self.a));
-        tensor_compiler::storage::validate(&p.output).unwrap_or_else(|e| panic!("{} on {threads:?}: {e}", self.a));
+        p.run()
+            .unwrap_or_else(|e| panic!("{} on {threads:?}: {e}", self.a));
+        tensor_compiler::storage::validate(&p.output)
+            .unwrap_or_else(|e| panic!("{} on {threads:?}: {e}", self.a));
         (p.result().unwrap(), used)
     }
 }
@@ -140,7 +244,12 @@ impl Data {
 /// so) without a C compiler.
 fn cc_tier(test: &str) -> Option<Tier> {
     static INIT: std::sync::Once = std::sync::Once::new();
-    INIT.call_once(|| std::env::set_var("TENSOR_CACHE_DIR", std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("parallel-cc")));
+    INIT.call_once(|| {
+        std::env::set_var(
+            "TENSOR_CACHE_DIR",
+            std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("parallel-cc"),
+        )
+    });
     match cc::compiler() {
         Ok(_) => Some(Tier::Cc),
         Err(e) => {
@@ -157,13 +266,22 @@ fn check_cases(tier: Tier, rows: usize, seeds: std::ops::Range<u64>) {
         for seed in seeds.clone() {
             let d = data(c, rows, seed);
             let p = d.prepare(tier);
-            assert_eq!(p.kernel.function.parallel, c.mode, "{} {:?}: shared as {:?}\n{}", c.expr, c.formats, p.kernel.function.parallel, p.kernel.function);
+            assert_eq!(
+                p.kernel.function.parallel, c.mode,
+                "{} {:?}: shared as {:?}\n{}",
+                c.expr, c.formats, p.kernel.function.parallel, p.kernel.function
+            );
             let want = oracle::evaluate(&d.a, &d.data, &d.out_dims, d.initial.as_ref()).unwrap();
             let (one, _) = d.run(tier, Threads::exactly(1));
-            close(&one, &want).unwrap_or_else(|e| panic!("{} {:?} on 1 thread ({tier:?}): {e}", c.expr, c.formats));
+            close(&one, &want).unwrap_or_else(|e| {
+                panic!("{} {:?} on 1 thread ({tier:?}): {e}", c.expr, c.formats)
+            });
             for n in [2, 3, 7, rows + 5] {
                 let (got, used) = d.run(tier, Threads::exactly(n));
-                let ctx = format!("{} {:?}, {rows} rows, seed {seed}, {n} threads ({tier:?})", c.expr, c.formats);
+                let ctx = format!(
+                    "{} {:?}, {rows} rows, seed {seed}, {n} threads ({tier:?})",
+                    c.expr, c.formats
+                );
                 match c.mode {
                     Some(Rows | Stitch) => assert_eq!(used, n, "{ctx}"),
                     Some(Partials) => assert!((1..=n).contains(&used), "{ctx}: {used} threads"),
@@ -173,11 +291,19 @@ fn check_cases(tier: Tier, rows: usize, seeds: std::ops::Range<u64>) {
                 close(&got, &one).unwrap_or_else(|e| panic!("{ctx}: against one thread: {e}"));
                 if c.mode != Some(Partials) {
                     // Shared rows are computed exactly as on one thread.
-                    assert_eq!(got.canonical(), one.canonical(), "{ctx}: differs from one thread");
+                    assert_eq!(
+                        got.canonical(),
+                        one.canonical(),
+                        "{ctx}: differs from one thread"
+                    );
                 }
                 // A thread count always gives the same sums.
                 let (again, _) = d.run(tier, Threads::exactly(n));
-                assert_eq!(again.canonical(), got.canonical(), "{ctx}: not deterministic");
+                assert_eq!(
+                    again.canonical(),
+                    got.canonical(),
+                    "{ctx}: not deterministic"
+                );
             }
         }
     }
@@ -197,7 +323,9 @@ fn more_threads_than_rows_and_no_rows_at_all() {
 
 #[test]
 fn the_cc_tier_shares_the_same_way() {
-    let Some(tier) = cc_tier("the_cc_tier_shares_the_same_way") else { return };
+    let Some(tier) = cc_tier("the_cc_tier_shares_the_same_way") else {
+        return;
+    };
     check_cases(tier, 40, 1..2);
     for rows in [0, 3] {
         check_cases(tier, rows, 1..2);
@@ -247,7 +375,8 @@ fn the_interpreter_runs_shared_kernels_whole() {
         let d = data(c, 9, 3);
         let want = oracle::evaluate(&d.a, &d.data, &d.out_dims, d.initial.as_ref()).unwrap();
         let mut p = d.prepare(Tier::Cranelift);
-        p.run_interpreted().unwrap_or_else(|e| panic!("{}: {e}", c.expr));
+        p.run_interpreted()
+            .unwrap_or_else(|e| panic!("{}: {e}", c.expr));
         close(&p.result().unwrap(), &want).unwrap_or_else(|e| panic!("{}: {e}", c.expr));
     }
 }
@@ -267,13 +396,27 @@ fn a_share_covers_rows_by_their_work() {
     for j in 0..100 {
         x.push(&[j], 1.0);
     }
-    for tier in [Some(Tier::Cranelift), cc_tier("a_share_covers_rows_by_their_work")].into_iter().flatten() {
+    for tier in [
+        Some(Tier::Cranelift),
+        cc_tier("a_share_covers_rows_by_their_work"),
+    ]
+    .into_iter()
+    .flatten()
+    {
         let mut d = data(&CASES[0], 100, 1);
         d.data.insert("A".into(), a.clone());
         d.data.insert("x".into(), x.clone());
         let mut p = d.prepare(tier);
-        let inputs: Vec<_> = p.inputs.iter().map(|t| tensor_compiler::storage::validate(t).unwrap()).collect();
-        let share = tensor_compiler::jit::Share { thread: 0, threads: 2, phase: 0 };
+        let inputs: Vec<_> = p
+            .inputs
+            .iter()
+            .map(|t| tensor_compiler::storage::validate(t).unwrap())
+            .collect();
+        let share = tensor_compiler::jit::Share {
+            thread: 0,
+            threads: 2,
+            phase: 0,
+        };
         tensor_compiler::jit::run_share(&p.compiled, &inputs, &mut p.output, share).unwrap();
         let written: Vec<usize> = (0..100).filter(|&i| p.output.vals[i] != 0.0).collect();
         assert_eq!(written, (0..27).collect::<Vec<_>>(), "{tier:?}");
@@ -295,8 +438,14 @@ fn coo_rows_stay_in_one_share() {
     for j in 0..100 {
         x.push(&[j], 1.0);
     }
-    let c = CASES.iter().find(|c| c.formats == [("A", "COO")] && c.expr.starts_with("y(i) =")).unwrap();
-    for tier in [Some(Tier::Cranelift), cc_tier("coo_rows_stay_in_one_share")].into_iter().flatten() {
+    let c = CASES
+        .iter()
+        .find(|c| c.formats == [("A", "COO")] && c.expr.starts_with("y(i) ="))
+        .unwrap();
+    for tier in [Some(Tier::Cranelift), cc_tier("coo_rows_stay_in_one_share")]
+        .into_iter()
+        .flatten()
+    {
         let mut d = data(c, 10, 1);
         d.data.insert("A".into(), a.clone());
         d.data.insert("x".into(), x.clone());
@@ -304,13 +453,30 @@ fn coo_rows_stay_in_one_share() {
             let mut owner = [None; 10];
             for t in 0..threads {
                 let mut p = d.prepare(tier);
-                let inputs: Vec<_> = p.inputs.iter().map(|t| tensor_compiler::storage::validate(t).unwrap()).collect();
-                let share = tensor_compiler::jit::Share { thread: t, threads, phase: 0 };
-                tensor_compiler::jit::run_share(&p.compiled, &inputs, &mut p.output, share).unwrap();
+                let inputs: Vec<_> = p
+                    .inputs
+                    .iter()
+                    .map(|t| tensor_compiler::storage::validate(t).unwrap())
+                    .collect();
+                let share = tensor_compiler::jit::Share {
+                    thread: t,
+                    threads,
+                    phase: 0,
+                };
+                tensor_compiler::jit::run_share(&p.compiled, &inputs, &mut p.output, share)
+                    .unwrap();
                 for (i, v) in p.output.vals.iter().enumerate() {
                     if *v != 0.0 {
-                        assert_eq!(owner[i], None, "row {i} in shares {:?} and {t} of {threads} ({tier:?})", owner[i]);
-                        assert_eq!(*v, [1.0, 0.0, 3.0, 0.0, 60.0, 1.0, 0.0, 0.0, 0.0, 20.0][i], "row {i}, share {t} of {threads}");
+                        assert_eq!(
+                            owner[i], None,
+                            "row {i} in shares {:?} and {t} of {threads} ({tier:?})",
+                            owner[i]
+                        );
+                        assert_eq!(
+                            *v,
+                            [1.0, 0.0, 3.0, 0.0, 60.0, 1.0, 0.0, 0.0, 0.0, 20.0][i],
+                            "row {i}, share {t} of {threads}"
+                        );
                         owner[i] = Some(t);
                     }
                 }

@@ -27,7 +27,19 @@ fn fixtures() -> Vec<PathBuf> {
 
 fn presets(order: usize) -> &'static [&'static str] {
     match order {
-        2 => &["CSR", "CSC", "COO", "COO-AoS", "DCSR", "ELL", "DIA", "BCSR(4)", "CSB(8)", "CSF", "hashed,compressed"],
+        2 => &[
+            "CSR",
+            "CSC",
+            "COO",
+            "COO-AoS",
+            "DCSR",
+            "ELL",
+            "DIA",
+            "BCSR(4)",
+            "CSB(8)",
+            "CSF",
+            "hashed,compressed",
+        ],
         3 => &["COO", "COO-AoS", "CSF", "mode-generic"],
         _ => &["COO", "CSF"],
     }
@@ -39,7 +51,9 @@ fn padding_ok(t: &CooTensor, f: &str) -> bool {
     let n = t.dims.iter().product::<usize>().max(1);
     match f {
         "DIA" => {
-            let mut offs: Vec<i64> = (0..t.nnz()).map(|e| t.coord(e)[1] as i64 - t.coord(e)[0] as i64).collect();
+            let mut offs: Vec<i64> = (0..t.nnz())
+                .map(|e| t.coord(e)[1] as i64 - t.coord(e)[0] as i64)
+                .collect();
             offs.sort_unstable();
             offs.dedup();
             offs.len() * t.dims[0] <= 40 * t.nnz().max(1)
@@ -66,7 +80,8 @@ fn every_preset_round_trips_on_every_real_fixture() {
                 continue;
             }
             let fmt = parse_format(f, t.order(), &r).unwrap();
-            let packed = pack("T", &t, &fmt).unwrap_or_else(|e| panic!("{}: {f}: {e}", path.display()));
+            let packed =
+                pack("T", &t, &fmt).unwrap_or_else(|e| panic!("{}: {f}: {e}", path.display()));
             validate(&packed).unwrap();
             let back = unpack(&packed).unwrap();
             assert_eq!(back.canonical(), t.canonical(), "{} in {f}", path.display());
@@ -90,7 +105,10 @@ fn reference_spmv(a: &CooTensor, x: &[f64]) -> Vec<f64> {
 fn spmv_on_real_matrices_in_every_format() {
     let r = Registry::builtin();
     let a_expr = parse_assignment("y(i) = A(i,j) * x(j)").unwrap();
-    for path in fixtures().into_iter().filter(|p| p.extension().is_some_and(|e| e == "mtx")) {
+    for path in fixtures()
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "mtx"))
+    {
         let a = read_tensor(&path).unwrap();
         let n = a.dims[1];
         let x: Vec<f64> = (0..n).map(|j| ((j * 7 % 13) as f64 - 6.0) / 4.0).collect();
@@ -110,7 +128,11 @@ fn spmv_on_real_matrices_in_every_format() {
             p.run().unwrap();
             let got = p.result().unwrap().to_dense();
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-                assert!((g - w).abs() <= 1e-9 * (1.0 + w.abs()), "{} {f}: y[{i}] = {g}, expected {w}", path.display());
+                assert!(
+                    (g - w).abs() <= 1e-9 * (1.0 + w.abs()),
+                    "{} {f}: y[{i}] = {g}, expected {w}",
+                    path.display()
+                );
             }
         }
     }
@@ -125,10 +147,21 @@ fn spmv_with_a_sparse_x_on_real_matrices_with_and_without_its_dense_copy() {
     let r = Registry::builtin();
     let mut paths_taken = std::collections::BTreeSet::new();
     let a_expr = parse_assignment("y(i) = A(i,j) * x(j)").unwrap();
-    for path in fixtures().into_iter().filter(|p| p.extension().is_some_and(|e| e == "mtx")) {
+    for path in fixtures()
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "mtx"))
+    {
         let whole = read_tensor(&path).unwrap();
         let n = whole.dims[1];
-        let x: Vec<f64> = (0..n).map(|j| if j % 97 == 0 { ((j * 7 % 13) as f64 - 6.0) / 4.0 } else { 0.0 }).collect();
+        let x: Vec<f64> = (0..n)
+            .map(|j| {
+                if j % 97 == 0 {
+                    ((j * 7 % 13) as f64 - 6.0) / 4.0
+                } else {
+                    0.0
+                }
+            })
+            .collect();
         let mut rows = CooTensor::new(whole.dims.clone());
         for e in (0..whole.nnz()).filter(|&e| whole.coord(e)[0] < 3) {
             rows.push(whole.coord(e), whole.vals[e]);
@@ -153,7 +186,10 @@ fn spmv_with_a_sparse_x_on_real_matrices_with_and_without_its_dense_copy() {
     }
     for fx in ["sparse", "hash"] {
         for copy in [true, false] {
-            assert!(paths_taken.contains(&(fx, copy)), "no fixture ran x {fx} with copy = {copy}");
+            assert!(
+                paths_taken.contains(&(fx, copy)),
+                "no fixture ran x {fx} with copy = {copy}"
+            );
         }
     }
 }
@@ -161,7 +197,10 @@ fn spmv_with_a_sparse_x_on_real_matrices_with_and_without_its_dense_copy() {
 #[test]
 fn ttv_and_innerprod_on_real_tensors() {
     let r = Registry::builtin();
-    for path in fixtures().into_iter().filter(|p| p.extension().is_some_and(|e| e == "tns")) {
+    for path in fixtures()
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "tns"))
+    {
         let b = read_tensor(&path).unwrap();
         if b.order() != 3 {
             continue;
@@ -186,7 +225,12 @@ fn ttv_and_innerprod_on_real_tensors() {
             let a = parse_assignment("A(i,j) = B(i,j,k) * c(k)").unwrap();
             let mut p = prepare("ttv", &a, &formats, &data, &b.dims[..2], None).unwrap();
             p.run().unwrap();
-            assert_eq!(p.result().unwrap().to_dense(), want, "{} {f}", path.display());
+            assert_eq!(
+                p.result().unwrap().to_dense(),
+                want,
+                "{} {f}",
+                path.display()
+            );
             let mut formats2 = formats.clone();
             formats2.insert("s".to_string(), parse_format("dense", 0, &r).unwrap());
             formats2.insert("C".to_string(), parse_format(f, 3, &r).unwrap());
@@ -195,7 +239,11 @@ fn ttv_and_innerprod_on_real_tensors() {
             let mut p = prepare("inner", &ip, &formats2, &data, &[], None).unwrap();
             p.run().unwrap();
             let got: f64 = p.result().unwrap().vals.iter().sum();
-            assert!((got - inner).abs() < 1e-6 * inner.max(1.0), "{} {f}: {got} vs {inner}", path.display());
+            assert!(
+                (got - inner).abs() < 1e-6 * inner.max(1.0),
+                "{} {f}: {got} vs {inner}",
+                path.display()
+            );
         }
     }
 }
@@ -212,18 +260,36 @@ fn transposed(t: &CooTensor) -> CooTensor {
 /// Run `expr` with `formats` (name, preset, order) on `data`; the result as
 /// a dense row-major array, after checking that an ordered result's
 /// coordinates come out in order.
-fn run_dense(expr: &str, formats: &[(&str, &str, usize)], data: &[(&str, &CooTensor)], out_dims: &[usize]) -> Vec<f64> {
+fn run_dense(
+    expr: &str,
+    formats: &[(&str, &str, usize)],
+    data: &[(&str, &CooTensor)],
+    out_dims: &[usize],
+) -> Vec<f64> {
     let r = Registry::builtin();
     let a = parse_assignment(expr).unwrap(); // ok: test code, a panic is a failed test
-    let formats = formats.iter().map(|(n, f, o)| (n.to_string(), parse_format(f, *o, &r).unwrap())).collect(); // ok: test code, a panic is a failed test
-    let data = data.iter().map(|(n, t)| (n.to_string(), (*t).clone())).collect();
-    let mut p = prepare("k", &a, &formats, &data, out_dims, None).unwrap_or_else(|e| panic!("{expr}: {e}"));
+    let formats = formats
+        .iter()
+        .map(|(n, f, o)| (n.to_string(), parse_format(f, *o, &r).unwrap()))
+        .collect(); // ok: test code, a panic is a failed test
+    let data = data
+        .iter()
+        .map(|(n, t)| (n.to_string(), (*t).clone()))
+        .collect();
+    let mut p =
+        prepare("k", &a, &formats, &data, out_dims, None).unwrap_or_else(|e| panic!("{expr}: {e}"));
     p.run().unwrap_or_else(|e| panic!("{expr}: {e}"));
     let got = p.result().unwrap_or_else(|e| panic!("{expr}: {e}"));
-    let ordered = formats[&a.lhs.tensor].levels.iter().all(|l| l.properties().ordered);
+    let ordered = formats[&a.lhs.tensor]
+        .levels
+        .iter()
+        .all(|l| l.properties().ordered);
     if ordered {
         let coords: Vec<Vec<u32>> = (0..got.nnz()).map(|e| got.coord(e).to_vec()).collect();
-        assert!(coords.windows(2).all(|w| w[0] < w[1]), "{expr}: result coordinates out of order");
+        assert!(
+            coords.windows(2).all(|w| w[0] < w[1]),
+            "{expr}: result coordinates out of order"
+        );
     }
     got.to_dense()
 }
@@ -231,7 +297,10 @@ fn run_dense(expr: &str, formats: &[(&str, &str, usize)], data: &[(&str, &CooTen
 fn assert_close(got: &[f64], want: &[f64], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!((g - w).abs() <= 1e-9 * (1.0 + w.abs()), "{what}: element {i} = {g}, expected {w}");
+        assert!(
+            (g - w).abs() <= 1e-9 * (1.0 + w.abs()),
+            "{what}: element {i} = {g}, expected {w}"
+        );
     }
 }
 
@@ -242,7 +311,10 @@ fn assert_close(got: &[f64], want: &[f64], what: &str) {
 /// tier's vector loop with its remainder).
 #[test]
 fn sparse_results_and_dense_rows_on_real_matrices() {
-    for path in fixtures().into_iter().filter(|p| p.extension().is_some_and(|e| e == "mtx")) {
+    for path in fixtures()
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "mtx"))
+    {
         let b = read_tensor(&path).unwrap(); // ok: test code, a panic is a failed test
         let bt = transposed(&b);
         let (m, n) = (b.dims[0], b.dims[1]);
@@ -261,7 +333,12 @@ fn sparse_results_and_dense_rows_on_real_matrices() {
             }
         }
         for a in ["CSR", "DCSR", "COO"] {
-            let got = run_dense("A(i,j) = B(i,k) * C(k,j)", &[("A", a, 2), ("B", "CSR", 2), ("C", "CSR", 2)], &[("B", &b), ("C", &bt)], &[m, m]);
+            let got = run_dense(
+                "A(i,j) = B(i,k) * C(k,j)",
+                &[("A", a, 2), ("B", "CSR", 2), ("C", "CSR", 2)],
+                &[("B", &b), ("C", &bt)],
+                &[m, m],
+            );
             assert_close(&got, &want, &format!("{name}: SpGEMM into {a}"));
         }
         // B + Bᵀ (square matrices).
@@ -271,13 +348,20 @@ fn sparse_results_and_dense_rows_on_real_matrices() {
                 *w += t;
             }
             for f in ["COO", "DCSR", "CSR"] {
-                let got = run_dense("A(i,j) = B(i,j) + C(i,j)", &[("A", f, 2), ("B", f, 2), ("C", f, 2)], &[("B", &b), ("C", &bt)], &[m, m]);
+                let got = run_dense(
+                    "A(i,j) = B(i,j) + C(i,j)",
+                    &[("A", f, 2), ("B", f, 2), ("C", f, 2)],
+                    &[("B", &b), ("C", &bt)],
+                    &[m, m],
+                );
                 assert_close(&got, &want, &format!("{name}: B + Bt in {f}"));
             }
         }
         // SpDM: B times a dense n x 11 matrix.
         let k = 11;
-        let dv: Vec<f64> = (0..n * k).map(|x| ((x * 5 % 17) as f64 - 8.0) / 3.0).collect();
+        let dv: Vec<f64> = (0..n * k)
+            .map(|x| ((x * 5 % 17) as f64 - 8.0) / 3.0)
+            .collect();
         let d = CooTensor::from_dense(vec![n, k], &dv);
         let mut want = vec![0.0; m * k];
         for e in 0..b.nnz() {
@@ -287,7 +371,12 @@ fn sparse_results_and_dense_rows_on_real_matrices() {
             }
         }
         for f in ["CSR", "COO"] {
-            let got = run_dense("A(i,l) = B(i,j) * D(j,l)", &[("A", "dense", 2), ("B", f, 2), ("D", "dense", 2)], &[("B", &b), ("D", &d)], &[m, k]);
+            let got = run_dense(
+                "A(i,l) = B(i,j) * D(j,l)",
+                &[("A", "dense", 2), ("B", f, 2), ("D", "dense", 2)],
+                &[("B", &b), ("D", &d)],
+                &[m, k],
+            );
             assert_close(&got, &want, &format!("{name}: SpDM with B in {f}"));
         }
     }

@@ -41,23 +41,61 @@ fn w1_union_of_products_with_a_dense_factor() {
     d.insert("a".to_string(), tensor(&[2], &[(&[0], 1.0)]));
     d.insert("b".to_string(), tensor(&[2], &[(&[1], 5.0)]));
     d.insert("x".to_string(), tensor(&[2], &[(&[0], 1.0), (&[1], 1.0)]));
-    ok(check("y(i) = a(i)*x(i) + b(i)*x(i)", &[("a", "sparse"), ("b", "sparse"), ("x", "dense")], &d, &[2]));
+    ok(check(
+        "y(i) = a(i)*x(i) + b(i)*x(i)",
+        &[("a", "sparse"), ("b", "sparse"), ("x", "dense")],
+        &d,
+        &[2],
+    ));
     for seed in 1..6 {
-        let mut d = random_data(&[("B", vec![40, 40], 0.1), ("x", vec![40], 1.0), ("c", vec![40], 0.3), ("z", vec![40], 0.3)], seed);
+        let mut d = random_data(
+            &[
+                ("B", vec![40, 40], 0.1),
+                ("x", vec![40], 1.0),
+                ("c", vec![40], 0.3),
+                ("z", vec![40], 0.3),
+            ],
+            seed,
+        );
         let bt = transpose(&d["B"]);
         d.insert("C".into(), bt);
         for y in ["dense", "sparse"] {
-            ok(check("y(i) = B(i,j)*x(j) + C(i,j)*x(j)", &[("B", "CSR"), ("C", "CSR"), ("y", y)], &d, &[40]));
-            ok(check("y(i) = B(i,j)*x(j) + C(i,j)*x(j)", &[("B", "COO"), ("C", "COO"), ("y", y)], &d, &[40]));
-            ok(check("y(i) = c(i)*x(i) + z(i)*x(i)", &[("c", "sparse"), ("z", "sparse"), ("y", y)], &d, &[40]));
-            ok(check("y(i) = c(i)*x(i) + 2*x(i)*z(i)*x(i)", &[("c", "sparse"), ("z", "sparse"), ("y", y)], &d, &[40]));
+            ok(check(
+                "y(i) = B(i,j)*x(j) + C(i,j)*x(j)",
+                &[("B", "CSR"), ("C", "CSR"), ("y", y)],
+                &d,
+                &[40],
+            ));
+            ok(check(
+                "y(i) = B(i,j)*x(j) + C(i,j)*x(j)",
+                &[("B", "COO"), ("C", "COO"), ("y", y)],
+                &d,
+                &[40],
+            ));
+            ok(check(
+                "y(i) = c(i)*x(i) + z(i)*x(i)",
+                &[("c", "sparse"), ("z", "sparse"), ("y", y)],
+                &d,
+                &[40],
+            ));
+            ok(check(
+                "y(i) = c(i)*x(i) + 2*x(i)*z(i)*x(i)",
+                &[("c", "sparse"), ("z", "sparse"), ("y", y)],
+                &d,
+                &[40],
+            ));
         }
         for f in ["DCSR", "CSR", "COO", "dense"] {
-            ok(check("Y(i,j) = B(i,j)*D(i,j) + C(i,j)*D(i,j)", &[("B", "COO"), ("C", "CSR"), ("D", "dense"), ("Y", f)], &{
-                let mut d = d.clone();
-                d.insert("D".into(), random(&[40, 40], 1.0, &mut Rng(seed + 100)));
-                d
-            }, &[40, 40]));
+            ok(check(
+                "Y(i,j) = B(i,j)*D(i,j) + C(i,j)*D(i,j)",
+                &[("B", "COO"), ("C", "CSR"), ("D", "dense"), ("Y", f)],
+                &{
+                    let mut d = d.clone();
+                    d.insert("D".into(), random(&[40, 40], 1.0, &mut Rng(seed + 100)));
+                    d
+                },
+                &[40, 40],
+            ));
         }
     }
 }
@@ -66,14 +104,51 @@ fn w1_union_of_products_with_a_dense_factor() {
 fn w2_nonunique_operand_reduced_into_insert_then_append_result() {
     // The reproducer: 1, 1 instead of 3, 3.
     let mut d = BTreeMap::new();
-    d.insert("B".to_string(), tensor(&[2, 2], &[(&[0, 0], 1.0), (&[0, 1], 2.0)]));
-    d.insert("C".to_string(), tensor(&[2, 2], &[(&[0, 0], 1.0), (&[0, 1], 1.0), (&[1, 0], 1.0), (&[1, 1], 1.0)]));
-    ok(check("Y(i,j) = B(i,k) * C(k,j)", &[("B", "COO"), ("C", "dense"), ("Y", "CSR")], &d, &[2, 2]));
+    d.insert(
+        "B".to_string(),
+        tensor(&[2, 2], &[(&[0, 0], 1.0), (&[0, 1], 2.0)]),
+    );
+    d.insert(
+        "C".to_string(),
+        tensor(
+            &[2, 2],
+            &[
+                (&[0, 0], 1.0),
+                (&[0, 1], 1.0),
+                (&[1, 0], 1.0),
+                (&[1, 1], 1.0),
+            ],
+        ),
+    );
+    ok(check(
+        "Y(i,j) = B(i,k) * C(k,j)",
+        &[("B", "COO"), ("C", "dense"), ("Y", "CSR")],
+        &d,
+        &[2, 2],
+    ));
     for seed in 1..5 {
         let d = random_data(&[("B", vec![12, 9], 0.3), ("C", vec![9, 7], 0.5)], seed);
-        for b in ["COO", "COO-AoS", "CSB(2)", "compressed(nonunique),singleton"] {
-            for y in ["CSR", "dense,compressed(nonunique)", "DCSR", "COO", "CSC", "dense", "hashed,dense"] {
-                ok(check("Y(i,j) = B(i,k) * C(k,j)", &[("B", b), ("C", "dense"), ("Y", y)], &d, &[12, 7]));
+        for b in [
+            "COO",
+            "COO-AoS",
+            "CSB(2)",
+            "compressed(nonunique),singleton",
+        ] {
+            for y in [
+                "CSR",
+                "dense,compressed(nonunique)",
+                "DCSR",
+                "COO",
+                "CSC",
+                "dense",
+                "hashed,dense",
+            ] {
+                ok(check(
+                    "Y(i,j) = B(i,k) * C(k,j)",
+                    &[("B", b), ("C", "dense"), ("Y", y)],
+                    &d,
+                    &[12, 7],
+                ));
             }
         }
     }
@@ -82,15 +157,47 @@ fn w2_nonunique_operand_reduced_into_insert_then_append_result() {
 #[test]
 fn w3_result_read_on_its_right_hand_side() {
     for seed in 1..5 {
-        let d = random_data(&[("A", vec![9, 7], 0.3), ("B", vec![9, 7], 0.3), ("S", vec![7, 7], 0.3), ("y", vec![9], 0.5), ("x", vec![7], 1.0)], seed);
-        for a in ["dense", "CSR", "CSC", "DCSR", "COO", "hashed,dense", "dense,hashed"] {
+        let d = random_data(
+            &[
+                ("A", vec![9, 7], 0.3),
+                ("B", vec![9, 7], 0.3),
+                ("S", vec![7, 7], 0.3),
+                ("y", vec![9], 0.5),
+                ("x", vec![7], 1.0),
+            ],
+            seed,
+        );
+        for a in [
+            "dense",
+            "CSR",
+            "CSC",
+            "DCSR",
+            "COO",
+            "hashed,dense",
+            "dense,hashed",
+        ] {
             ok(check("A(i,j) = 2 * A(i,j)", &[("A", a)], &d, &[9, 7]));
-            ok(check("A(i,j) = A(i,j) + B(i,j)", &[("A", a), ("B", "CSR")], &d, &[9, 7]));
-            ok(check("A(i,j) = B(i,j) - A(i,j) * A(i,j)", &[("A", a), ("B", "COO")], &d, &[9, 7]));
+            ok(check(
+                "A(i,j) = A(i,j) + B(i,j)",
+                &[("A", a), ("B", "CSR")],
+                &d,
+                &[9, 7],
+            ));
+            ok(check(
+                "A(i,j) = B(i,j) - A(i,j) * A(i,j)",
+                &[("A", a), ("B", "COO")],
+                &d,
+                &[9, 7],
+            ));
             ok(check("S(i,j) = S(j,i)", &[("S", a)], &d, &[7, 7]));
         }
         for y in ["dense", "sparse", "hash"] {
-            ok(check("y(i) = y(i) + B(i,j) * x(j)", &[("y", y), ("B", "CSR")], &d, &[9]));
+            ok(check(
+                "y(i) = y(i) + B(i,j) * x(j)",
+                &[("y", y), ("B", "CSR")],
+                &d,
+                &[9],
+            ));
         }
     }
 }
@@ -103,7 +210,12 @@ fn spgemm_through_a_workspace_or_buffer() {
         for b in sparse {
             for c in sparse {
                 for a in sparse {
-                    ok(check("A(i,j) = B(i,k) * C(k,j)", &[("A", a), ("B", b), ("C", c)], &d, &[15, 13]));
+                    ok(check(
+                        "A(i,j) = B(i,k) * C(k,j)",
+                        &[("A", a), ("B", b), ("C", c)],
+                        &d,
+                        &[15, 13],
+                    ));
                 }
             }
         }
@@ -122,9 +234,19 @@ fn spgemm_rows_of_every_length_come_out_sorted() {
             b.push(&[r, k], rng.value());
         }
     }
-    let d: BTreeMap<String, CooTensor> = [("B".to_string(), b), ("C".to_string(), random(&[45, 10_000], 5e-4, &mut rng))].into_iter().collect();
+    let d: BTreeMap<String, CooTensor> = [
+        ("B".to_string(), b),
+        ("C".to_string(), random(&[45, 10_000], 5e-4, &mut rng)),
+    ]
+    .into_iter()
+    .collect();
     for a in ["CSR", "DCSR"] {
-        ok(check("A(i,j) = B(i,k) * C(k,j)", &[("A", a), ("B", "CSR"), ("C", "CSR")], &d, &[45, 10_000]));
+        ok(check(
+            "A(i,j) = B(i,k) * C(k,j)",
+            &[("A", a), ("B", "CSR"), ("C", "CSR")],
+            &d,
+            &[45, 10_000],
+        ));
     }
 }
 
@@ -137,15 +259,35 @@ fn dcsr_spgemm_reads_the_right_operand_by_rows_and_appends_rows_from_a_workspace
     // visited once each in order, are appended after a workspace row.
     for seed in 1..4 {
         let d = random_data(&[("B", vec![40, 30], 0.1), ("C", vec![30, 50], 0.1)], seed);
-        for (b, c) in [("DCSR", "DCSR"), ("CSR", "DCSR"), ("DCSR", "COO"), ("COO", "DCSR")] {
-            ok(check("A(i,j) = B(i,k) * C(k,j)", &[("A", "DCSR"), ("B", b), ("C", c)], &d, &[40, 50]));
+        for (b, c) in [
+            ("DCSR", "DCSR"),
+            ("CSR", "DCSR"),
+            ("DCSR", "COO"),
+            ("COO", "DCSR"),
+        ] {
+            ok(check(
+                "A(i,j) = B(i,k) * C(k,j)",
+                &[("A", "DCSR"), ("B", b), ("C", c)],
+                &d,
+                &[40, 50],
+            ));
         }
         let a = tensor_compiler::notation::parse_assignment("A(i,j) = B(i,k) * C(k,j)").unwrap();
         let formats = formats_rest_dense(&a, &[("A", "DCSR"), ("B", "DCSR"), ("C", "DCSR")], &d, 2);
-        let p = tensor_compiler::execute::prepare("kernel", &a, &formats, &d, &[40, 50], None).unwrap();
-        let copies: Vec<(String, String)> = p.kernel.conversions.iter().map(|c| (c.source.clone(), c.format_text.clone())).collect();
+        let p =
+            tensor_compiler::execute::prepare("kernel", &a, &formats, &d, &[40, 50], None).unwrap();
+        let copies: Vec<(String, String)> = p
+            .kernel
+            .conversions
+            .iter()
+            .map(|c| (c.source.clone(), c.format_text.clone()))
+            .collect();
         assert_eq!(copies, [("C".to_string(), "CSR".to_string())]);
-        assert!(p.kernel.buffer.is_none() && p.kernel.workspace().is_some(), "{}", p.kernel.function);
+        assert!(
+            p.kernel.buffer.is_none() && p.kernel.workspace().is_some(),
+            "{}",
+            p.kernel.function
+        );
     }
 }
 
@@ -156,18 +298,50 @@ fn terms_of_a_sum_inside_an_addition_share_one_workspace_row() {
     // row to the workspace, flushed once per row. Operands without a
     // locatable row (COO, DCSR) fall back to the coordinate buffer.
     for seed in 1..4 {
-        let d = random_data(&[("A", vec![12, 10], 0.3), ("B", vec![12, 9], 0.3), ("C", vec![9, 10], 0.3), ("D", vec![12, 10], 0.3), ("E", vec![10, 12], 0.3)], seed);
-        for (out, ops) in [("CSR", "CSR"), ("CSR", "dense"), ("CSC", "CSC"), ("CSR", "COO"), ("CSR", "DCSR"), ("CSC", "CSR")] {
+        let d = random_data(
+            &[
+                ("A", vec![12, 10], 0.3),
+                ("B", vec![12, 9], 0.3),
+                ("C", vec![9, 10], 0.3),
+                ("D", vec![12, 10], 0.3),
+                ("E", vec![10, 12], 0.3),
+            ],
+            seed,
+        );
+        for (out, ops) in [
+            ("CSR", "CSR"),
+            ("CSR", "dense"),
+            ("CSC", "CSC"),
+            ("CSR", "COO"),
+            ("CSR", "DCSR"),
+            ("CSC", "CSR"),
+        ] {
             let specs = [("A", out), ("B", ops), ("C", ops), ("D", ops), ("E", ops)];
-            for expr in ["A(i,j) = B(i,k) * C(k,j) + D(i,j)", "A(i,j) = A(i,j) + B(i,k) * C(k,j)", "A(i,j) = D(i,j) - 2 * B(i,k) * C(k,j) + E(j,i)", "A(i,j) = B(i,k) * C(k,j) + B(i,k) * C(k,j) * 3"] {
+            for expr in [
+                "A(i,j) = B(i,k) * C(k,j) + D(i,j)",
+                "A(i,j) = A(i,j) + B(i,k) * C(k,j)",
+                "A(i,j) = D(i,j) - 2 * B(i,k) * C(k,j) + E(j,i)",
+                "A(i,j) = B(i,k) * C(k,j) + B(i,k) * C(k,j) * 3",
+            ] {
                 ok(check(expr, &specs, &d, &[12, 10]));
             }
         }
         // One workspace, no buffer, where every row can be located.
-        let a = tensor_compiler::notation::parse_assignment("A(i,j) = B(i,k) * C(k,j) + D(i,j)").unwrap();
-        let formats = formats_rest_dense(&a, &[("A", "CSR"), ("B", "CSR"), ("C", "CSR"), ("D", "CSR")], &d, 2);
-        let p = tensor_compiler::execute::prepare("kernel", &a, &formats, &d, &[12, 10], None).unwrap();
-        assert!(p.kernel.buffer.is_none() && p.kernel.workspace().is_some(), "{}", p.kernel.function);
+        let a = tensor_compiler::notation::parse_assignment("A(i,j) = B(i,k) * C(k,j) + D(i,j)")
+            .unwrap();
+        let formats = formats_rest_dense(
+            &a,
+            &[("A", "CSR"), ("B", "CSR"), ("C", "CSR"), ("D", "CSR")],
+            &d,
+            2,
+        );
+        let p =
+            tensor_compiler::execute::prepare("kernel", &a, &formats, &d, &[12, 10], None).unwrap();
+        assert!(
+            p.kernel.buffer.is_none() && p.kernel.workspace().is_some(),
+            "{}",
+            p.kernel.function
+        );
     }
 }
 
@@ -178,8 +352,26 @@ fn spgemm_into_a_result_too_wide_for_a_dense_workspace_row() {
     // follows the row's entries. Checked against products summed by hand
     // (the dense oracle cannot hold the result).
     let wide = 5_000_000u32;
-    let b = tensor(&[3, 4], &[(&[0, 0], 1.0), (&[0, 2], 2.0), (&[2, 1], 3.0), (&[2, 3], -1.0)]);
-    let c = tensor(&[4, wide as usize], &[(&[0, 7], 1.5), (&[0, wide - 1], 2.0), (&[1, 7], 4.0), (&[2, wide - 1], 0.5), (&[2, 12], 1.0), (&[3, 7], 1.0)]);
+    let b = tensor(
+        &[3, 4],
+        &[
+            (&[0, 0], 1.0),
+            (&[0, 2], 2.0),
+            (&[2, 1], 3.0),
+            (&[2, 3], -1.0),
+        ],
+    );
+    let c = tensor(
+        &[4, wide as usize],
+        &[
+            (&[0, 7], 1.5),
+            (&[0, wide - 1], 2.0),
+            (&[1, 7], 4.0),
+            (&[2, wide - 1], 0.5),
+            (&[2, 12], 1.0),
+            (&[3, 7], 1.0),
+        ],
+    );
     let mut want: BTreeMap<(u32, u32), f64> = BTreeMap::new();
     for e in 0..b.nnz() {
         for f in 0..c.nnz() {
@@ -192,37 +384,101 @@ fn spgemm_into_a_result_too_wide_for_a_dense_workspace_row() {
     let a = tensor_compiler::notation::parse_assignment("A(i,j) = B(i,k) * C(k,j)").unwrap();
     for result in ["CSR", "DCSR"] {
         let specs = [("A", result), ("B", "CSR"), ("C", "CSR")];
-        let orders: BTreeMap<String, usize> = [("A", 2), ("B", 2), ("C", 2)].iter().map(|(n, o)| (n.to_string(), *o)).collect();
+        let orders: BTreeMap<String, usize> = [("A", 2), ("B", 2), ("C", 2)]
+            .iter()
+            .map(|(n, o)| (n.to_string(), *o))
+            .collect();
         let formats = formats_of(&specs, &orders);
-        let mut prepared = tensor_compiler::execute::prepare("kernel", &a, &formats, &data, &[3, wide as usize], None).unwrap();
-        let hashed = prepared.kernel.function.to_string().contains("hash table of the coordinates touched");
-        assert!(hashed && prepared.kernel.buffer.is_none(), "{result}: a hashed row");
+        let mut prepared = tensor_compiler::execute::prepare(
+            "kernel",
+            &a,
+            &formats,
+            &data,
+            &[3, wide as usize],
+            None,
+        )
+        .unwrap();
+        let hashed = prepared
+            .kernel
+            .function
+            .to_string()
+            .contains("hash table of the coordinates touched");
+        assert!(
+            hashed && prepared.kernel.buffer.is_none(),
+            "{result}: a hashed row"
+        );
         prepared.run().unwrap();
         let got = prepared.result().unwrap();
-        let got: BTreeMap<(u32, u32), f64> = (0..got.nnz()).map(|e| ((got.coord(e)[0], got.coord(e)[1]), got.vals[e])).collect();
+        let got: BTreeMap<(u32, u32), f64> = (0..got.nnz())
+            .map(|e| ((got.coord(e)[0], got.coord(e)[1]), got.vals[e]))
+            .collect();
         assert_eq!(got, want, "{result}");
     }
 }
 
 #[test]
 fn transposes_and_conversions_between_formats() {
-    let inputs = ["dense", "CSR", "CSC", "DCSR", "COO", "COO-AoS", "ELL", "DIA", "BCSR(2)", "CSB(3)", "hashed,dense"];
-    let results = ["dense", "CSR", "CSC", "DCSR", "COO", "ELL", "DIA", "BCSR(2)", "CSB(2)", "hashed,dense", "dense,hashed"];
+    let inputs = [
+        "dense",
+        "CSR",
+        "CSC",
+        "DCSR",
+        "COO",
+        "COO-AoS",
+        "ELL",
+        "DIA",
+        "BCSR(2)",
+        "CSB(3)",
+        "hashed,dense",
+    ];
+    let results = [
+        "dense",
+        "CSR",
+        "CSC",
+        "DCSR",
+        "COO",
+        "ELL",
+        "DIA",
+        "BCSR(2)",
+        "CSB(2)",
+        "hashed,dense",
+        "dense,hashed",
+    ];
     for seed in 1..3 {
         let d = random_data(&[("B", vec![10, 10], 0.25)], seed);
         for b in inputs {
             for a in results {
-                ok(check("A(i,j) = B(i,j)", &[("A", a), ("B", b)], &d, &[10, 10]));
-                ok(check("A(i,j) = B(j,i)", &[("A", a), ("B", b)], &d, &[10, 10]));
+                ok(check(
+                    "A(i,j) = B(i,j)",
+                    &[("A", a), ("B", b)],
+                    &d,
+                    &[10, 10],
+                ));
+                ok(check(
+                    "A(i,j) = B(j,i)",
+                    &[("A", a), ("B", b)],
+                    &d,
+                    &[10, 10],
+                ));
             }
         }
         for a in ["dense", "CSR", "CSC", "COO"] {
-            ok(check("A(i,j) = B(i,j) + B(j,i)", &[("A", a), ("B", "CSR")], &d, &[10, 10]));
-            ok(check("A(i,j) = B(i,j) + C(i,j)", &[("A", a), ("B", "CSR"), ("C", "CSC")], &{
-                let mut d = d.clone();
-                d.insert("C".into(), random(&[10, 10], 0.25, &mut Rng(seed + 9)));
-                d
-            }, &[10, 10]));
+            ok(check(
+                "A(i,j) = B(i,j) + B(j,i)",
+                &[("A", a), ("B", "CSR")],
+                &d,
+                &[10, 10],
+            ));
+            ok(check(
+                "A(i,j) = B(i,j) + C(i,j)",
+                &[("A", a), ("B", "CSR"), ("C", "CSC")],
+                &{
+                    let mut d = d.clone();
+                    d.insert("C".into(), random(&[10, 10], 0.25, &mut Rng(seed + 9)));
+                    d
+                },
+                &[10, 10],
+            ));
         }
     }
 }
@@ -233,20 +489,43 @@ fn unions_are_linear_in_their_terms() {
     // of every subset would never finish); 13+ dense vectors.
     let n = 40;
     let names: Vec<String> = (0..n).map(|k| format!("B{k}")).collect();
-    let entries: Vec<(&str, Vec<usize>, f64)> = names.iter().map(|s| (s.as_str(), vec![6, 5], 0.2)).collect();
+    let entries: Vec<(&str, Vec<usize>, f64)> = names
+        .iter()
+        .map(|s| (s.as_str(), vec![6, 5], 0.2))
+        .collect();
     let d = random_data(&entries, 7);
-    let expr = format!("Y(i,j) = {}", names.iter().map(|s| format!("{s}(i,j)")).collect::<Vec<_>>().join(" + "));
+    let expr = format!(
+        "Y(i,j) = {}",
+        names
+            .iter()
+            .map(|s| format!("{s}(i,j)"))
+            .collect::<Vec<_>>()
+            .join(" + ")
+    );
     let started = std::time::Instant::now();
     for y in ["CSR", "dense", "DCSR"] {
-        let specs: Vec<(&str, &str)> = names.iter().map(|s| (s.as_str(), if s.ends_with('1') { "DCSR" } else { "CSR" })).chain([("Y", y)]).collect();
+        let specs: Vec<(&str, &str)> = names
+            .iter()
+            .map(|s| (s.as_str(), if s.ends_with('1') { "DCSR" } else { "CSR" }))
+            .chain([("Y", y)])
+            .collect();
         ok(check(&expr, &specs, &d, &[6, 5]));
     }
     // A guard against exponential blow-up, not a timing test.
-    assert!(started.elapsed().as_secs() < 60, "a 40-term union took {:?}", started.elapsed());
+    assert!(
+        started.elapsed().as_secs() < 60,
+        "a 40-term union took {:?}",
+        started.elapsed()
+    );
     let d = random_data(&[("x", vec![5], 1.0), ("s", vec![5], 0.4)], 3);
     let many = vec!["x(i)"; 20].join(" + ");
     ok(check(&format!("y(i) = {many}"), &[], &d, &[5]));
-    ok(check(&format!("y(i) = {many} - 3 * s(i) + 1"), &[("s", "sparse"), ("y", "sparse")], &d, &[5]));
+    ok(check(
+        &format!("y(i) = {many} - 3 * s(i) + 1"),
+        &[("s", "sparse"), ("y", "sparse")],
+        &d,
+        &[5],
+    ));
 }
 
 #[test]
@@ -256,12 +535,34 @@ fn linear_merges_cover_the_dimension_where_constants_keep_terms_alive() {
     // sparse operand is present (`(D + 2) * (B - C)` with D empty).
     for seed in 1..4 {
         for density in [0.0, 0.3] {
-            let d = random_data(&[("D", vec![5, 2], density), ("B", vec![4], density), ("C", vec![], 1.0)], seed);
-            ok(check("A = (D(i,j) * D(i,j) * (B(k) + 3) + (D(i,j) + 2) * (B(k) - C))", &[("D", "CSC"), ("B", "hash")], &d, &[]));
+            let d = random_data(
+                &[
+                    ("D", vec![5, 2], density),
+                    ("B", vec![4], density),
+                    ("C", vec![], 1.0),
+                ],
+                seed,
+            );
+            ok(check(
+                "A = (D(i,j) * D(i,j) * (B(k) + 3) + (D(i,j) + 2) * (B(k) - C))",
+                &[("D", "CSC"), ("B", "hash")],
+                &d,
+                &[],
+            ));
             let d = random_data(&[("C", vec![3], density), ("B", vec![6, 3, 4], 0.2)], seed);
-            ok(check("A = -((C(i) + 3)) * ((B(j,i,k) + B(j,i,k)) - -(B(j,i,k)))", &[("C", "COO")], &d, &[]));
+            ok(check(
+                "A = -((C(i) + 3)) * ((B(j,i,k) + B(j,i,k)) - -(B(j,i,k)))",
+                &[("C", "COO")],
+                &d,
+                &[],
+            ));
             let d = random_data(&[("B", vec![], 1.0), ("C", vec![4, 6, 6], density)], seed);
-            ok(check("A = B * ((C(k,i,j) - B) + (C(k,i,j) - B))", &[("C", "mode-generic")], &d, &[]));
+            ok(check(
+                "A = B * ((C(k,i,j) - B) + (C(k,i,j) - B))",
+                &[("C", "mode-generic")],
+                &d,
+                &[],
+            ));
         }
     }
 }
@@ -273,12 +574,40 @@ fn hidden_variables_are_their_own_whatever_their_names() {
     // variable spelled the same, or the hidden variable of a tensor named
     // `A2`, is another variable: once they were merged into one loop.
     for seed in 1..4 {
-        let d = random_data(&[("A", vec![5, 5], 0.4), ("A2", vec![5, 5], 0.4), ("x", vec![5], 1.0), ("B", vec![3], 1.0)], seed);
+        let d = random_data(
+            &[
+                ("A", vec![5, 5], 0.4),
+                ("A2", vec![5, 5], 0.4),
+                ("x", vec![5], 1.0),
+                ("B", vec![3], 1.0),
+            ],
+            seed,
+        );
         for f in ["DIA", "ELL", "BCSR(2)"] {
-            ok(check("y(i) = A(i,j) * x(j) * B(diagA)", &[("A", f)], &d, &[5]));
-            ok(check("y(i) = A(i,j) * x(j) * B(slotA)", &[("A", f)], &d, &[5]));
-            ok(check("y(i) = A(i,j) * x(j) * B(iblkA)", &[("A", f)], &d, &[5]));
-            ok(check("y(i) = A(i,j) * A(i,j) * A2(i,j) * x(j)", &[("A", f), ("A2", f)], &d, &[5]));
+            ok(check(
+                "y(i) = A(i,j) * x(j) * B(diagA)",
+                &[("A", f)],
+                &d,
+                &[5],
+            ));
+            ok(check(
+                "y(i) = A(i,j) * x(j) * B(slotA)",
+                &[("A", f)],
+                &d,
+                &[5],
+            ));
+            ok(check(
+                "y(i) = A(i,j) * x(j) * B(iblkA)",
+                &[("A", f)],
+                &d,
+                &[5],
+            ));
+            ok(check(
+                "y(i) = A(i,j) * A(i,j) * A2(i,j) * x(j)",
+                &[("A", f), ("A2", f)],
+                &d,
+                &[5],
+            ));
         }
     }
 }
@@ -289,17 +618,44 @@ fn block_sizes_the_format_fixes_are_constants_in_the_kernel() {
     // over them run to 3, not to a parameter (gcc unrolls them then), and
     // the kernel still agrees with the oracle on a matrix whose last block
     // is cut by the edge.
-    let d = random_data(&[("A", vec![10, 11], 0.3), ("B", vec![10, 11], 0.3), ("x", vec![11], 1.0)], 4);
+    let d = random_data(
+        &[
+            ("A", vec![10, 11], 0.3),
+            ("B", vec![10, 11], 0.3),
+            ("x", vec![11], 1.0),
+        ],
+        4,
+    );
     for (expr, specs, out) in [
         ("y(i) = A(i,j) * x(j)", &[("A", "BCSR(3)")][..], &[10][..]),
-        ("C(i,j) = A(i,j) + B(i,j)", &[("A", "BCSR(3)"), ("B", "BCSR(3)"), ("C", "dense")][..], &[10, 11][..]),
+        (
+            "C(i,j) = A(i,j) + B(i,j)",
+            &[("A", "BCSR(3)"), ("B", "BCSR(3)"), ("C", "dense")][..],
+            &[10, 11][..],
+        ),
     ] {
         let a = tensor_compiler::notation::parse_assignment(expr).unwrap(); // ok: test code, a panic is a failed test
         let formats = formats_rest_dense(&a, specs, &d, out.len());
-        let dims: BTreeMap<String, Vec<usize>> = a.rhs.accesses().iter().map(|x| (x.tensor.clone(), d[&x.tensor].dims.clone())).chain([(a.lhs.tensor.clone(), out.to_vec())]).collect();
+        let dims: BTreeMap<String, Vec<usize>> = a
+            .rhs
+            .accesses()
+            .iter()
+            .map(|x| (x.tensor.clone(), d[&x.tensor].dims.clone()))
+            .chain([(a.lhs.tensor.clone(), out.to_vec())])
+            .collect();
         let k = tensor_compiler::lower::compile("k", &a, &formats, &dims).unwrap(); // ok: test code, a panic is a failed test
-        let block_params: Vec<String> = k.function.params().iter().map(|p| p.c_name()).filter(|n| n.starts_with("A3") || n.starts_with("A4")).collect();
-        assert!(block_params.is_empty(), "{expr}: {block_params:?}\n{}", k.function);
+        let block_params: Vec<String> = k
+            .function
+            .params()
+            .iter()
+            .map(|p| p.c_name())
+            .filter(|n| n.starts_with("A3") || n.starts_with("A4"))
+            .collect();
+        assert!(
+            block_params.is_empty(),
+            "{expr}: {block_params:?}\n{}",
+            k.function
+        );
         if let Err(e) = check(expr, specs, &d, out) {
             panic!("{e}");
         }

@@ -12,35 +12,85 @@ use tensor_compiler::notation::parse_assignment;
 fn kernel(expr: &str, specs: &[(&str, &str, usize)]) -> tensor_compiler::lower::Kernel {
     let r = Registry::builtin();
     let a = parse_assignment(expr).unwrap();
-    let formats = specs.iter().map(|(n, f, o)| (n.to_string(), parse_format(f, *o, &r).unwrap())).collect();
-    let dims: BTreeMap<String, Vec<usize>> = specs.iter().map(|(n, _, o)| (n.to_string(), vec![8; *o])).collect();
+    let formats = specs
+        .iter()
+        .map(|(n, f, o)| (n.to_string(), parse_format(f, *o, &r).unwrap()))
+        .collect();
+    let dims: BTreeMap<String, Vec<usize>> = specs
+        .iter()
+        .map(|(n, _, o)| (n.to_string(), vec![8; *o]))
+        .collect();
     compile("kernel", &a, &formats, &dims).unwrap()
 }
 
 fn c_and_lattice(expr: &str, specs: &[(&str, &str, usize)]) -> String {
     let k = kernel(expr, specs);
     let lattices: String = k.plans().map(|p| p.to_string()).collect();
-    format!("{}\n{lattices}", tensor_compiler::ir::c::function(&k.function))
+    format!(
+        "{}\n{lattices}",
+        tensor_compiler::ir::c::function(&k.function)
+    )
 }
 
 #[test]
 fn spmv_in_each_format() {
-    for f in ["CSR", "CSC", "COO", "COO-AoS", "DCSR", "ELL", "DIA", "BCSR(4)", "CSB(4)"] {
-        let name = format!("spmv_{}", f.replace(['(', ')'], "").to_lowercase().replace('-', "_"));
-        insta::assert_snapshot!(name, c_and_lattice("y(i) = A(i,j) * x(j)", &[("A", f, 2), ("x", "dense", 1), ("y", "dense", 1)]));
+    for f in [
+        "CSR", "CSC", "COO", "COO-AoS", "DCSR", "ELL", "DIA", "BCSR(4)", "CSB(4)",
+    ] {
+        let name = format!(
+            "spmv_{}",
+            f.replace(['(', ')'], "").to_lowercase().replace('-', "_")
+        );
+        insta::assert_snapshot!(
+            name,
+            c_and_lattice(
+                "y(i) = A(i,j) * x(j)",
+                &[("A", f, 2), ("x", "dense", 1), ("y", "dense", 1)]
+            )
+        );
     }
-    insta::assert_snapshot!("spmv_csr_hash_x", c_and_lattice("y(i) = A(i,j) * x(j)", &[("A", "CSR", 2), ("x", "hash", 1), ("y", "dense", 1)]));
-    insta::assert_snapshot!("spmv_csr_sparse_x", c_and_lattice("y(i) = A(i,j) * x(j)", &[("A", "CSR", 2), ("x", "sparse", 1), ("y", "dense", 1)]));
+    insta::assert_snapshot!(
+        "spmv_csr_hash_x",
+        c_and_lattice(
+            "y(i) = A(i,j) * x(j)",
+            &[("A", "CSR", 2), ("x", "hash", 1), ("y", "dense", 1)]
+        )
+    );
+    insta::assert_snapshot!(
+        "spmv_csr_sparse_x",
+        c_and_lattice(
+            "y(i) = A(i,j) * x(j)",
+            &[("A", "CSR", 2), ("x", "sparse", 1), ("y", "dense", 1)]
+        )
+    );
 }
 
 #[test]
 fn figure1_elementwise_products() {
     for (b, c) in [("COO", "dense"), ("CSR", "dense"), ("CSR", "COO")] {
         let name = format!("mul_{}_{}", b.to_lowercase(), c.to_lowercase());
-        insta::assert_snapshot!(name, c_and_lattice("A(i,j) = B(i,j) * C(i,j)", &[("A", "dense", 2), ("B", b, 2), ("C", c, 2)]));
+        insta::assert_snapshot!(
+            name,
+            c_and_lattice(
+                "A(i,j) = B(i,j) * C(i,j)",
+                &[("A", "dense", 2), ("B", b, 2), ("C", c, 2)]
+            )
+        );
     }
-    insta::assert_snapshot!("add_csr_csr_to_csr", c_and_lattice("A(i,j) = B(i,j) + C(i,j)", &[("A", "CSR", 2), ("B", "CSR", 2), ("C", "CSR", 2)]));
-    insta::assert_snapshot!("add_coo_coo_to_coo", c_and_lattice("A(i,j) = B(i,j) + C(i,j)", &[("A", "COO", 2), ("B", "COO", 2), ("C", "COO", 2)]));
+    insta::assert_snapshot!(
+        "add_csr_csr_to_csr",
+        c_and_lattice(
+            "A(i,j) = B(i,j) + C(i,j)",
+            &[("A", "CSR", 2), ("B", "CSR", 2), ("C", "CSR", 2)]
+        )
+    );
+    insta::assert_snapshot!(
+        "add_coo_coo_to_coo",
+        c_and_lattice(
+            "A(i,j) = B(i,j) + C(i,j)",
+            &[("A", "COO", 2), ("B", "COO", 2), ("C", "COO", 2)]
+        )
+    );
 }
 
 /// Every level function of every level, printed as IR.
@@ -48,14 +98,24 @@ fn figure1_elementwise_products() {
 fn level_functions() {
     let r = Registry::builtin();
     let mut out = String::new();
-    for spec in ["dense", "compressed", "compressed(nonunique)", "singleton", "hashed", "dense,range,offset", "compressed(nonunique,aos),singleton(aos)"] {
+    for spec in [
+        "dense",
+        "compressed",
+        "compressed(nonunique)",
+        "singleton",
+        "hashed",
+        "dense,range,offset",
+        "compressed(nonunique,aos),singleton(aos)",
+    ] {
         let levels = tensor_compiler::format::tensor_format::parse_level_list(spec, &r).unwrap();
         let k = levels.len() - 1;
         let level = &levels[k];
         let c = LevelCtx::new("T", k);
         let mut e = Emitter::new();
         let parent = Expr::Var(e.fresh("p", Ty::I64));
-        let anc: Vec<Expr> = (0..k).map(|a| Expr::Var(e.fresh(&format!("i{a}"), Ty::I64))).collect();
+        let anc: Vec<Expr> = (0..k)
+            .map(|a| Expr::Var(e.fresh(&format!("i{a}"), Ty::I64)))
+            .collect();
         let i = Expr::Var(e.fresh(&format!("i{k}"), Ty::I64));
         let mut coords = anc.clone();
         coords.push(i.clone());
@@ -63,9 +123,21 @@ fn level_functions() {
             let stmts = e.take();
             let p = print::Printer::new(&e.vars, print::Dialect::Ir);
             let r: Vec<String> = results.iter().map(|x| p.expr(x)).collect();
-            out.push_str(&format!("{name}:\n{}  -> <{}>\n", print::block(&e.vars, &stmts).lines().map(|l| format!("  {l}\n")).collect::<String>(), r.join(", ")));
+            out.push_str(&format!(
+                "{name}:\n{}  -> <{}>\n",
+                print::block(&e.vars, &stmts)
+                    .lines()
+                    .map(|l| format!("  {l}\n"))
+                    .collect::<String>(),
+                r.join(", ")
+            ));
         };
-        out.push_str(&format!("== {} (level {} of {spec}) [{}]\n", level.spec(), k + 1, level.properties()));
+        out.push_str(&format!(
+            "== {} (level {} of {spec}) [{}]\n",
+            level.spec(),
+            k + 1,
+            level.properties()
+        ));
         match level.iteration() {
             Iteration::CoordValue(it) => {
                 let (a, b) = it.coord_bounds(&c, &mut e, &anc);

@@ -7,12 +7,45 @@ use tensor_compiler::format::{parse_format, Registry};
 use tensor_compiler::storage::{pack, unpack, validate};
 
 const MATRIX_FORMATS: &[&str] = &[
-    "dense", "COO", "COO-AoS", "CSR", "CSC", "DCSR", "ELL", "DIA", "BCSR(1)", "BCSR(2)", "BCSR(3)", "CSB(2)", "CSB(4)", "CSF",
-    "compressed,compressed:1,0", "dense,hashed", "hashed,compressed", "hashed(W=64),dense", "compressed(nonunique),singleton:1,0",
-    "compressed(nonunique,unordered),singleton(unordered)", "dense,compressed(unordered)",
+    "dense",
+    "COO",
+    "COO-AoS",
+    "CSR",
+    "CSC",
+    "DCSR",
+    "ELL",
+    "DIA",
+    "BCSR(1)",
+    "BCSR(2)",
+    "BCSR(3)",
+    "CSB(2)",
+    "CSB(4)",
+    "CSF",
+    "compressed,compressed:1,0",
+    "dense,hashed",
+    "hashed,compressed",
+    "hashed(W=64),dense",
+    "compressed(nonunique),singleton:1,0",
+    "compressed(nonunique,unordered),singleton(unordered)",
+    "dense,compressed(unordered)",
 ];
-const TENSOR3_FORMATS: &[&str] = &["dense", "COO", "COO-AoS", "CSF", "mode-generic", "compressed,dense,compressed:2,0,1", "dense,hashed,compressed"];
-const VECTOR_FORMATS: &[&str] = &["dense", "sparse", "hash", "COO", "hashed(W=128)", "compressed(nonunique)"];
+const TENSOR3_FORMATS: &[&str] = &[
+    "dense",
+    "COO",
+    "COO-AoS",
+    "CSF",
+    "mode-generic",
+    "compressed,dense,compressed:2,0,1",
+    "dense,hashed,compressed",
+];
+const VECTOR_FORMATS: &[&str] = &[
+    "dense",
+    "sparse",
+    "hash",
+    "COO",
+    "hashed(W=128)",
+    "compressed(nonunique)",
+];
 
 fn round_trip(t: &CooTensor, spec: &str) {
     let r = Registry::builtin();
@@ -22,7 +55,8 @@ fn round_trip(t: &CooTensor, spec: &str) {
     let back = unpack(&packed).unwrap_or_else(|e| panic!("{spec}: {e}"));
     assert_eq!(back.canonical(), t.canonical(), "format {spec}");
     // The format's text form parses back to the same format.
-    let again = parse_format(&f.spec(), t.order(), &r).unwrap_or_else(|e| panic!("{}: {e}", f.spec()));
+    let again =
+        parse_format(&f.spec(), t.order(), &r).unwrap_or_else(|e| panic!("{}: {e}", f.spec()));
     assert_eq!(again, f, "spec round trip of {spec} via {}", f.spec());
 }
 
@@ -38,7 +72,10 @@ fn arb_tensor(order: usize) -> impl Strategy<Value = CooTensor> {
     prop::collection::vec(0usize..7, order).prop_flat_map(move |dims| {
         let nonempty = dims.iter().all(|&d| d > 0);
         let dims2 = dims.clone();
-        let entry = dims.iter().map(|&d| 0..(d.max(1) as u32)).collect::<Vec<_>>();
+        let entry = dims
+            .iter()
+            .map(|&d| 0..(d.max(1) as u32))
+            .collect::<Vec<_>>();
         let n = if nonempty { 0..40usize } else { 0..1usize };
         prop::collection::vec((entry, -4i32..5), n).prop_map(move |entries| {
             let mut t = CooTensor::new(dims2.clone());
@@ -78,7 +115,13 @@ fn edge_shapes() {
     let mut empty_rows = CooTensor::new(vec![9, 3]);
     empty_rows.push(&[8, 0], 1.0);
     empty_rows.push(&[0, 2], 2.0);
-    for t in [one, dup, empty_rows, CooTensor::new(vec![0, 5]), CooTensor::new(vec![3, 3])] {
+    for t in [
+        one,
+        dup,
+        empty_rows,
+        CooTensor::new(vec![0, 5]),
+        CooTensor::new(vec![3, 3]),
+    ] {
         for f in MATRIX_FORMATS {
             round_trip(&t, f);
         }
@@ -92,7 +135,11 @@ fn bad_formats_are_typed_errors() {
         ("dense,bogus", 2, "unknown level format `bogus`"),
         ("dense(unordered)", 1, "always ordered"),
         ("hashed(ordered)", 1, "cannot be ordered"),
-        ("dense,compressed", 3, "has 2 levels but the tensor has order 3"),
+        (
+            "dense,compressed",
+            3,
+            "has 2 levels but the tensor has order 3",
+        ),
         ("BCSR(0)", 2, "block size must be at least 1"),
         ("CSB(0)", 2, "block size must be at least 1"),
         ("CSR", 3, "order-2"),

@@ -12,7 +12,10 @@ pub struct Document {
 
 impl Document {
     pub fn new(text: &str, version: i32) -> Self {
-        Document { rope: Rope::from_str(text), version }
+        Document {
+            rope: Rope::from_str(text),
+            version,
+        }
     }
 
     pub fn text(&self) -> String {
@@ -62,12 +65,19 @@ impl Document {
         let byte = byte.min(self.rope.len_bytes());
         let ch = self.rope.byte_to_char(byte);
         let line = self.rope.char_to_line(ch);
-        let col = self.rope.char_to_utf16_cu(ch) - self.rope.char_to_utf16_cu(self.rope.line_to_char(line));
-        Position { line: line as u32, character: col as u32 }
+        let col = self.rope.char_to_utf16_cu(ch)
+            - self.rope.char_to_utf16_cu(self.rope.line_to_char(line));
+        Position {
+            line: line as u32,
+            character: col as u32,
+        }
     }
 
     pub fn range(&self, start: usize, end: usize) -> Range {
-        Range { start: self.position(start), end: self.position(end) }
+        Range {
+            start: self.position(start),
+            end: self.position(end),
+        }
     }
 }
 
@@ -84,7 +94,14 @@ mod tests {
         assert_eq!(d.offset(p), off);
         let end_of_comment = d.position("// é𝄞".len());
         assert_eq!(end_of_comment.character, 6); // é is 1 unit, 𝄞 is 2
-        d.apply(&TextDocumentContentChangeEvent { range: Some(Range { start: Position::new(1, 7), end: Position::new(1, 8) }), range_length: None, text: "spmv".into() });
+        d.apply(&TextDocumentContentChangeEvent {
+            range: Some(Range {
+                start: Position::new(1, 7),
+                end: Position::new(1, 8),
+            }),
+            range_length: None,
+            text: "spmv".into(),
+        });
         assert!(d.text().contains("kernel spmv {"));
     }
 
@@ -100,7 +117,8 @@ mod tests {
         let f = d.position(text.find('f').unwrap()); // ok: test code, a panic is a failed test
         assert_eq!((f.line, f.character), (0, 13));
         assert_eq!(d.position(text.find('z').unwrap()), Position::new(3, 0)); // ok: test code, a panic is a failed test
-        // A column past the end of a line stops before its break.
-        assert_eq!(d.offset(Position::new(1, 99)), text.find('x').unwrap() + 1); // ok: test code, a panic is a failed test
+                                                                              // A column past the end of a line stops before its break.
+        assert_eq!(d.offset(Position::new(1, 99)), text.find('x').unwrap() + 1);
+        // ok: test code, a panic is a failed test
     }
 }

@@ -25,7 +25,9 @@ use tower_lsp_server::jsonrpc::{Error, Result};
 use tower_lsp_server::ls_types::Uri;
 
 pub fn path_of(uri: &Uri) -> PathBuf {
-    uri.to_file_path().map(|p| p.into_owned()).unwrap_or_else(|| PathBuf::from(uri.as_str()))
+    uri.to_file_path()
+        .map(|p| p.into_owned())
+        .unwrap_or_else(|| PathBuf::from(uri.as_str()))
 }
 
 pub fn internal(e: impl std::fmt::Display) -> Error {
@@ -74,7 +76,11 @@ pub struct Host {
 
 impl Default for Host {
     fn default() -> Self {
-        Host { latest: Mutex::default(), master: Mutex::default(), written: watch::Sender::new(0) }
+        Host {
+            latest: Mutex::default(),
+            master: Mutex::default(),
+            written: watch::Sender::new(0),
+        }
     }
 }
 
@@ -136,7 +142,10 @@ impl Host {
     /// Run `f` on a snapshot that holds every edit received so far, on a
     /// blocking thread. Cancelled by a newer edit: `ContentModified`; a
     /// panic: an internal error naming it.
-    pub async fn read<T: Send + 'static>(self: &Arc<Self>, f: impl FnOnce(&Snapshot) -> T + Send + 'static) -> Result<T> {
+    pub async fn read<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&Snapshot) -> T + Send + 'static,
+    ) -> Result<T> {
         let wanted = lock(&self.latest).edits;
         let mut written = self.written.subscribe();
         let _ = written.wait_for(|w| *w >= wanted).await;
@@ -151,7 +160,11 @@ impl Host {
             if payload.is::<salsa::Cancelled>() {
                 Error::content_modified()
             } else {
-                let what = payload.downcast_ref::<String>().cloned().or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+                let what = payload
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
                 internal(format!("internal error: {what}"))
             }
         })
@@ -159,6 +172,9 @@ impl Host {
 
     fn snapshot(&self) -> Snapshot {
         let master = lock(&self.master);
-        Snapshot { analysis: master.analysis.clone(), docs: master.docs.clone() }
+        Snapshot {
+            analysis: master.analysis.clone(),
+            docs: master.docs.clone(),
+        }
     }
 }

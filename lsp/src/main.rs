@@ -30,7 +30,13 @@ async fn serve() {
     let (service, socket) = LspService::build(server::Backend::new)
         .custom_method("tensor/view", server::Backend::view)
         .custom_method("tensor/timeKernel", server::Backend::time_kernel_request)
-        .custom_method("window/workDoneProgress/cancel", server::Backend::progress_cancel)
+        .custom_method(
+            "window/workDoneProgress/cancel",
+            server::Backend::progress_cancel,
+        )
         .finish();
-    Server::new(stdin, stdout, socket).concurrency_level(CONCURRENT_REQUESTS).serve(service).await;
+    Server::new(stdin, stdout, socket)
+        .concurrency_level(CONCURRENT_REQUESTS)
+        .serve(service)
+        .await;
 }

@@ -40,19 +40,39 @@ pub struct Backend {
 
 impl Backend {
     pub fn new(client: Client) -> Self {
-        Backend { client, host: Arc::default(), runs: Arc::default(), timings: Arc::default(), time_on_save: AtomicBool::new(false) }
+        Backend {
+            client,
+            host: Arc::default(),
+            runs: Arc::default(),
+            timings: Arc::default(),
+            time_on_save: AtomicBool::new(false),
+        }
     }
 
     /// Run `f` on a snapshot holding the open document `uri` (None when it
     /// is not open). Cancelled by an edit of another document, it runs
     /// again; by an edit of this one, it answers `ContentModified`.
-    async fn with_doc<T: Send + 'static>(&self, uri: &Uri, f: impl Fn(&Snapshot, &Document, SourceFile) -> Option<T> + Send + Sync + 'static) -> Result<Option<T>> {
+    async fn with_doc<T: Send + 'static>(
+        &self,
+        uri: &Uri,
+        f: impl Fn(&Snapshot, &Document, SourceFile) -> Option<T> + Send + Sync + 'static,
+    ) -> Result<Option<T>> {
         let f = Arc::new(f);
         loop {
             let version = self.host.version(uri);
             let (g, u) = (f.clone(), uri.clone());
-            match self.host.read(move |snap| snap.doc(&u).and_then(|(doc, file)| g(snap, doc, file))).await {
-                Err(e) if e.code == ErrorCode::ContentModified && version.is_some() && self.host.version(uri) == version => continue,
+            match self
+                .host
+                .read(move |snap| snap.doc(&u).and_then(|(doc, file)| g(snap, doc, file)))
+                .await
+            {
+                Err(e)
+                    if e.code == ErrorCode::ContentModified
+                        && version.is_some()
+                        && self.host.version(uri) == version =>
+                {
+                    continue
+                }
                 answer => return answer,
             }
         }
@@ -72,7 +92,8 @@ impl Backend {
     /// `tensor/view`: the emitted C, loop IR, lattices or iteration graph
     /// of the kernel at a position (or named).
     pub async fn view(&self, params: ViewParams) -> Result<String> {
-        let view = View::parse(params.view.as_deref().unwrap_or("c")).ok_or_else(|| internal("view is one of c, ir, lattice, graph"))?;
+        let view = View::parse(params.view.as_deref().unwrap_or("c"))
+            .ok_or_else(|| internal("view is one of c, ir, lattice, graph"))?;
         let uri = params.text_document.uri.clone();
         let answer = self
             .with_doc(&uri, move |snap, doc, file| {
@@ -99,13 +120,27 @@ impl Backend {
 
     /// `tensor/timeKernel`: time a kernel and answer with the figures.
     pub async fn time_kernel_request(&self, params: TimeParams) -> Result<Value> {
-        self.time_kernel(params.text_document.uri, params.kernel, params.runs.unwrap_or(10)).await
+        self.time_kernel(
+            params.text_document.uri,
+            params.kernel,
+            params.runs.unwrap_or(10),
+        )
+        .await
     }
 
     /// Time a kernel of the document as the client has it now, in a child
     /// process; edits meanwhile are answered as if no run were going.
     async fn time_kernel(&self, uri: Uri, kernel: String, runs: usize) -> Result<Value> {
-        time_kernel(&self.client, &self.host, &self.runs, &self.timings, uri, kernel, runs).await
+        time_kernel(
+            &self.client,
+            &self.host,
+            &self.runs,
+            &self.timings,
+            uri,
+            kernel,
+            runs,
+        )
+        .await
     }
 }
 
@@ -132,14 +167,20 @@ async fn publish(host: &Arc<Host>, client: &Client, uri: Uri) {
     if let Some((diags, v)) = answer {
         // Publish only what the client's current text gives.
         if host.version(&uri) == Some(v) {
-            client.publish_diagnostics(uri.clone(), diags, Some(v)).await;
+            client
+                .publish_diagnostics(uri.clone(), diags, Some(v))
+                .await;
         }
     }
 }
 
 /// The diagnostics `which` gives for `uri`, with the document version they
 /// belong to. Cancelled by an edit of another document, computed again.
-async fn diagnostics(host: &Arc<Host>, uri: &Uri, which: fn(&ide::Analysis, SourceFile) -> Vec<ide::Diagnostic>) -> Option<(Vec<Diagnostic>, i32)> {
+async fn diagnostics(
+    host: &Arc<Host>,
+    uri: &Uri,
+    which: fn(&ide::Analysis, SourceFile) -> Vec<ide::Diagnostic>,
+) -> Option<(Vec<Diagnostic>, i32)> {
     loop {
         let version = host.version(uri);
         let u = uri.clone();
@@ -150,7 +191,11 @@ async fn diagnostics(host: &Arc<Host>, uri: &Uri, which: fn(&ide::Analysis, Sour
                     .into_iter()
                     .map(|d| Diagnostic {
                         range: doc.range(d.span.start, d.span.end),
-                        severity: Some(if d.is_error { DiagnosticSeverity::ERROR } else { DiagnosticSeverity::WARNING }),
+                        severity: Some(if d.is_error {
+                            DiagnosticSeverity::ERROR
+                        } else {
+                            DiagnosticSeverity::WARNING
+                        }),
                         source: Some("tensor".into()),
                         message: d.message,
                         ..Default::default()
@@ -161,26 +206,66 @@ async fn diagnostics(host: &Arc<Host>, uri: &Uri, which: fn(&ide::Analysis, Sour
             .await;
         match answer {
             Ok(answer) => return answer,
-            Err(e) if e.code == ErrorCode::ContentModified && version.is_some() && host.version(uri) == version => continue,
+            Err(e)
+                if e.code == ErrorCode::ContentModified
+                    && version.is_some()
+                    && host.version(uri) == version =>
+            {
+                continue
+            }
             Err(_) => return None,
         }
     }
 }
 
-async fn time_kernel(client: &Client, host: &Arc<Host>, runs: &Arc<Runs>, timings: &Arc<Mutex<HashMap<(Uri, String), String>>>, uri: Uri, kernel: String, n: usize) -> Result<Value> {
+async fn time_kernel(
+    client: &Client,
+    host: &Arc<Host>,
+    runs: &Arc<Runs>,
+    timings: &Arc<Mutex<HashMap<(Uri, String), String>>>,
+    uri: Uri,
+    kernel: String,
+    n: usize,
+) -> Result<Value> {
     let n = n.clamp(1, 1000);
-    let text = host.text(&uri).ok_or_else(|| internal("document not open"))?;
-    let req = worker::Request { path: path_of(&uri), text, kernel: kernel.clone(), runs: n, threads: None, backend: None, build_cc: false };
+    let text = host
+        .text(&uri)
+        .ok_or_else(|| internal("document not open"))?;
+    let req = worker::Request {
+        path: path_of(&uri),
+        text,
+        kernel: kernel.clone(),
+        runs: n,
+        threads: None,
+        backend: None,
+        build_cc: false,
+    };
     let mut answer = runs.time(client, req.clone()).await?;
     if answer.get("cc_worth_building").and_then(Value::as_bool) == Some(true) {
         runs.build_cc_in_background(req);
     }
-    let median = answer.get("median_ms").and_then(Value::as_f64).unwrap_or(0.0);
-    let gbs = answer.get("gbytes_per_s").and_then(Value::as_f64).unwrap_or(0.0);
-    let tier = answer.get("backend").and_then(Value::as_str).unwrap_or("cranelift").to_string();
+    let median = answer
+        .get("median_ms")
+        .and_then(Value::as_f64)
+        .unwrap_or(0.0);
+    let gbs = answer
+        .get("gbytes_per_s")
+        .and_then(Value::as_f64)
+        .unwrap_or(0.0);
+    let tier = answer
+        .get("backend")
+        .and_then(Value::as_str)
+        .unwrap_or("cranelift")
+        .to_string();
     let threads = answer.get("threads").and_then(Value::as_u64).unwrap_or(1);
-    let label = format!("⏱ {median:.3} ms median · {gbs:.2} GB/s · {tier} · {threads} thread{}", if threads == 1 { "" } else { "s" });
-    timings.lock().unwrap_or_else(|p| p.into_inner()).insert((uri, kernel), label.clone());
+    let label = format!(
+        "⏱ {median:.3} ms median · {gbs:.2} GB/s · {tier} · {threads} thread{}",
+        if threads == 1 { "" } else { "s" }
+    );
+    timings
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert((uri, kernel), label.clone());
     if let Some(o) = answer.as_object_mut() {
         o.insert("label".into(), json!(label));
     }
@@ -193,7 +278,9 @@ async fn time_kernel(client: &Client, host: &Arc<Host>, runs: &Arc<Runs>, timing
 fn threads_setting(o: &Value) -> Option<usize> {
     match o.get("threads")? {
         Value::Null => Some(0),
-        v => v.as_u64().map(|n| (n as usize).min(tensor_compiler::threads::MAX_THREADS)),
+        v => v
+            .as_u64()
+            .map(|n| (n as usize).min(tensor_compiler::threads::MAX_THREADS)),
     }
 }
 
@@ -225,41 +312,79 @@ pub struct TimeParams {
 
 impl LanguageServer for Backend {
     async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
-        let on_save = params.initialization_options.as_ref().and_then(|o| o.get("timeOnSave")).and_then(Value::as_bool).unwrap_or(false);
+        let on_save = params
+            .initialization_options
+            .as_ref()
+            .and_then(|o| o.get("timeOnSave"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         self.time_on_save.store(on_save, Ordering::Relaxed);
-        if let Some(n) = params.initialization_options.as_ref().and_then(threads_setting) {
+        if let Some(n) = params
+            .initialization_options
+            .as_ref()
+            .and_then(threads_setting)
+        {
             self.runs.threads.store(n, Ordering::Relaxed);
         }
-        if let Some(b) = params.initialization_options.as_ref().and_then(backend_setting) {
+        if let Some(b) = params
+            .initialization_options
+            .as_ref()
+            .and_then(backend_setting)
+        {
             *self.runs.backend.lock().unwrap_or_else(|p| p.into_inner()) = b;
         }
-        let progress = params.capabilities.window.as_ref().and_then(|w| w.work_done_progress).unwrap_or(false);
+        let progress = params
+            .capabilities
+            .window
+            .as_ref()
+            .and_then(|w| w.work_done_progress)
+            .unwrap_or(false);
         self.runs.progress.store(progress, Ordering::Relaxed);
         Ok(InitializeResult {
-            server_info: Some(ServerInfo { name: "tensor-lsp".into(), version: Some(env!("CARGO_PKG_VERSION").into()) }),
+            server_info: Some(ServerInfo {
+                name: "tensor-lsp".into(),
+                version: Some(env!("CARGO_PKG_VERSION").into()),
+            }),
             capabilities: ServerCapabilities {
-                text_document_sync: Some(TextDocumentSyncCapability::Options(TextDocumentSyncOptions {
-                    open_close: Some(true),
-                    change: Some(TextDocumentSyncKind::INCREMENTAL),
-                    save: Some(TextDocumentSyncSaveOptions::Supported(true)),
-                    ..Default::default()
-                })),
+                text_document_sync: Some(TextDocumentSyncCapability::Options(
+                    TextDocumentSyncOptions {
+                        open_close: Some(true),
+                        change: Some(TextDocumentSyncKind::INCREMENTAL),
+                        save: Some(TextDocumentSyncSaveOptions::Supported(true)),
+                        ..Default::default()
+                    },
+                )),
                 hover_provider: Some(HoverProviderCapability::Simple(true)),
                 inlay_hint_provider: Some(OneOf::Left(true)),
-                code_lens_provider: Some(CodeLensOptions { resolve_provider: Some(false) }),
-                completion_provider: Some(CompletionOptions { trigger_characters: Some(vec!["@".into(), "(".into(), ",".into()]), ..Default::default() }),
+                code_lens_provider: Some(CodeLensOptions {
+                    resolve_provider: Some(false),
+                }),
+                completion_provider: Some(CompletionOptions {
+                    trigger_characters: Some(vec!["@".into(), "(".into(), ",".into()]),
+                    ..Default::default()
+                }),
                 definition_provider: Some(OneOf::Left(true)),
                 document_symbol_provider: Some(OneOf::Left(true)),
                 document_formatting_provider: Some(OneOf::Left(true)),
                 code_action_provider: Some(CodeActionProviderCapability::Simple(true)),
                 // Only timing runs in the server; "tensor.showC" is the client's command
                 // (editors show the text), also answered here for clients without it.
-                execute_command_provider: Some(ExecuteCommandOptions { commands: vec!["tensor.timeKernel".into()], ..Default::default() }),
-                semantic_tokens_provider: Some(SemanticTokensServerCapabilities::SemanticTokensOptions(SemanticTokensOptions {
-                    legend: SemanticTokensLegend { token_types: SEMANTIC_TYPES.to_vec(), token_modifiers: vec![] },
-                    full: Some(SemanticTokensFullOptions::Bool(true)),
+                execute_command_provider: Some(ExecuteCommandOptions {
+                    commands: vec!["tensor.timeKernel".into()],
                     ..Default::default()
-                })),
+                }),
+                semantic_tokens_provider: Some(
+                    SemanticTokensServerCapabilities::SemanticTokensOptions(
+                        SemanticTokensOptions {
+                            legend: SemanticTokensLegend {
+                                token_types: SEMANTIC_TYPES.to_vec(),
+                                token_modifiers: vec![],
+                            },
+                            full: Some(SemanticTokensFullOptions::Bool(true)),
+                            ..Default::default()
+                        },
+                    ),
+                ),
                 ..Default::default()
             },
             ..Default::default()
@@ -273,7 +398,10 @@ impl LanguageServer for Backend {
     async fn did_open(&self, params: DidOpenTextDocumentParams) {
         let uri = params.text_document.uri.clone();
         self.host.change(|docs| {
-            docs.insert(uri.clone(), Document::new(&params.text_document.text, params.text_document.version));
+            docs.insert(
+                uri.clone(),
+                Document::new(&params.text_document.text, params.text_document.version),
+            );
         });
         self.sync_and_publish(uri, |_| {});
     }
@@ -298,8 +426,20 @@ impl LanguageServer for Backend {
         if !self.time_on_save.load(Ordering::Relaxed) {
             return;
         }
-        let Ok(Some(kernels)) = self.with_doc(&uri, |snap, _, file| Some(tensor_compiler::language::db::kernel_names(&snap.analysis.db, file).clone())).await else { return };
-        let (client, host, runs, timings) = (self.client.clone(), self.host.clone(), self.runs.clone(), self.timings.clone());
+        let Ok(Some(kernels)) = self
+            .with_doc(&uri, |snap, _, file| {
+                Some(tensor_compiler::language::db::kernel_names(&snap.analysis.db, file).clone())
+            })
+            .await
+        else {
+            return;
+        };
+        let (client, host, runs, timings) = (
+            self.client.clone(),
+            self.host.clone(),
+            self.runs.clone(),
+            self.timings.clone(),
+        );
         tokio::spawn(async move {
             for k in kernels {
                 let _ = time_kernel(&client, &host, &runs, &timings, uri.clone(), k, 10).await;
@@ -318,7 +458,12 @@ impl LanguageServer for Backend {
     }
 
     async fn did_change_configuration(&self, params: DidChangeConfigurationParams) {
-        if let Some(v) = params.settings.get("tensor").and_then(|t| t.get("timeOnSave")).and_then(Value::as_bool) {
+        if let Some(v) = params
+            .settings
+            .get("tensor")
+            .and_then(|t| t.get("timeOnSave"))
+            .and_then(Value::as_bool)
+        {
             self.time_on_save.store(v, Ordering::Relaxed);
         }
         if let Some(n) = params.settings.get("tensor").and_then(threads_setting) {
@@ -334,7 +479,13 @@ impl LanguageServer for Backend {
         let pos = params.text_document_position_params.position;
         self.with_doc(&uri, move |s, doc, file| {
             let h = s.analysis.hover(file, doc.offset(pos))?;
-            Some(Hover { contents: HoverContents::Markup(MarkupContent { kind: MarkupKind::Markdown, value: h.markdown }), range: Some(doc.range(h.span.start, h.span.end)) })
+            Some(Hover {
+                contents: HoverContents::Markup(MarkupContent {
+                    kind: MarkupKind::Markdown,
+                    value: h.markdown,
+                }),
+                range: Some(doc.range(h.span.start, h.span.end)),
+            })
         })
         .await
     }
@@ -364,19 +515,38 @@ impl LanguageServer for Backend {
 
     async fn code_lens(&self, params: CodeLensParams) -> Result<Option<Vec<CodeLens>>> {
         let uri = params.text_document.uri;
-        let lenses = self.with_doc(&uri, |s, doc, file| Some(s.analysis.code_lenses(file).into_iter().map(|l| (doc.position(l.span.start), l)).collect::<Vec<_>>())).await?;
+        let lenses = self
+            .with_doc(&uri, |s, doc, file| {
+                Some(
+                    s.analysis
+                        .code_lenses(file)
+                        .into_iter()
+                        .map(|l| (doc.position(l.span.start), l))
+                        .collect::<Vec<_>>(),
+                )
+            })
+            .await?;
         let timings = self.timings.lock().unwrap_or_else(|p| p.into_inner());
         Ok(lenses.map(|lenses| {
             lenses
                 .into_iter()
                 .map(|(start, l)| {
                     let (title, command) = match l.kind {
-                        ide::LensKind::Time => (timings.get(&(uri.clone(), l.kernel.clone())).map_or_else(|| "▶ time".to_string(), |t| format!("▶ time ({t})")), "tensor.timeKernel"),
+                        ide::LensKind::Time => (
+                            timings
+                                .get(&(uri.clone(), l.kernel.clone()))
+                                .map_or_else(|| "▶ time".to_string(), |t| format!("▶ time ({t})")),
+                            "tensor.timeKernel",
+                        ),
                         ide::LensKind::ShowC => ("show C".to_string(), "tensor.showC"),
                     };
                     CodeLens {
                         range: Range { start, end: start },
-                        command: Some(Command { title, command: command.into(), arguments: Some(vec![json!(uri.as_str()), json!(l.kernel)]) }),
+                        command: Some(Command {
+                            title,
+                            command: command.into(),
+                            arguments: Some(vec![json!(uri.as_str()), json!(l.kernel)]),
+                        }),
                         data: None,
                     }
                 })
@@ -385,12 +555,29 @@ impl LanguageServer for Backend {
     }
 
     async fn execute_command(&self, params: ExecuteCommandParams) -> Result<Option<Value>> {
-        let uri = params.arguments.first().and_then(Value::as_str).and_then(|u| u.parse::<Uri>().ok()).ok_or_else(|| internal("first argument: document uri"))?;
-        let kernel = params.arguments.get(1).and_then(Value::as_str).ok_or_else(|| internal("second argument: kernel name"))?.to_string();
+        let uri = params
+            .arguments
+            .first()
+            .and_then(Value::as_str)
+            .and_then(|u| u.parse::<Uri>().ok())
+            .ok_or_else(|| internal("first argument: document uri"))?;
+        let kernel = params
+            .arguments
+            .get(1)
+            .and_then(Value::as_str)
+            .ok_or_else(|| internal("second argument: kernel name"))?
+            .to_string();
         match params.command.as_str() {
             "tensor.timeKernel" => self.time_kernel(uri, kernel, 10).await.map(Some),
             "tensor.showC" => {
-                let text = self.view(ViewParams { text_document: TextDocumentIdentifier { uri }, position: None, kernel: Some(kernel), view: Some("c".into()) }).await?;
+                let text = self
+                    .view(ViewParams {
+                        text_document: TextDocumentIdentifier { uri },
+                        position: None,
+                        kernel: Some(kernel),
+                        view: Some("c".into()),
+                    })
+                    .await?;
                 Ok(Some(Value::String(text)))
             }
             other => Err(internal(format!("unknown command {other}"))),
@@ -409,7 +596,9 @@ impl LanguageServer for Backend {
                     label: c.label,
                     detail: Some(c.detail),
                     kind: Some(match c.kind {
-                        ide::CompletionKind::Level | ide::CompletionKind::Preset => CompletionItemKind::CLASS,
+                        ide::CompletionKind::Level | ide::CompletionKind::Preset => {
+                            CompletionItemKind::CLASS
+                        }
                         ide::CompletionKind::Property => CompletionItemKind::PROPERTY,
                         ide::CompletionKind::Tensor => CompletionItemKind::VARIABLE,
                         ide::CompletionKind::Index => CompletionItemKind::TYPE_PARAMETER,
@@ -424,18 +613,27 @@ impl LanguageServer for Backend {
         .await
     }
 
-    async fn goto_definition(&self, params: GotoDefinitionParams) -> Result<Option<GotoDefinitionResponse>> {
+    async fn goto_definition(
+        &self,
+        params: GotoDefinitionParams,
+    ) -> Result<Option<GotoDefinitionResponse>> {
         let uri = params.text_document_position_params.text_document.uri;
         let pos = params.text_document_position_params.position;
         let target = uri.clone();
         self.with_doc(&uri, move |s, doc, file| {
             let span = s.analysis.definition(file, doc.offset(pos))?;
-            Some(GotoDefinitionResponse::Scalar(Location { uri: target.clone(), range: doc.range(span.start, span.end) }))
+            Some(GotoDefinitionResponse::Scalar(Location {
+                uri: target.clone(),
+                range: doc.range(span.start, span.end),
+            }))
         })
         .await
     }
 
-    async fn document_symbol(&self, params: DocumentSymbolParams) -> Result<Option<DocumentSymbolResponse>> {
+    async fn document_symbol(
+        &self,
+        params: DocumentSymbolParams,
+    ) -> Result<Option<DocumentSymbolResponse>> {
         let uri = params.text_document.uri;
         self.with_doc(&uri, |s, doc, file| {
             #[allow(deprecated)]
@@ -463,7 +661,10 @@ impl LanguageServer for Backend {
         .await
     }
 
-    async fn semantic_tokens_full(&self, params: SemanticTokensParams) -> Result<Option<SemanticTokensResult>> {
+    async fn semantic_tokens_full(
+        &self,
+        params: SemanticTokensParams,
+    ) -> Result<Option<SemanticTokensResult>> {
         let uri = params.text_document.uri;
         self.with_doc(&uri, |s, doc, file| {
             let mut data = Vec::new();
@@ -480,12 +681,25 @@ impl LanguageServer for Backend {
                     ide::TokenKind::Number => 6,
                 };
                 let delta_line = p.line - line;
-                let delta_start = if delta_line == 0 { p.character - col } else { p.character };
-                data.push(SemanticToken { delta_line, delta_start, length: len, token_type, token_modifiers_bitset: 0 });
+                let delta_start = if delta_line == 0 {
+                    p.character - col
+                } else {
+                    p.character
+                };
+                data.push(SemanticToken {
+                    delta_line,
+                    delta_start,
+                    length: len,
+                    token_type,
+                    token_modifiers_bitset: 0,
+                });
                 line = p.line;
                 col = p.character;
             }
-            Some(SemanticTokensResult::Tokens(SemanticTokens { result_id: None, data }))
+            Some(SemanticTokensResult::Tokens(SemanticTokens {
+                result_id: None,
+                data,
+            }))
         })
         .await
     }
@@ -494,7 +708,10 @@ impl LanguageServer for Backend {
         let uri = params.text_document.uri;
         self.with_doc(&uri, |s, doc, file| {
             let new = s.analysis.format(file)?;
-            Some(vec![TextEdit { range: doc.range(0, doc.rope.len_bytes()), new_text: new }])
+            Some(vec![TextEdit {
+                range: doc.range(0, doc.rope.len_bytes()),
+                new_text: new,
+            }])
         })
         .await
     }
@@ -506,13 +723,22 @@ impl LanguageServer for Backend {
             let uri = &target;
             let mut actions = Vec::new();
             for d in &params.context.diagnostics {
-                for fix in s.analysis.quick_fixes(file, doc.offset(d.range.start), &d.message) {
-                    let edit = TextEdit { range: doc.range(fix.span.start, fix.span.end), new_text: fix.replacement };
+                for fix in s
+                    .analysis
+                    .quick_fixes(file, doc.offset(d.range.start), &d.message)
+                {
+                    let edit = TextEdit {
+                        range: doc.range(fix.span.start, fix.span.end),
+                        new_text: fix.replacement,
+                    };
                     actions.push(CodeActionOrCommand::CodeAction(CodeAction {
                         title: fix.title,
                         kind: Some(CodeActionKind::QUICKFIX),
                         diagnostics: Some(vec![d.clone()]),
-                        edit: Some(WorkspaceEdit { changes: Some([(uri.clone(), vec![edit])].into_iter().collect()), ..Default::default() }),
+                        edit: Some(WorkspaceEdit {
+                            changes: Some([(uri.clone(), vec![edit])].into_iter().collect()),
+                            ..Default::default()
+                        }),
                         ..Default::default()
                     }));
                 }

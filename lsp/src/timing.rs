@@ -69,19 +69,39 @@ impl Runs {
         let token = format!("tensor-time-{}", self.next.fetch_add(1, Ordering::Relaxed));
         let (stop_tx, stop_rx) = oneshot::channel();
         lock(&self.stops).insert(token.clone(), stop_tx);
-        let _stop = StopOnDrop { runs: self.clone(), token: token.clone() };
+        let _stop = StopOnDrop {
+            runs: self.clone(),
+            token: token.clone(),
+        };
         // The client must know the token before progress is reported on it;
         // one that cannot show progress still gets its answer.
-        let created = self.progress.load(Ordering::Relaxed) && client.send_request::<WorkDoneProgressCreate>(WorkDoneProgressCreateParams { token: NumberOrString::String(token.clone()) }).await.is_ok();
+        let created = self.progress.load(Ordering::Relaxed)
+            && client
+                .send_request::<WorkDoneProgressCreate>(WorkDoneProgressCreateParams {
+                    token: NumberOrString::String(token.clone()),
+                })
+                .await
+                .is_ok();
         let title = format!("Timing kernel {}", req.kernel);
         let client = client.clone();
         // A task of its own, so that the progress ends even when this
         // request's future is dropped.
         let run = tokio::spawn(async move {
-            let progress = if created { Some(client.progress(NumberOrString::String(token), title).with_cancel_button().begin().await) } else { None };
+            let progress = if created {
+                Some(
+                    client
+                        .progress(NumberOrString::String(token), title)
+                        .with_cancel_button()
+                        .begin()
+                        .await,
+                )
+            } else {
+                None
+            };
             let answer = run_child(req, stop_rx).await;
             if let Some(p) = progress {
-                p.finish_with_message(if answer.is_ok() { "done" } else { "stopped" }).await;
+                p.finish_with_message(if answer.is_ok() { "done" } else { "stopped" })
+                    .await;
             }
             answer
         });
@@ -112,7 +132,8 @@ impl Runs {
 
 /// Run the worker on `req` until it answers or `stop` fires (then kill it).
 async fn run_child(req: Request, stop: oneshot::Receiver<()>) -> Result<Value> {
-    let exe = std::env::current_exe().map_err(|e| internal(format!("cannot find the server's executable: {e}")))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| internal(format!("cannot find the server's executable: {e}")))?;
     let line = serde_json::to_string(&req).map_err(internal)?;
     let mut child = Command::new(exe)
         .arg(worker::FLAG)
@@ -160,7 +181,10 @@ fn wait_for(child: &Mutex<Child>) -> Result<Value> {
         Ok(v) => v,
         Err(_) => return Err(internal(format!("the timing run crashed ({status})"))),
     };
-    match (answer.get("ok"), answer.get("error").and_then(Value::as_str)) {
+    match (
+        answer.get("ok"),
+        answer.get("error").and_then(Value::as_str),
+    ) {
         (Some(ok), _) => Ok(ok.clone()),
         (None, Some(e)) => Err(internal(e)),
         (None, None) => Err(internal("the timing worker gave no answer")),

@@ -13,8 +13,8 @@ use serde_json::{json, Value};
 use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
-use tensor_compiler::ide::Analysis;
 use tensor_compiler::backend::{Choice, TierPolicy};
+use tensor_compiler::ide::Analysis;
 use tensor_compiler::threads::Threads;
 
 pub const FLAG: &str = "--timing-worker";
@@ -50,7 +50,10 @@ pub fn main() -> i32 {
         let _ = std::io::stdin().read_to_end(&mut Vec::new());
         std::process::exit(2);
     });
-    let answer = match read.map_err(|e| e.to_string()).and_then(|_| serde_json::from_str::<Request>(&input).map_err(|e| e.to_string())) {
+    let answer = match read
+        .map_err(|e| e.to_string())
+        .and_then(|_| serde_json::from_str::<Request>(&input).map_err(|e| e.to_string()))
+    {
         Ok(req) => match run(&req) {
             Ok(v) => json!({ "ok": v }),
             Err(e) => json!({ "error": e }),
@@ -74,12 +77,23 @@ fn run(req: &Request) -> Result<Value, String> {
     let threads = req.threads.map_or_else(Threads::all, Threads::up_to);
     let choice = match req.backend.as_deref() {
         None => Choice::Auto,
-        Some(s) => Choice::parse(s).ok_or_else(|| format!("unknown backend `{s}` (expected auto, cranelift or cc)"))?,
+        Some(s) => Choice::parse(s)
+            .ok_or_else(|| format!("unknown backend `{s}` (expected auto, cranelift or cc)"))?,
     };
     // `auto` never waits for the C compiler here: the server builds the cc
     // tier in the background when the answer says it is worth it.
-    let tiers = TierPolicy { choice, wait: false };
-    let run = analysis.time_kernel_on(file, &req.kernel, req.runs, threads, tiers, &AtomicBool::new(false))?;
+    let tiers = TierPolicy {
+        choice,
+        wait: false,
+    };
+    let run = analysis.time_kernel_on(
+        file,
+        &req.kernel,
+        req.runs,
+        threads,
+        tiers,
+        &AtomicBool::new(false),
+    )?;
     Ok(json!({
         "kernel": run.kernel,
         "median_ms": run.median_ms(),

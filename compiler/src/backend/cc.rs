@@ -31,15 +31,33 @@ pub fn compiler() -> Result<&'static Compiler, String> {
     static FOUND: OnceLock<Result<Compiler, String>> = OnceLock::new();
     FOUND
         .get_or_init(|| {
-            let cc = std::env::var("CC").ok().filter(|s| !s.trim().is_empty()).unwrap_or_else(|| "cc".to_string());
+            let cc = std::env::var("CC")
+                .ok()
+                .filter(|s| !s.trim().is_empty())
+                .unwrap_or_else(|| "cc".to_string());
             let command: Vec<String> = cc.split_whitespace().map(str::to_string).collect();
-            let out = Command::new(&command[0]).args(&command[1..]).arg("--version").output().map_err(|e| format!("no C compiler `{cc}` ({e})"))?;
+            let out = Command::new(&command[0])
+                .args(&command[1..])
+                .arg("--version")
+                .output()
+                .map_err(|e| format!("no C compiler `{cc}` ({e})"))?;
             if !out.status.success() {
-                return Err(format!("C compiler `{cc}` does not run (`{cc} --version` failed)"));
+                return Err(format!(
+                    "C compiler `{cc}` does not run (`{cc} --version` failed)"
+                ));
             }
             let full_version = String::from_utf8_lossy(&out.stdout).into_owned();
-            let version = full_version.lines().next().unwrap_or(&cc).trim().to_string();
-            Ok(Compiler { command, version, full_version })
+            let version = full_version
+                .lines()
+                .next()
+                .unwrap_or(&cc)
+                .trim()
+                .to_string();
+            Ok(Compiler {
+                command,
+                version,
+                full_version,
+            })
         })
         .as_ref()
         .map_err(Clone::clone)
@@ -87,7 +105,10 @@ pub struct Built {
 fn plan(f: &Function, cc: &Compiler) -> (String, String, PathBuf) {
     let text = c::function(f);
     let flags = FLAGS.join(" ");
-    let key = format!("{:032x}", fnv128(&[&text, &flags, &cc.command.join(" "), &cc.full_version]));
+    let key = format!(
+        "{:032x}",
+        fnv128(&[&text, &flags, &cc.command.join(" "), &cc.full_version])
+    );
     let so = cache_dir().join(format!("{key}.so"));
     (text, key, so)
 }
@@ -105,14 +126,26 @@ pub fn build(f: &Function) -> Result<Built, String> {
     let dir = cache_dir();
     let symbol = c::symbol(f);
     if so.is_file() {
-        return Ok(Built { path: so, symbol, time: start.elapsed(), cached: true });
+        return Ok(Built {
+            path: so,
+            symbol,
+            time: start.elapsed(),
+            cached: true,
+        });
     }
     std::fs::create_dir_all(&dir).map_err(|e| format!("cache directory {}: {e}", dir.display()))?;
     let src = dir.join(format!("{key}.c"));
     std::fs::write(&src, &text).map_err(|e| format!("{}: {e}", src.display()))?;
     // Build under a name of our own, then rename: another process building
     // the same kernel never sees a half-written object.
-    let tmp = dir.join(format!("{key}.{}.{:?}.tmp", std::process::id(), std::thread::current().id()).replace(['(', ')'], ""));
+    let tmp = dir.join(
+        format!(
+            "{key}.{}.{:?}.tmp",
+            std::process::id(),
+            std::thread::current().id()
+        )
+        .replace(['(', ')'], ""),
+    );
     let out = Command::new(&cc.command[0])
         .args(&cc.command[1..])
         .args(FLAGS)
@@ -125,11 +158,25 @@ pub fn build(f: &Function) -> Result<Built, String> {
     if !out.status.success() {
         let _ = std::fs::remove_file(&tmp);
         let err = String::from_utf8_lossy(&out.stderr);
-        let first = err.lines().find(|l| l.contains("error")).or_else(|| err.lines().next()).unwrap_or("").trim();
-        return Err(format!("{} failed on {}: {first}", cc.command.join(" "), src.display()));
+        let first = err
+            .lines()
+            .find(|l| l.contains("error"))
+            .or_else(|| err.lines().next())
+            .unwrap_or("")
+            .trim();
+        return Err(format!(
+            "{} failed on {}: {first}",
+            cc.command.join(" "),
+            src.display()
+        ));
     }
     std::fs::rename(&tmp, &so).map_err(|e| format!("{}: {e}", so.display()))?;
-    Ok(Built { path: so, symbol, time: start.elapsed(), cached: false })
+    Ok(Built {
+        path: so,
+        symbol,
+        time: start.elapsed(),
+        cached: false,
+    })
 }
 
 /// Load a built object as a runnable kernel of `f`.
@@ -152,7 +199,10 @@ pub struct Background {
 impl Background {
     pub fn start(f: &Function) -> Background {
         let g = f.clone();
-        Background { function: f.clone(), handle: std::thread::spawn(move || build(&g)) }
+        Background {
+            function: f.clone(),
+            handle: std::thread::spawn(move || build(&g)),
+        }
     }
 
     /// Whether `wait` would return at once.
@@ -162,7 +212,10 @@ impl Background {
 
     /// The kernel, once built; blocks until the build ends.
     pub fn wait(self) -> Result<CompiledKernel, String> {
-        let built = self.handle.join().map_err(|_| "the C build thread panicked".to_string())??;
+        let built = self
+            .handle
+            .join()
+            .map_err(|_| "the C build thread panicked".to_string())??;
         load(&self.function, &built)
     }
 }

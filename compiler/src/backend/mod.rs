@@ -43,11 +43,23 @@ pub struct Resolved {
 /// Which tier serves `choice` on this machine.
 pub fn resolve(choice: Choice) -> Result<Resolved, String> {
     match choice {
-        Choice::Cranelift => Ok(Resolved { tier: Tier::Cranelift, note: None }),
-        Choice::Cc => cc::compiler().map(|_| Resolved { tier: Tier::Cc, note: None }),
+        Choice::Cranelift => Ok(Resolved {
+            tier: Tier::Cranelift,
+            note: None,
+        }),
+        Choice::Cc => cc::compiler().map(|_| Resolved {
+            tier: Tier::Cc,
+            note: None,
+        }),
         Choice::Auto => Ok(match cc::compiler() {
-            Ok(_) => Resolved { tier: Tier::Cc, note: None },
-            Err(e) => Resolved { tier: Tier::Cranelift, note: Some(format!("{e}: using the Cranelift tier only")) },
+            Ok(_) => Resolved {
+                tier: Tier::Cc,
+                note: None,
+            },
+            Err(e) => Resolved {
+                tier: Tier::Cranelift,
+                note: Some(format!("{e}: using the Cranelift tier only")),
+            },
         }),
     }
 }

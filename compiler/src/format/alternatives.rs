@@ -25,7 +25,14 @@ pub fn alternatives(current: &TensorFormat, order: usize, elements: usize) -> Ve
     if let CoordMap::Modes(modes) = &current.map {
         for perm in permutations(order) {
             if perm != *modes {
-                texts.push(format!("{}:{}", current.level_list(), perm.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",")));
+                texts.push(format!(
+                    "{}:{}",
+                    current.level_list(),
+                    perm.iter()
+                        .map(|d| d.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ));
             }
         }
     }
@@ -36,15 +43,25 @@ pub fn alternatives(current: &TensorFormat, order: usize, elements: usize) -> Ve
         texts.push(p.to_string());
     }
     let registry = Registry::builtin();
-    let parsed: Vec<Option<TensorFormat>> = texts.iter().map(|c| parse_format(c, order, &registry).ok()).collect();
+    let parsed: Vec<Option<TensorFormat>> = texts
+        .iter()
+        .map(|c| parse_format(c, order, &registry).ok())
+        .collect();
     let mut out: Vec<Alternative> = Vec::new();
     for (text, format) in texts.iter().zip(&parsed) {
         let Some(format) = format else { continue };
         if *format == *current || out.iter().any(|a| a.format == *format) {
             continue;
         }
-        let preset = texts.iter().zip(&parsed).find(|(p, f)| !p.contains(',') && f.as_ref() == Some(format)).map(|(p, _)| p.clone());
-        out.push(Alternative { text: preset.unwrap_or_else(|| text.clone()), format: format.clone() });
+        let preset = texts
+            .iter()
+            .zip(&parsed)
+            .find(|(p, f)| !p.contains(',') && f.as_ref() == Some(format))
+            .map(|(p, _)| p.clone());
+        out.push(Alternative {
+            text: preset.unwrap_or_else(|| text.clone()),
+            format: format.clone(),
+        });
     }
     out
 }
@@ -96,16 +113,25 @@ mod tests {
     #[test]
     fn alternatives_skip_the_current_format_and_big_dense() {
         let csr = parse_format("CSR", 2, &Registry::builtin()).unwrap(); // ok: test code, a panic is a failed test
-        let c: Vec<String> = alternatives(&csr, 2, 1 << 30).into_iter().map(|a| a.text).collect();
+        let c: Vec<String> = alternatives(&csr, 2, 1 << 30)
+            .into_iter()
+            .map(|a| a.text)
+            .collect();
         assert_eq!(c[0], "CSC");
-        assert!(!c.contains(&"CSR".to_string()) && !c.contains(&"dense".to_string()), "{c:?}");
+        assert!(
+            !c.contains(&"CSR".to_string()) && !c.contains(&"dense".to_string()),
+            "{c:?}"
+        );
         assert_eq!(permutations(3).len(), 6);
     }
 
     #[test]
     fn an_unordered_vector_has_a_sorted_alternative() {
         let u = parse_format("compressed(unordered)", 1, &Registry::builtin()).unwrap(); // ok: test code, a panic is a failed test
-        let c: Vec<String> = alternatives(&u, 1, 100).into_iter().map(|a| a.text).collect();
+        let c: Vec<String> = alternatives(&u, 1, 100)
+            .into_iter()
+            .map(|a| a.text)
+            .collect();
         assert_eq!(c[0], "sparse", "{c:?}");
     }
 }

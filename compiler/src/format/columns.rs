@@ -18,7 +18,11 @@ pub trait ColumnPack {
     /// return, positions never decreasing in entry order. Positions fit
     /// `i32`, as index arrays hold them: the packer checks the sizes of the
     /// built-in levels beforehand; another level refuses what would not fit.
-    fn pack_columns(&self, input: ColumnPackInput<'_>, placement: &mut Placement) -> Result<ColumnPackOutput, String>;
+    fn pack_columns(
+        &self,
+        input: ColumnPackInput<'_>,
+        placement: &mut Placement,
+    ) -> Result<ColumnPackOutput, String>;
 }
 
 /// A level's coordinate of every entry, in entry order.
@@ -132,13 +136,18 @@ impl ColumnPackInput<'_> {
     /// the level itself, or the end of the branchless chain below it when
     /// the level is not unique (one position per distinct chain).
     pub fn reach(&self, unique: bool) -> usize {
-        if unique { self.level } else { self.level + self.chain_len }
+        if unique {
+            self.level
+        } else {
+            self.level + self.chain_len
+        }
     }
     /// Whether every entry starts a position of its own under its parent:
     /// no two consecutive entries agree down to `reach`. Always so when
     /// `reach` is the last level (the entries are unique).
     pub fn each_entry_distinct(&self, reach: usize) -> bool {
-        reach + 1 >= self.level + 1 + self.below.len() || self.split.iter().skip(1).all(|&s| usize::from(s) <= reach)
+        reach + 1 >= self.level + 1 + self.below.len()
+            || self.split.iter().skip(1).all(|&s| usize::from(s) <= reach)
     }
     /// Refuse an array that cannot fit in memory, before allocating it.
     pub fn fits(&self, what: &str, elements: u128, elem_bytes: u128) -> Result<(), String> {
@@ -149,7 +158,9 @@ impl ColumnPackInput<'_> {
 fn fits(memory: u128, what: &str, elements: u128, elem_bytes: u128) -> Result<(), String> {
     let bytes = elements.saturating_mul(elem_bytes);
     if bytes > memory {
-        return Err(format!("{what} needs {bytes} bytes, more than the {memory} bytes of memory available"));
+        return Err(format!(
+            "{what} needs {bytes} bytes, more than the {memory} bytes of memory available"
+        ));
     }
     Ok(())
 }
@@ -247,12 +258,18 @@ pub struct Children<'s> {
 
 /// `Owners::Runs` from per-parent child counts, or `First` for one parent.
 /// Fails when the parents outnumber what a `u32` index can name.
-pub fn owners_from_counts(counts: impl Iterator<Item = usize>, parents: usize, children: usize) -> Result<Owners, String> {
+pub fn owners_from_counts(
+    counts: impl Iterator<Item = usize>,
+    parents: usize,
+    children: usize,
+) -> Result<Owners, String> {
     if parents <= 1 {
         return Ok(Owners::First);
     }
     if parents > u32::MAX as usize || children >= i32::MAX as usize {
-        return Err(format!("{parents} parents of {children} children do not fit 32-bit indices"));
+        return Err(format!(
+            "{parents} parents of {children} children do not fit 32-bit indices"
+        ));
     }
     let mut runs = Vec::with_capacity(parents + 1);
     runs.push(0i32);
@@ -265,7 +282,10 @@ pub fn owners_from_counts(counts: impl Iterator<Item = usize>, parents: usize, c
         runs.push(at as i32);
     }
     if runs.len() != parents + 1 || at != children {
-        return Err(format!("counts for {} parents and {at} children, not {parents} and {children}", runs.len() - 1));
+        return Err(format!(
+            "counts for {} parents and {at} children, not {parents} and {children}",
+            runs.len() - 1
+        ));
     }
     Ok(Owners::Runs(runs))
 }

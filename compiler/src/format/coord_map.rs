@@ -102,7 +102,12 @@ impl CoordMap {
                     let outer = levels.iter().position(|l| l.dim == d && !l.inner);
                     let inner = levels.iter().position(|l| l.dim == d && l.inner);
                     if let (Some(outer), Some(inner)) = (outer, inner) {
-                        out.push(Derived { dim: d, outer, inner, b: *b });
+                        out.push(Derived {
+                            dim: d,
+                            outer,
+                            inner,
+                            b: *b,
+                        });
                     }
                 }
                 out
@@ -125,7 +130,9 @@ impl CoordMap {
                 Ok((out, order.iter().map(|&d| t.dims[d]).collect()))
             }
             CoordMap::Diagonals => {
-                let mut offs: Vec<i64> = (0..n).map(|e| t.coord(e)[1] as i64 - t.coord(e)[0] as i64).collect();
+                let mut offs: Vec<i64> = (0..n)
+                    .map(|e| t.coord(e)[1] as i64 - t.coord(e)[0] as i64)
+                    .collect();
                 offs.sort_unstable();
                 offs.dedup();
                 let mut out = Vec::with_capacity(n * 3);
@@ -162,7 +169,16 @@ impl CoordMap {
                         out.push(if l.inner { v % b } else { v / b } as i64);
                     }
                 }
-                let extents = levels.iter().map(|l| if l.inner { b } else { t.dims[l.dim].div_ceil(b) }).collect();
+                let extents = levels
+                    .iter()
+                    .map(|l| {
+                        if l.inner {
+                            b
+                        } else {
+                            t.dims[l.dim].div_ceil(b)
+                        }
+                    })
+                    .collect();
                 Ok((out, extents))
             }
         }
@@ -188,16 +204,22 @@ impl CoordMap {
                 c
             }
         };
-        let in_range = out.iter().zip(dims).all(|(&c, &n)| c >= 0 && (c as usize) < n);
+        let in_range = out
+            .iter()
+            .zip(dims)
+            .all(|(&c, &n)| c >= 0 && (c as usize) < n);
         in_range.then(|| out.into_iter().map(|c| c as u32).collect())
     }
 
     /// Text for `-f NAME:FORMAT:ORDER` style printing (only mode orders).
     pub fn mode_order_text(&self) -> Option<String> {
         match self {
-            CoordMap::Modes(o) if o.iter().enumerate().any(|(k, &d)| k != d) => {
-                Some(o.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(","))
-            }
+            CoordMap::Modes(o) if o.iter().enumerate().any(|(k, &d)| k != d) => Some(
+                o.iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
             _ => None,
         }
     }

@@ -12,7 +12,12 @@ pub enum FormatError {
     #[error("level `{level}`: {reason}")]
     BadProperty { level: String, reason: String },
     #[error("format `{format}` has {levels} levels but the tensor has order {order}{hint}")]
-    LevelCount { format: String, levels: usize, order: usize, hint: String },
+    LevelCount {
+        format: String,
+        levels: usize,
+        order: usize,
+        hint: String,
+    },
     #[error("format `{format}`: block size must be at least 1")]
     ZeroBlock { format: String },
     #[error("mode order `{order}` is not a permutation of 0..{n}")]
@@ -20,5 +25,9 @@ pub enum FormatError {
     #[error("format `{format}` does not take a mode order")]
     NoModeOrder { format: String },
     #[error("cannot parse format `{text}` at column {col}: {reason}")]
-    Syntax { text: String, col: usize, reason: String },
+    Syntax {
+        text: String,
+        col: usize,
+        reason: String,
+    },
 }

@@ -75,7 +75,13 @@ pub trait CoordValueIteration {
     fn coord_bounds(&self, c: &LevelCtx, e: &mut Emitter, ancestors: &[Expr]) -> (Expr, Expr);
     /// Position of coordinate `coords[k-1]` under `parent_pos`, and whether
     /// it exists. `coords` is `i_1 .. i_k`.
-    fn coord_access(&self, c: &LevelCtx, e: &mut Emitter, parent_pos: Expr, coords: &[Expr]) -> (Expr, Expr);
+    fn coord_access(
+        &self,
+        c: &LevelCtx,
+        e: &mut Emitter,
+        parent_pos: Expr,
+        coords: &[Expr],
+    ) -> (Expr, Expr);
 }
 
 /// Coordinate position iteration: `pos_bounds` and `pos_access`.
@@ -84,7 +90,13 @@ pub trait CoordPositionIteration {
     /// `parent_pos`.
     fn pos_bounds(&self, c: &LevelCtx, e: &mut Emitter, parent_pos: Expr) -> (Expr, Expr);
     /// Coordinate stored at `pos` and whether the position holds one.
-    fn pos_access(&self, c: &LevelCtx, e: &mut Emitter, pos: Expr, ancestors: &[Expr]) -> (Expr, Expr);
+    fn pos_access(
+        &self,
+        c: &LevelCtx,
+        e: &mut Emitter,
+        pos: Expr,
+        ancestors: &[Expr],
+    ) -> (Expr, Expr);
 }
 
 /// Random access: `locate`.
@@ -92,7 +104,13 @@ pub trait Locate {
     /// Position of `coords[k-1]` among the children of `parent_pos`, and
     /// whether it was found. When not found, an insert-capable level returns
     /// the position where it may be inserted.
-    fn locate(&self, c: &LevelCtx, e: &mut Emitter, parent_pos: Expr, coords: &[Expr]) -> (Expr, Expr);
+    fn locate(
+        &self,
+        c: &LevelCtx,
+        e: &mut Emitter,
+        parent_pos: Expr,
+        coords: &[Expr],
+    ) -> (Expr, Expr);
 }
 
 /// The insert capability (requires locate).
@@ -108,7 +126,14 @@ pub trait Insert {
 pub trait Append {
     fn append_init(&self, c: &LevelCtx, e: &mut Emitter, parent_size: Expr, size: Expr);
     fn append_coord(&self, c: &LevelCtx, e: &mut Emitter, pos: Expr, coord: Expr);
-    fn append_edges(&self, c: &LevelCtx, e: &mut Emitter, parent_pos: Expr, pbegin: Expr, pend: Expr);
+    fn append_edges(
+        &self,
+        c: &LevelCtx,
+        e: &mut Emitter,
+        parent_pos: Expr,
+        pbegin: Expr,
+        pend: Expr,
+    );
     fn append_finalize(&self, c: &LevelCtx, e: &mut Emitter, parent_size: Expr, size: Expr);
     /// Whether results with this level can be computed by threads over
     /// shares of the parent positions and stitched (`ir::Parallel::Stitch`).
@@ -125,7 +150,12 @@ pub trait StitchShares {
     /// shares', in share order, each finalised, over `parents` parent
     /// positions. Returns the combined storage and, per share, how many
     /// positions it holds (its values are concatenated in that order).
-    fn stitch(&self, first: LevelStorage, rest: &[&LevelStorage], parents: usize) -> Result<(LevelStorage, Vec<usize>), String>;
+    fn stitch(
+        &self,
+        first: LevelStorage,
+        rest: &[&LevelStorage],
+        parents: usize,
+    ) -> Result<(LevelStorage, Vec<usize>), String>;
 }
 
 /// Which iteration capability a level offers (every level offers one).
@@ -186,7 +216,10 @@ impl<'a> PackInput<'a> {
     pub fn fits(&self, what: &str, elements: u128, elem_bytes: u128) -> Result<(), String> {
         let bytes = elements.saturating_mul(elem_bytes);
         if bytes > self.memory {
-            return Err(format!("{what} needs {bytes} bytes, more than the {} bytes of memory available", self.memory));
+            return Err(format!(
+                "{what} needs {bytes} bytes, more than the {} bytes of memory available",
+                self.memory
+            ));
         }
         Ok(())
     }
@@ -202,7 +235,9 @@ impl<'a> PackInput<'a> {
     pub fn groups(&self, seg: &Segment, unique: bool) -> Vec<(i64, usize, usize)> {
         let key = if unique { 1 } else { 1 + self.chain_len };
         let k = self.level;
-        let same = |a: usize, b: usize| (k..(k + key).min(self.nlevels)).all(|l| self.coord(a, l) == self.coord(b, l));
+        let same = |a: usize, b: usize| {
+            (k..(k + key).min(self.nlevels)).all(|l| self.coord(a, l) == self.coord(b, l))
+        };
         let mut out = Vec::new();
         let mut lo = seg.lo;
         while lo < seg.hi {
@@ -237,10 +272,16 @@ pub struct LevelStorage {
 
 impl LevelStorage {
     pub fn array(&self, name: &str) -> Result<&[i32], String> {
-        self.arrays.get(name).map(|v| v.as_slice()).ok_or_else(|| format!("missing array `{name}`"))
+        self.arrays
+            .get(name)
+            .map(|v| v.as_slice())
+            .ok_or_else(|| format!("missing array `{name}`"))
     }
     pub fn param(&self, name: &str) -> Result<i64, String> {
-        self.params.get(name).copied().ok_or_else(|| format!("missing parameter `{name}`"))
+        self.params
+            .get(name)
+            .copied()
+            .ok_or_else(|| format!("missing parameter `{name}`"))
     }
 }
 
@@ -296,7 +337,11 @@ pub trait LevelFormat: fmt::Debug + Send + Sync {
     /// Where this level may stand in a format: `Err(reason)` when level `k`
     /// of `levels` breaks a rule of its own (a level that reads another
     /// level's arrays needs that level where it looks).
-    fn structure_rule(&self, k: usize, levels: &[std::sync::Arc<dyn LevelFormat>]) -> Result<(), String> {
+    fn structure_rule(
+        &self,
+        k: usize,
+        levels: &[std::sync::Arc<dyn LevelFormat>],
+    ) -> Result<(), String> {
         let _ = (k, levels);
         Ok(())
     }
@@ -356,19 +401,29 @@ pub mod checks {
     /// and end within `crd_len`.
     pub fn pos_array(pos: &[i32], parent_size: usize, crd_len: usize) -> Result<usize, String> {
         if pos.len() != parent_size + 1 {
-            return Err(format!("pos has {} entries, expected {}", pos.len(), parent_size + 1));
+            return Err(format!(
+                "pos has {} entries, expected {}",
+                pos.len(),
+                parent_size + 1
+            ));
         }
         if pos[0] != 0 {
             return Err(format!("pos[0] is {}, expected 0", pos[0]));
         }
         for p in 1..pos.len() {
             if pos[p] < pos[p - 1] {
-                return Err(format!("pos decreases at position {p} ({} after {})", pos[p], pos[p - 1]));
+                return Err(format!(
+                    "pos decreases at position {p} ({} after {})",
+                    pos[p],
+                    pos[p - 1]
+                ));
             }
         }
         let end = pos[parent_size] as usize;
         if end > crd_len {
-            return Err(format!("pos[{parent_size}] = {end} exceeds crd length {crd_len}"));
+            return Err(format!(
+                "pos[{parent_size}] = {end} exceeds crd length {crd_len}"
+            ));
         }
         Ok(end)
     }
@@ -385,11 +440,19 @@ pub mod checks {
 
     /// Coordinates within one segment increase (ordered) or do not repeat
     /// (unique), as claimed.
-    pub fn segment_order(crd: &[i32], lo: usize, hi: usize, ordered: bool, unique: bool) -> Result<(), String> {
+    pub fn segment_order(
+        crd: &[i32],
+        lo: usize,
+        hi: usize,
+        ordered: bool,
+        unique: bool,
+    ) -> Result<(), String> {
         for p in lo + 1..hi {
             let (a, b) = (crd[p - 1], crd[p]);
             if ordered && unique && a >= b {
-                return Err(format!("crd[{p}] = {b} after {a}: level claims ordered and unique"));
+                return Err(format!(
+                    "crd[{p}] = {b} after {a}: level claims ordered and unique"
+                ));
             }
             if ordered && a > b {
                 return Err(format!("crd[{p}] = {b} after {a}: level claims ordered"));
@@ -399,7 +462,10 @@ pub mod checks {
             let mut seen: Vec<i32> = crd[lo..hi].to_vec();
             seen.sort_unstable();
             if let Some(w) = seen.windows(2).find(|w| w[0] == w[1]) {
-                return Err(format!("coordinate {} repeats between positions {lo} and {hi}: level claims unique", w[0]));
+                return Err(format!(
+                    "coordinate {} repeats between positions {lo} and {hi}: level claims unique",
+                    w[0]
+                ));
             }
         }
         Ok(())

@@ -21,16 +21,30 @@ impl LevelArgs {
         self.flags.iter().any(|f| f.eq_ignore_ascii_case(flag))
     }
     pub fn setting(&self, key: &str) -> Option<&str> {
-        self.settings.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v.as_str())
+        self.settings
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map(|(_, v)| v.as_str())
     }
     fn bad(&self, reason: impl Into<String>) -> FormatError {
-        FormatError::BadProperty { level: self.name.clone(), reason: reason.into() }
+        FormatError::BadProperty {
+            level: self.name.clone(),
+            reason: reason.into(),
+        }
     }
     /// Reject flags and settings outside `allowed`.
     pub fn only(&self, allowed: &[&str]) -> Result<(), FormatError> {
-        for f in self.flags.iter().chain(self.settings.iter().map(|(k, _)| k)) {
+        for f in self
+            .flags
+            .iter()
+            .chain(self.settings.iter().map(|(k, _)| k))
+        {
             if !allowed.iter().any(|a| a.eq_ignore_ascii_case(f)) {
-                let what = if allowed.is_empty() { "takes no properties".to_string() } else { format!("accepts only {}", allowed.join(", ")) };
+                let what = if allowed.is_empty() {
+                    "takes no properties".to_string()
+                } else {
+                    format!("accepts only {}", allowed.join(", "))
+                };
                 return Err(self.bad(format!("unknown property `{f}`: {} {what}", self.name)));
             }
         }
@@ -52,7 +66,9 @@ pub struct Registry {
 impl Registry {
     /// The paper's six level formats.
     pub fn builtin() -> Self {
-        let mut r = Registry { entries: Vec::new() };
+        let mut r = Registry {
+            entries: Vec::new(),
+        };
         r.register("dense", dense);
         r.register("compressed", compressed);
         r.register("singleton", singleton);
@@ -77,7 +93,10 @@ impl Registry {
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(&args.name))
             .map(|(_, c)| *c)
-            .ok_or_else(|| FormatError::UnknownLevel { name: args.name.clone(), known: self.names().join(", ") })?;
+            .ok_or_else(|| FormatError::UnknownLevel {
+                name: args.name.clone(),
+                known: self.names().join(", "),
+            })?;
         if args.aos.is_some() && !args.has("aos") {
             return Err(args.bad("internal: AoS layout without the aos flag"));
         }
@@ -87,7 +106,9 @@ impl Registry {
 
 fn dense(a: &LevelArgs) -> Result<Arc<dyn LevelFormat>, FormatError> {
     if a.has("unordered") || a.has("nonunique") {
-        return Err(a.bad("a dense level enumerates 0..N once each: it is always ordered and unique"));
+        return Err(
+            a.bad("a dense level enumerates 0..N once each: it is always ordered and unique")
+        );
     }
     a.only(&["ordered", "unique"])?;
     Ok(Arc::new(Dense))
@@ -97,23 +118,44 @@ fn layout(a: &LevelArgs) -> Result<CrdLayout, FormatError> {
     match (a.has("aos"), a.aos) {
         (false, _) => Ok(CrdLayout::Own),
         (true, Some(l)) => Ok(l),
-        (true, None) => Err(a.bad("`aos` needs a run of levels: compressed(aos) followed by singleton(aos) levels")),
+        (true, None) => Err(
+            a.bad("`aos` needs a run of levels: compressed(aos) followed by singleton(aos) levels")
+        ),
     }
 }
 
 fn compressed(a: &LevelArgs) -> Result<Arc<dyn LevelFormat>, FormatError> {
     a.only(&["full", "nonunique", "unique", "unordered", "ordered", "aos"])?;
     let (ordered, unique) = a.order_unique();
-    Ok(Arc::new(Compressed { full: a.has("full"), ordered, unique, layout: layout(a)? }))
+    Ok(Arc::new(Compressed {
+        full: a.has("full"),
+        ordered,
+        unique,
+        layout: layout(a)?,
+    }))
 }
 
 fn singleton(a: &LevelArgs) -> Result<Arc<dyn LevelFormat>, FormatError> {
-    a.only(&["full", "nonunique", "unique", "unordered", "ordered", "aos", "padded"])?;
+    a.only(&[
+        "full",
+        "nonunique",
+        "unique",
+        "unordered",
+        "ordered",
+        "aos",
+        "padded",
+    ])?;
     let (ordered, unique) = a.order_unique();
     if a.has("padded") && (a.has("aos") || a.has("full")) {
         return Err(a.bad("a padded singleton stores its own coordinates and is not full: `padded` excludes `aos` and `full`"));
     }
-    Ok(Arc::new(Singleton { full: a.has("full"), ordered, unique, layout: layout(a)?, padded: a.has("padded") }))
+    Ok(Arc::new(Singleton {
+        full: a.has("full"),
+        ordered,
+        unique,
+        layout: layout(a)?,
+        padded: a.has("padded"),
+    }))
 }
 
 fn range(a: &LevelArgs) -> Result<Arc<dyn LevelFormat>, FormatError> {
@@ -137,9 +179,15 @@ fn hashed(a: &LevelArgs) -> Result<Arc<dyn LevelFormat>, FormatError> {
         None => None,
         Some(w) => match w.parse::<usize>() {
             Ok(0) | Err(_) => return Err(a.bad(format!("W={w} must be a positive integer"))),
-            Ok(w) if w > i32::MAX as usize => return Err(a.bad(format!("W={w} is above {} (32-bit positions)", i32::MAX))),
+            Ok(w) if w > i32::MAX as usize => {
+                return Err(a.bad(format!("W={w} is above {} (32-bit positions)", i32::MAX)))
+            }
             Ok(w) => Some(w),
         },
     };
-    Ok(Arc::new(Hashed { full: a.has("full"), unique: !a.has("nonunique"), width }))
+    Ok(Arc::new(Hashed {
+        full: a.has("full"),
+        unique: !a.has("nonunique"),
+        width,
+    }))
 }

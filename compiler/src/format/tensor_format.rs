@@ -29,14 +29,23 @@ impl PartialEq for TensorFormat {
     fn eq(&self, other: &Self) -> bool {
         self.map == other.map
             && self.levels.len() == other.levels.len()
-            && self.levels.iter().zip(&other.levels).all(|(a, b)| a.spec() == b.spec())
+            && self
+                .levels
+                .iter()
+                .zip(&other.levels)
+                .all(|(a, b)| a.spec() == b.spec())
     }
 }
 
 impl TensorFormat {
     /// Compose levels with a coordinate map, checking that they fit a tensor
     /// of `order`.
-    pub fn new(levels: Vec<Arc<dyn LevelFormat>>, map: CoordMap, order: usize, name: &str) -> Result<Self, FormatError> {
+    pub fn new(
+        levels: Vec<Arc<dyn LevelFormat>>,
+        map: CoordMap,
+        order: usize,
+        name: &str,
+    ) -> Result<Self, FormatError> {
         let need = map.levels_for(order);
         if let Some(fixed) = map.fixed_order() {
             if fixed != order {
@@ -49,12 +58,25 @@ impl TensorFormat {
             }
         }
         if levels.len() != need {
-            return Err(FormatError::LevelCount { format: name.to_string(), levels: levels.len(), order, hint: String::new() });
+            return Err(FormatError::LevelCount {
+                format: name.to_string(),
+                levels: levels.len(),
+                order,
+                hint: String::new(),
+            });
         }
         for (k, l) in levels.iter().enumerate() {
-            l.structure_rule(k, &levels).map_err(|reason| FormatError::BadProperty { level: l.spec(), reason })?;
+            l.structure_rule(k, &levels)
+                .map_err(|reason| FormatError::BadProperty {
+                    level: l.spec(),
+                    reason,
+                })?;
         }
-        Ok(TensorFormat { levels, map, preset: None })
+        Ok(TensorFormat {
+            levels,
+            map,
+            preset: None,
+        })
     }
 
     pub fn order(&self) -> usize {
@@ -86,7 +108,11 @@ impl TensorFormat {
 
     /// Level list text (`compressed(nonunique),singleton`), without order.
     pub fn level_list(&self) -> String {
-        self.levels.iter().map(|l| l.spec()).collect::<Vec<_>>().join(",")
+        self.levels
+            .iter()
+            .map(|l| l.spec())
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     /// The format as written after `-f NAME:`; parses back to an equal format.
@@ -109,7 +135,11 @@ impl TensorFormat {
 
 /// Parse `FORMAT[:ORDER]` for a tensor of `order`: a preset (case-insensitive,
 /// `BCSR(4)`) or a level list, then an optional mode order `1,0`.
-pub fn parse_format(text: &str, order: usize, registry: &Registry) -> Result<TensorFormat, FormatError> {
+pub fn parse_format(
+    text: &str,
+    order: usize,
+    registry: &Registry,
+) -> Result<TensorFormat, FormatError> {
     let (body, mode_order) = split_mode_order(text);
     let mode_order = match mode_order {
         Some(o) => Some(parse_mode_order(o, order)?),
@@ -125,9 +155,17 @@ pub fn parse_format(text: &str, order: usize, registry: &Registry) -> Result<Ten
     if let Some(o) = mode_order {
         match &mut fmt.map {
             CoordMap::Modes(m) => *m = o,
-            _ => return Err(FormatError::NoModeOrder { format: body.trim().to_string() }),
+            _ => {
+                return Err(FormatError::NoModeOrder {
+                    format: body.trim().to_string(),
+                })
+            }
         }
-        if fmt.preset.as_deref().is_some_and(|p| !p.eq_ignore_ascii_case("dense")) {
+        if fmt
+            .preset
+            .as_deref()
+            .is_some_and(|p| !p.eq_ignore_ascii_case("dense"))
+        {
             fmt.preset = None;
         }
     }
@@ -137,7 +175,12 @@ pub fn parse_format(text: &str, order: usize, registry: &Registry) -> Result<Ten
 /// Split off a trailing `:1,0` (digits and commas only).
 fn split_mode_order(text: &str) -> (&str, Option<&str>) {
     if let Some((head, tail)) = text.rsplit_once(':') {
-        if !tail.trim().is_empty() && tail.trim().chars().all(|c| c.is_ascii_digit() || c == ',' || c == ' ') {
+        if !tail.trim().is_empty()
+            && tail
+                .trim()
+                .chars()
+                .all(|c| c.is_ascii_digit() || c == ',' || c == ' ')
+        {
             return (head, Some(tail.trim()));
         }
     }
@@ -145,8 +188,15 @@ fn split_mode_order(text: &str) -> (&str, Option<&str>) {
 }
 
 fn parse_mode_order(text: &str, order: usize) -> Result<Vec<usize>, FormatError> {
-    let bad = || FormatError::BadModeOrder { order: text.to_string(), n: order };
-    let o: Vec<usize> = text.split(',').map(|s| s.trim().parse::<usize>()).collect::<Result<_, _>>().map_err(|_| bad())?;
+    let bad = || FormatError::BadModeOrder {
+        order: text.to_string(),
+        n: order,
+    };
+    let o: Vec<usize> = text
+        .split(',')
+        .map(|s| s.trim().parse::<usize>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| bad())?;
     let mut sorted = o.clone();
     sorted.sort_unstable();
     if sorted != (0..order).collect::<Vec<_>>() {
@@ -156,9 +206,16 @@ fn parse_mode_order(text: &str, order: usize) -> Result<Vec<usize>, FormatError>
 }
 
 /// Parse a level list: `compressed(nonunique,aos),singleton(aos)`.
-pub fn parse_level_list(text: &str, registry: &Registry) -> Result<Vec<Arc<dyn LevelFormat>>, FormatError> {
+pub fn parse_level_list(
+    text: &str,
+    registry: &Registry,
+) -> Result<Vec<Arc<dyn LevelFormat>>, FormatError> {
     let mut args = Vec::new();
-    let syntax = |col: usize, reason: &str| FormatError::Syntax { text: text.to_string(), col: col + 1, reason: reason.to_string() };
+    let syntax = |col: usize, reason: &str| FormatError::Syntax {
+        text: text.to_string(),
+        col: col + 1,
+        reason: reason.to_string(),
+    };
     let bytes = text.as_bytes();
     let mut i = 0;
     let skip_ws = |i: &mut usize| {
@@ -175,13 +232,25 @@ pub fn parse_level_list(text: &str, registry: &Registry) -> Result<Vec<Arc<dyn L
         if start == i {
             return Err(syntax(i, "expected a level name"));
         }
-        let mut level = LevelArgs { name: text[start..i].to_string(), ..Default::default() };
+        let mut level = LevelArgs {
+            name: text[start..i].to_string(),
+            ..Default::default()
+        };
         skip_ws(&mut i);
         if i < bytes.len() && bytes[i] == b'(' {
-            let close = text[i..].find(')').map(|c| c + i).ok_or_else(|| syntax(i, "missing `)`"))?;
-            for item in text[i + 1..close].split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let close = text[i..]
+                .find(')')
+                .map(|c| c + i)
+                .ok_or_else(|| syntax(i, "missing `)`"))?;
+            for item in text[i + 1..close]
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+            {
                 match item.split_once('=') {
-                    Some((k, v)) => level.settings.push((k.trim().to_string(), v.trim().to_string())),
+                    Some((k, v)) => level
+                        .settings
+                        .push((k.trim().to_string(), v.trim().to_string())),
                     None => level.flags.push(item.to_string()),
                 }
             }
@@ -206,7 +275,13 @@ pub fn parse_level_list(text: &str, registry: &Registry) -> Result<Vec<Arc<dyn L
 /// entry's own layout is what is being decided, and its other flags are
 /// checked when it is built for real).
 fn aos_role(a: &LevelArgs, registry: &Registry) -> Option<AosRole> {
-    registry.build(&LevelArgs { name: a.name.clone(), ..Default::default() }).ok()?.aos_role()
+    registry
+        .build(&LevelArgs {
+            name: a.name.clone(),
+            ..Default::default()
+        })
+        .ok()?
+        .aos_role()
 }
 
 /// A run of an AoS owner (`compressed(aos)`) and its fields
@@ -220,17 +295,26 @@ fn assign_aos_layouts(args: &mut [LevelArgs], registry: &Registry) -> Result<(),
             continue;
         }
         let mut end = k + 1;
-        while end < args.len() && args[end].has("aos") && aos_role(&args[end], registry) == Some(AosRole::Field) {
+        while end < args.len()
+            && args[end].has("aos")
+            && aos_role(&args[end], registry) == Some(AosRole::Field)
+        {
             end += 1;
         }
         if aos_role(&args[k], registry) != Some(AosRole::Owner) || end - k < 2 {
             return Err(FormatError::BadProperty {
                 level: args[k].name.clone(),
-                reason: "`aos` levels come as compressed(aos) followed by one or more singleton(aos)".into(),
+                reason:
+                    "`aos` levels come as compressed(aos) followed by one or more singleton(aos)"
+                        .into(),
             });
         }
         for (field, a) in args[k..end].iter_mut().enumerate() {
-            a.aos = Some(CrdLayout::Aos { owner: k, stride: end - k, field });
+            a.aos = Some(CrdLayout::Aos {
+                owner: k,
+                stride: end - k,
+                field,
+            });
         }
         k = end;
     }
@@ -249,7 +333,11 @@ fn coo_levels(order: usize, aos: bool) -> String {
     }
     for k in 1..order {
         if k + 1 == order {
-            parts.push(if aos { "singleton(aos)".to_string() } else { "singleton".to_string() });
+            parts.push(if aos {
+                "singleton(aos)".to_string()
+            } else {
+                "singleton".to_string()
+            });
         } else {
             parts.push(format!("singleton(nonunique{a})"));
         }
@@ -258,29 +346,51 @@ fn coo_levels(order: usize, aos: bool) -> String {
 }
 
 /// Build a preset, or `None` when `name` is not one.
-pub fn preset(name: &str, order: usize, registry: &Registry) -> Result<Option<TensorFormat>, FormatError> {
+pub fn preset(
+    name: &str,
+    order: usize,
+    registry: &Registry,
+) -> Result<Option<TensorFormat>, FormatError> {
     let lower = name.to_ascii_lowercase();
     let (base, arg) = match lower.split_once('(') {
-        Some((b, rest)) => (b.trim().to_string(), Some(rest.trim_end_matches(')').trim().to_string())),
+        Some((b, rest)) => (
+            b.trim().to_string(),
+            Some(rest.trim_end_matches(')').trim().to_string()),
+        ),
         None => (lower.clone(), None),
     };
     let block = |fmt: &str| -> Result<usize, FormatError> {
-        let b: usize = arg.as_deref().unwrap_or("4").parse().map_err(|_| FormatError::Syntax {
-            text: name.to_string(),
-            col: fmt.len() + 2,
-            reason: "block size must be a positive integer".into(),
-        })?;
+        let b: usize = arg
+            .as_deref()
+            .unwrap_or("4")
+            .parse()
+            .map_err(|_| FormatError::Syntax {
+                text: name.to_string(),
+                col: fmt.len() + 2,
+                reason: "block size must be a positive integer".into(),
+            })?;
         if b == 0 {
-            return Err(FormatError::ZeroBlock { format: name.to_string() });
+            return Err(FormatError::ZeroBlock {
+                format: name.to_string(),
+            });
         }
         if b > i32::MAX as usize {
-            return Err(FormatError::Syntax { text: name.to_string(), col: fmt.len() + 2, reason: format!("block size {b} is above {} (32-bit coordinates)", i32::MAX) });
+            return Err(FormatError::Syntax {
+                text: name.to_string(),
+                col: fmt.len() + 2,
+                reason: format!("block size {b} is above {} (32-bit coordinates)", i32::MAX),
+            });
         }
         Ok(b)
     };
     let vector_only = |fmt: &str| -> Result<(), FormatError> {
         if order != 1 {
-            return Err(FormatError::LevelCount { format: fmt.into(), levels: 1, order, hint: " (it is a vector format)".into() });
+            return Err(FormatError::LevelCount {
+                format: fmt.into(),
+                levels: 1,
+                order,
+                hint: " (it is a vector format)".into(),
+            });
         }
         Ok(())
     };
@@ -299,51 +409,131 @@ pub fn preset(name: &str, order: usize, registry: &Registry) -> Result<Option<Te
         "coo" => (coo_levels(order, false), ident, "COO".into()),
         "coo-aos" => {
             if order < 2 {
-                return Err(FormatError::LevelCount { format: "COO-AoS".into(), levels: 2, order, hint: " (AoS needs order 2 or more)".into() });
+                return Err(FormatError::LevelCount {
+                    format: "COO-AoS".into(),
+                    levels: 2,
+                    order,
+                    hint: " (AoS needs order 2 or more)".into(),
+                });
             }
             (coo_levels(order, true), ident, "COO-AoS".into())
         }
-        "csr" => ("dense,compressed".into(), CoordMap::Modes(vec![0, 1]), "CSR".into()),
-        "csc" => ("dense,compressed".into(), CoordMap::Modes(vec![1, 0]), "CSC".into()),
-        "dcsr" => ("compressed,compressed".into(), CoordMap::Modes(vec![0, 1]), "DCSR".into()),
-        "ell" => ("dense,dense,singleton(padded)".into(), CoordMap::Slots, "ELL".into()),
-        "dia" => ("dense,range,offset".into(), CoordMap::Diagonals, "DIA".into()),
+        "csr" => (
+            "dense,compressed".into(),
+            CoordMap::Modes(vec![0, 1]),
+            "CSR".into(),
+        ),
+        "csc" => (
+            "dense,compressed".into(),
+            CoordMap::Modes(vec![1, 0]),
+            "CSC".into(),
+        ),
+        "dcsr" => (
+            "compressed,compressed".into(),
+            CoordMap::Modes(vec![0, 1]),
+            "DCSR".into(),
+        ),
+        "ell" => (
+            "dense,dense,singleton(padded)".into(),
+            CoordMap::Slots,
+            "ELL".into(),
+        ),
+        "dia" => (
+            "dense,range,offset".into(),
+            CoordMap::Diagonals,
+            "DIA".into(),
+        ),
         "bcsr" => {
             let b = block("BCSR")?;
             let levels = vec![
-                BlockCoord { dim: 0, inner: false },
-                BlockCoord { dim: 1, inner: false },
-                BlockCoord { dim: 0, inner: true },
-                BlockCoord { dim: 1, inner: true },
+                BlockCoord {
+                    dim: 0,
+                    inner: false,
+                },
+                BlockCoord {
+                    dim: 1,
+                    inner: false,
+                },
+                BlockCoord {
+                    dim: 0,
+                    inner: true,
+                },
+                BlockCoord {
+                    dim: 1,
+                    inner: true,
+                },
             ];
-            ("dense,compressed,dense,dense".into(), CoordMap::Blocked { b, levels }, format!("BCSR({b})"))
+            (
+                "dense,compressed,dense,dense".into(),
+                CoordMap::Blocked { b, levels },
+                format!("BCSR({b})"),
+            )
         }
         "csb" => {
             let b = block("CSB")?;
             let levels = vec![
-                BlockCoord { dim: 0, inner: false },
-                BlockCoord { dim: 1, inner: false },
-                BlockCoord { dim: 0, inner: true },
-                BlockCoord { dim: 1, inner: true },
+                BlockCoord {
+                    dim: 0,
+                    inner: false,
+                },
+                BlockCoord {
+                    dim: 1,
+                    inner: false,
+                },
+                BlockCoord {
+                    dim: 0,
+                    inner: true,
+                },
+                BlockCoord {
+                    dim: 1,
+                    inner: true,
+                },
             ];
-            ("dense,dense,compressed(nonunique),singleton".into(), CoordMap::Blocked { b, levels }, format!("CSB({b})"))
+            (
+                "dense,dense,compressed(nonunique),singleton".into(),
+                CoordMap::Blocked { b, levels },
+                format!("CSB({b})"),
+            )
         }
         "csf" => (vec!["compressed"; order].join(","), ident, "CSF".into()),
-        "mode-generic" => ("compressed(nonunique),singleton,dense".into(), CoordMap::identity(3), "mode-generic".into()),
+        "mode-generic" => (
+            "compressed(nonunique),singleton,dense".into(),
+            CoordMap::identity(3),
+            "mode-generic".into(),
+        ),
         _ => return Ok(None),
     };
     if arg.is_some() && !matches!(base.as_str(), "bcsr" | "csb") {
         // `dense(...)` and friends are level lists, not preset calls.
         return Ok(None);
     }
-    let levels = if lv.is_empty() { Vec::new() } else { levels(&lv, r)? };
+    let levels = if lv.is_empty() {
+        Vec::new()
+    } else {
+        levels(&lv, r)?
+    };
     let mut f = TensorFormat::new(levels, map, order, &display)?;
     f.preset = Some(display);
     Ok(Some(f))
 }
 
 /// Preset names for completion and help.
-pub const PRESETS: &[&str] = &["dense", "sparse", "hash", "COO", "COO-AoS", "CSR", "CSC", "DCSR", "ELL", "DIA", "BCSR(4)", "CSB(4)", "CSF", "mode-generic"];
+pub const PRESETS: &[&str] = &[
+    "dense",
+    "sparse",
+    "hash",
+    "COO",
+    "COO-AoS",
+    "CSR",
+    "CSC",
+    "DCSR",
+    "ELL",
+    "DIA",
+    "BCSR(4)",
+    "CSB(4)",
+    "CSF",
+    "mode-generic",
+];
 
 /// A format that takes coordinates appended in any order, duplicates
 /// included (COO with unordered, non-unique levels): the buffer a result
@@ -351,6 +541,9 @@ pub const PRESETS: &[&str] = &["dense", "sparse", "hash", "COO", "COO-AoS", "CSR
 /// its entries. Packing it into the result sorts and sums duplicates.
 pub fn coordinate_buffer(order: usize) -> Result<TensorFormat, FormatError> {
     let mut levels = vec!["compressed(nonunique,unordered)"];
-    levels.extend(std::iter::repeat_n("singleton(nonunique,unordered)", order.saturating_sub(1)));
+    levels.extend(std::iter::repeat_n(
+        "singleton(nonunique,unordered)",
+        order.saturating_sub(1),
+    ));
     parse_format(&levels.join(","), order, &Registry::builtin())
 }

@@ -59,7 +59,10 @@ fn source_syntax(candidate: &str) -> String {
     }
     let mut out = format!("({})", split_levels(levels).join(", "));
     if let Some(o) = order {
-        out.push_str(&format!(" order ({})", o.split(',').collect::<Vec<_>>().join(", ")));
+        out.push_str(&format!(
+            " order ({})",
+            o.split(',').collect::<Vec<_>>().join(", ")
+        ));
     }
     out
 }
@@ -85,11 +88,15 @@ fn split_levels(s: &str) -> Vec<&str> {
 
 /// Every statement compiles reading its operands as stored (no run-time
 /// conversion it needs; one that only makes it faster is fine).
-fn compiles(k: &KernelDecl, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> bool {
-    k.statements
-        .iter()
-        .enumerate()
-        .all(|(n, st)| crate::lower::compile(&format!("{}_{n}", k.name.name), st, formats, dims).is_ok_and(|c| c.conversions.iter().all(|v| !v.needed)))
+fn compiles(
+    k: &KernelDecl,
+    formats: &BTreeMap<String, TensorFormat>,
+    dims: &BTreeMap<String, Vec<usize>>,
+) -> bool {
+    k.statements.iter().enumerate().all(|(n, st)| {
+        crate::lower::compile(&format!("{}_{n}", k.name.name), st, formats, dims)
+            .is_ok_and(|c| c.conversions.iter().all(|v| !v.needed))
+    })
 }
 
 /// The tensors of a kernel in the order their formats are tried: those
@@ -105,8 +112,16 @@ fn tensors_by_blame(k: &KernelDecl, problems: &[Span]) -> Vec<String> {
         order.push((true, &st.lhs));
     }
     let mut out: Vec<String> = Vec::new();
-    let pointed = |a: &crate::notation::Access| problems.iter().any(|p| a.span.start <= p.start && p.end <= a.span.end);
-    for (_, a) in order.iter().filter(|(_, a)| pointed(a)).chain(order.iter().filter(|(_, a)| !pointed(a))) {
+    let pointed = |a: &crate::notation::Access| {
+        problems
+            .iter()
+            .any(|p| a.span.start <= p.start && p.end <= a.span.end)
+    };
+    for (_, a) in order
+        .iter()
+        .filter(|(_, a)| pointed(a))
+        .chain(order.iter().filter(|(_, a)| !pointed(a)))
+    {
         if !out.contains(&a.tensor) {
             out.push(a.tensor.clone());
         }
@@ -120,18 +135,34 @@ fn tensors_by_blame(k: &KernelDecl, problems: &[Span]) -> Vec<String> {
 /// sharing the tensor.
 #[salsa::tracked(returns(clone))]
 pub fn suggestion<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -> Option<Suggestion> {
-    let Ok(resolved) = db::resolve_kernel(db, file, name) else { return None };
+    let Ok(resolved) = db::resolve_kernel(db, file, name) else {
+        return None;
+    };
     let spans: Vec<Span> = match db::compile_kernel(db, file, name) {
-        Err(problems) => problems.iter().filter(|p| p.in_kernel).map(|p| p.span).collect(),
-        Ok(c) => c.statements.iter().flat_map(|k| k.conversions.iter().filter(|c| c.needed).map(|c| c.span)).collect(),
+        Err(problems) => problems
+            .iter()
+            .filter(|p| p.in_kernel)
+            .map(|p| p.span)
+            .collect(),
+        Ok(c) => c
+            .statements
+            .iter()
+            .flat_map(|k| k.conversions.iter().filter(|c| c.needed).map(|c| c.span))
+            .collect(),
     };
     if spans.is_empty() && db::compile_kernel(db, file, name).is_ok() {
         return None;
     }
     let kernel = db::kernel_decl(db, file, name).as_ref()?;
-    let others: Vec<String> = db::kernel_names(db, file).iter().filter(|k| **k != kernel.name.name).cloned().collect();
+    let others: Vec<String> = db::kernel_names(db, file)
+        .iter()
+        .filter(|k| **k != kernel.name.name)
+        .cloned()
+        .collect();
     for tensor in tensors_by_blame(kernel, &spans) {
-        let Some(current) = resolved.formats.get(&tensor) else { continue };
+        let Some(current) = resolved.formats.get(&tensor) else {
+            continue;
+        };
         let elements = resolved.dims.get(&tensor).map_or(0, |d| d.iter().product());
         for alt in alternatives(current, current.order(), elements) {
             let (cand, fmt) = (alt.text, alt.format);
@@ -142,11 +173,19 @@ pub fn suggestion<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -> Op
             }
             let breaks_another = others.iter().any(|o| {
                 let other = Name::new(db, o.clone());
-                let (Ok(r), Ok(c), Some(k)) = (db::resolve_kernel(db, file, other), db::compile_kernel(db, file, other), db::kernel_decl(db, file, other)) else {
+                let (Ok(r), Ok(c), Some(k)) = (
+                    db::resolve_kernel(db, file, other),
+                    db::compile_kernel(db, file, other),
+                    db::kernel_decl(db, file, other),
+                ) else {
                     return false;
                 };
                 // A kernel that already converts an operand is no worse off.
-                if !r.formats.contains_key(&tensor) || c.statements.iter().any(|s| s.conversions.iter().any(|v| v.needed)) {
+                if !r.formats.contains_key(&tensor)
+                    || c.statements
+                        .iter()
+                        .any(|s| s.conversions.iter().any(|v| v.needed))
+                {
                     return false;
                 }
                 let mut f = r.formats.clone();
@@ -154,7 +193,12 @@ pub fn suggestion<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -> Op
                 !compiles(k, &f, &r.dims)
             });
             let copy = breaks_another.then(|| fresh_name(db, file, &tensor, &cand));
-            return Some(Suggestion { kernel: kernel.name.name.clone(), tensor, format: source_syntax(&cand), copy });
+            return Some(Suggestion {
+                kernel: kernel.name.name.clone(),
+                tensor,
+                format: source_syntax(&cand),
+                copy,
+            });
         }
     }
     None
@@ -167,9 +211,19 @@ fn fresh_name(db: &dyn Db, file: SourceFile, tensor: &str, candidate: &str) -> S
         .next()
         .unwrap_or("copy")
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
         .collect();
-    let tag = if candidate.contains(':') { "t".to_string() } else { tag };
+    let tag = if candidate.contains(':') {
+        "t".to_string()
+    } else {
+        tag
+    };
     let taken: Vec<String> = db::parse_file(db, file)
         .items
         .iter()
@@ -223,11 +277,15 @@ impl Analysis {
                 // One edit over the kernel: the copy's declaration, then the
                 // kernel with its uses of the tensor renamed.
                 let (kernel, kat, kspan) = parsed.items.iter().find_map(|it| match &it.kind {
-                    ItemKind::Kernel(k) if k.name.name == s.kernel => Some((k, it.span.start, it.span)),
+                    ItemKind::Kernel(k) if k.name.name == s.kernel => {
+                        Some((k, it.span.start, it.span))
+                    }
                     _ => None,
                 })?;
                 let decl_item = parsed.items.iter().find(|it| it.span.start == at)?;
-                let mut copy_decl = text.get(decl_item.span.start..decl_item.span.end)?.to_string();
+                let mut copy_decl = text
+                    .get(decl_item.span.start..decl_item.span.end)?
+                    .to_string();
                 copy_decl.replace_range(fspan.start..fspan.end, &s.format);
                 let nspan = decl.name.span;
                 copy_decl.replace_range(nspan.start..nspan.end, copy);
@@ -245,7 +303,10 @@ impl Analysis {
                 }
                 let _ = kat;
                 Some(QuickFix {
-                    title: format!("Declare `{copy}`, a copy of `{}` stored as {}, for kernel `{}`", s.tensor, s.format, s.kernel),
+                    title: format!(
+                        "Declare `{copy}`, a copy of `{}` stored as {}, for kernel `{}`",
+                        s.tensor, s.format, s.kernel
+                    ),
                     span: kspan,
                     replacement: format!("{copy_decl}\n{body}"),
                 })
@@ -255,7 +316,11 @@ impl Analysis {
 
     /// Fixes for the diagnostic `message` reported at `offset`.
     pub fn quick_fixes(&self, file: SourceFile, offset: usize, message: &str) -> Vec<QuickFix> {
-        self.diagnostics(file).into_iter().filter(|d| d.span.start == offset && d.message == message).filter_map(|d| d.fix).collect()
+        self.diagnostics(file)
+            .into_iter()
+            .filter(|d| d.span.start == offset && d.message == message)
+            .filter_map(|d| d.fix)
+            .collect()
     }
 }
 
@@ -265,9 +330,14 @@ mod tests {
 
     #[test]
     fn candidate_syntax() {
-        assert_eq!(source_syntax("dense,compressed:1,0"), "(dense, compressed) order (1, 0)");
-        assert_eq!(source_syntax("compressed(nonunique),singleton"), "(compressed(nonunique), singleton)");
+        assert_eq!(
+            source_syntax("dense,compressed:1,0"),
+            "(dense, compressed) order (1, 0)"
+        );
+        assert_eq!(
+            source_syntax("compressed(nonunique),singleton"),
+            "(compressed(nonunique), singleton)"
+        );
         assert_eq!(source_syntax("CSC"), "CSC");
     }
-
 }

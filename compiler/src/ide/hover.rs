@@ -33,7 +33,10 @@ impl Analysis {
         let parsed = db::parse_file(&self.db, file);
         let decls = db::declarations(&self.db, file);
         let scope = Scope::new(&decls.items);
-        let item = parsed.items.iter().find(|it| it.span.start <= offset && offset <= it.span.end)?;
+        let item = parsed
+            .items
+            .iter()
+            .find(|it| it.span.start <= offset && offset <= it.span.end)?;
         let base = item.span.start;
         match &item.kind {
             ItemKind::Kernel(k) => {
@@ -42,13 +45,20 @@ impl Analysis {
                         for idx in &acc.indices {
                             if inside(idx.span, base, offset) {
                                 let md = self.var_hover(file, &k.name.name, n, &idx.name, st)?;
-                                return Some(HoverResult { markdown: md, span: shifted(idx.span, base) });
+                                return Some(HoverResult {
+                                    markdown: md,
+                                    span: shifted(idx.span, base),
+                                });
                             }
                         }
-                        let name_span = Span::new(acc.span.start, acc.span.start + acc.tensor.len());
+                        let name_span =
+                            Span::new(acc.span.start, acc.span.start + acc.tensor.len());
                         if inside(name_span, base, offset) {
                             let (decl, at) = scope.tensors.get(&acc.tensor)?;
-                            return Some(HoverResult { markdown: self.tensor_hover(file, decl, *at, &scope), span: shifted(name_span, base) });
+                            return Some(HoverResult {
+                                markdown: self.tensor_hover(file, decl, *at, &scope),
+                                span: shifted(name_span, base),
+                            });
                         }
                     }
                 }
@@ -56,31 +66,61 @@ impl Analysis {
             }
             ItemKind::Tensor(t) => {
                 if inside(t.format.span(), base, offset) {
-                    return Some(HoverResult { markdown: format_hover(&t.format, t.shape.len(), &scope, base), span: shifted(t.format.span(), base) });
+                    return Some(HoverResult {
+                        markdown: format_hover(&t.format, t.shape.len(), &scope, base),
+                        span: shifted(t.format.span(), base),
+                    });
                 }
-                Some(HoverResult { markdown: self.tensor_hover(file, t, base, &scope), span: shifted(t.name.span, base) })
+                Some(HoverResult {
+                    markdown: self.tensor_hover(file, t, base, &scope),
+                    span: shifted(t.name.span, base),
+                })
             }
             ItemKind::Format(f) => {
                 let order = match &f.format {
                     FormatRef::Levels { levels, .. } => levels.len(),
                     FormatRef::Named { .. } => 2,
                 };
-                Some(HoverResult { markdown: format_hover(&f.format, order, &scope, base), span: shifted(f.name.span, base) })
+                Some(HoverResult {
+                    markdown: format_hover(&f.format, order, &scope, base),
+                    span: shifted(f.name.span, base),
+                })
             }
         }
     }
 
-    fn var_hover(&self, file: SourceFile, kernel: &str, statement: usize, var: &str, st: &crate::notation::Assignment) -> Option<String> {
+    fn var_hover(
+        &self,
+        file: SourceFile,
+        kernel: &str,
+        statement: usize,
+        var: &str,
+        st: &crate::notation::Assignment,
+    ) -> Option<String> {
         let name = Name::new(&self.db, kernel.to_string());
         let mut md = format!("**index `{var}`** of `{st}`\n\n");
         match db::compile_kernel(&self.db, file, name) {
             Err(ps) => {
-                let _ = writeln!(md, "not compiled: {}", escape(&ps.iter().map(|p| p.message.clone()).collect::<Vec<_>>().join("; ")));
+                let _ = writeln!(
+                    md,
+                    "not compiled: {}",
+                    escape(
+                        &ps.iter()
+                            .map(|p| p.message.clone())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    )
+                );
             }
             Ok(c) => {
                 let kernel = c.statements.get(statement)?;
                 for conv in &kernel.conversions {
-                    let _ = writeln!(md, "reads `{}` from a copy converted to {} before each run\n", conv.source, escape(&conv.format_text));
+                    let _ = writeln!(
+                        md,
+                        "reads `{}` from a copy converted to {} before each run\n",
+                        conv.source,
+                        escape(&conv.format_text)
+                    );
                 }
                 if let Some((_, row)) = kernel.workspace().filter(|(v, _)| v == var) {
                     let _ = writeln!(md, "{}\n", escape(&row));
@@ -92,22 +132,43 @@ impl Analysis {
     }
 
     fn tensor_hover(&self, file: SourceFile, t: &TensorDecl, base: usize, scope: &Scope) -> String {
-        let dims: Vec<String> = t.shape.iter().map(|d| match d {
-            Dim::Num(n, _) => n.to_string(),
-            Dim::Sym(s) => s.name.clone(),
-        }).collect();
+        let dims: Vec<String> = t
+            .shape
+            .iter()
+            .map(|d| match d {
+                Dim::Num(n, _) => n.to_string(),
+                Dim::Sym(s) => s.name.clone(),
+            })
+            .collect();
         // Code spans: `f64[N, N]` outside one reads as a markdown link.
-        let mut md = format!("**tensor `{}`** : `{}[{}]`\n\n", t.name.name, t.elem.name, dims.join(", "));
+        let mut md = format!(
+            "**tensor `{}`** : `{}[{}]`\n\n",
+            t.name.name,
+            t.elem.name,
+            dims.join(", ")
+        );
         // The data and its picture first (what people look at), then the
         // format's level table.
         if let Some(src) = &t.source {
             if let Some(path) = crate::language::sources::file_argument(src) {
                 let _ = write!(md, "data: `{}({path:?})`", src.kind.name);
-                let dir = file.path(&self.db).parent().map(std::path::Path::to_path_buf).unwrap_or_default();
-                match crate::language::sources::load_file(&self.db, self.db.data_file(&dir.join(path))) {
+                let dir = file
+                    .path(&self.db)
+                    .parent()
+                    .map(std::path::Path::to_path_buf)
+                    .unwrap_or_default();
+                match crate::language::sources::load_file(
+                    &self.db,
+                    self.db.data_file(&dir.join(path)),
+                ) {
                     Ok(data) => {
                         let dims: Vec<String> = data.dims.iter().map(|d| d.to_string()).collect();
-                        let _ = writeln!(md, ": {}, {} stored entries\n", dims.join(" × "), data.nnz());
+                        let _ = writeln!(
+                            md,
+                            ": {}, {} stored entries\n",
+                            dims.join(" × "),
+                            data.nnz()
+                        );
                         if let Some(img) = super::picture::sparsity_markdown(&t.name.name, &data) {
                             // A paragraph of its own: clients that cannot
                             // draw images drop the line.
@@ -150,7 +211,10 @@ fn var_markdown(var: &str, f: &VarFacts) -> String {
         let _ = writeln!(md, "```text\n{p}```");
     }
     if !f.loops.is_empty() {
-        let names: Vec<String> = std::iter::once(var.to_string()).chain(f.related.iter().map(|r| r.name.clone())).map(|n| format!("`{n}`")).collect();
+        let names: Vec<String> = std::iter::once(var.to_string())
+            .chain(f.related.iter().map(|r| r.name.clone()))
+            .map(|n| format!("`{n}`"))
+            .collect();
         let _ = writeln!(md, "\nloops over {}:\n```c", names.join(", "));
         for l in &f.loops {
             let _ = writeln!(md, "{}{}", "  ".repeat(l.depth), l.header);
@@ -180,7 +244,14 @@ pub fn level_table(f: &TensorFormat) -> String {
             crate::format::LevelVar::Dim(d) => format!("dim {d}"),
             crate::format::LevelVar::Hidden(h) => format!("hidden `{h}`"),
         };
-        let _ = writeln!(md, "| {} ({var}) | `{}` | {it} | {} | {asm} | {} |", k + 1, l.spec(), if l.locate().is_some() { "yes" } else { "no" }, escape(&l.properties().to_string()));
+        let _ = writeln!(
+            md,
+            "| {} ({var}) | `{}` | {it} | {} | {asm} | {} |",
+            k + 1,
+            l.spec(),
+            if l.locate().is_some() { "yes" } else { "no" },
+            escape(&l.properties().to_string())
+        );
     }
     md
 }
@@ -226,12 +297,24 @@ fn example(f: &TensorFormat) -> String {
         Err(e) => return format!("\n(example: {e})\n"),
     };
     let mut md = String::from("\nexample (entries ");
-    let ents: Vec<String> = (0..t.nnz()).map(|e| format!("{:?}={}", t.coord(e), t.vals[e])).collect();
+    let ents: Vec<String> = (0..t.nnz())
+        .map(|e| format!("{:?}={}", t.coord(e), t.vals[e]))
+        .collect();
     let _ = write!(md, "{}):\n```text\n", ents.join(" "));
     for (k, l) in packed.levels.iter().enumerate() {
         let mut parts: Vec<String> = l.params.iter().map(|(n, v)| format!("{n}={v}")).collect();
         parts.extend(l.arrays.iter().map(|(n, v)| format!("{n}={v:?}")));
-        let _ = writeln!(md, "level {} {}: {}", k + 1, f.levels[k].spec(), if parts.is_empty() { "(implicit)".into() } else { parts.join("  ") });
+        let _ = writeln!(
+            md,
+            "level {} {}: {}",
+            k + 1,
+            f.levels[k].spec(),
+            if parts.is_empty() {
+                "(implicit)".into()
+            } else {
+                parts.join("  ")
+            }
+        );
     }
     let _ = writeln!(md, "vals = {:?}\n```", packed.vals);
     md

@@ -62,9 +62,16 @@ fn related_in(p: &Problem, var: &str) -> (Option<IndexVar>, Vec<(IndexVar, Strin
         }
     };
     if let Some((outer, inner, b)) = own.and_then(|v| vars.derivation(v)) {
-        let formula = format!("`{var} = {} * {b} + {}`", vars.name(outer), vars.name(inner));
+        let formula = format!(
+            "`{var} = {} * {b} + {}`",
+            vars.name(outer),
+            vars.name(inner)
+        );
         add(outer, format!("{formula}: block of `{var}`"));
-        add(inner, format!("{formula}: position of `{var}` inside its block"));
+        add(
+            inner,
+            format!("{formula}: position of `{var}` inside its block"),
+        );
     }
     for o in &p.operands {
         if own.is_none_or(|v| !o.dim_vars.contains(&v)) {
@@ -72,7 +79,14 @@ fn related_in(p: &Problem, var: &str) -> (Option<IndexVar>, Vec<(IndexVar, Strin
         }
         for &lv in &o.level_vars {
             if vars.is_hidden(lv) && !vars.derives_another(lv) {
-                add(lv, format!("hidden level variable of `{}` ({})", o.access, o.format.display_name()));
+                add(
+                    lv,
+                    format!(
+                        "hidden level variable of `{}` ({})",
+                        o.access,
+                        o.format.display_name()
+                    ),
+                );
             }
         }
     }
@@ -89,12 +103,23 @@ pub fn var_facts(k: &Kernel, var: &str) -> VarFacts {
         let (own, rel) = related_in(&nest.problem, var);
         for (v, why) in &rel {
             if !related.iter().any(|r| r.name == vars.name(*v)) {
-                related.push(Related { name: vars.name(*v).to_string(), why: why.clone() });
+                related.push(Related {
+                    name: vars.name(*v).to_string(),
+                    why: why.clone(),
+                });
             }
         }
-        let ids: Vec<IndexVar> = own.into_iter().chain(rel.into_iter().map(|(v, _)| v)).collect();
+        let ids: Vec<IndexVar> = own
+            .into_iter()
+            .chain(rel.into_iter().map(|(v, _)| v))
+            .collect();
         for v in nest.graph.order.iter().filter(|v| ids.contains(v)) {
-            plans.extend(nest.plans.iter().filter(|p| p.var == *v).map(|plan| NamedPlan { plan, vars }.to_string()));
+            plans.extend(
+                nest.plans
+                    .iter()
+                    .filter(|p| p.var == *v)
+                    .map(|plan| NamedPlan { plan, vars }.to_string()),
+            );
         }
         ids_per_nest.push(ids);
     }
@@ -103,10 +128,19 @@ pub fn var_facts(k: &Kernel, var: &str) -> VarFacts {
         .nests
         .iter()
         .zip(&ids_per_nest)
-        .flat_map(|(n, ids)| n.coords.iter().filter(|(_, v)| ids.contains(v)).map(|&(id, v)| (id, n.problem.vars.name(v))))
+        .flat_map(|(n, ids)| {
+            n.coords
+                .iter()
+                .filter(|(_, v)| ids.contains(v))
+                .map(|&(id, v)| (id, n.problem.vars.name(v)))
+        })
         .collect();
     let mut loops = Vec::new();
-    Walk { f: &k.function, coords: &coords }.block(&k.function.body, 0, &mut loops);
+    Walk {
+        f: &k.function,
+        coords: &coords,
+    }
+    .block(&k.function.body, 0, &mut loops);
     let outermost = k.nests.first().and_then(|n| {
         let v = *n.graph.order.first()?;
         ids_per_nest[0].contains(&v).then(|| n.problem.vars.name(v))
@@ -118,8 +152,18 @@ pub fn var_facts(k: &Kernel, var: &str) -> VarFacts {
         (Some(crate::ir::Parallel::Partials), Some(v)) => Some(format!("the loop over `{v}` runs on several threads, each over its own share of the iterations into a `{out}` of its own; they are added up after")),
         _ => None,
     };
-    let orders = k.nests.iter().map(|n| n.problem.vars.names(&n.graph.order)).collect();
-    VarFacts { orders, related, plans, loops, shared }
+    let orders = k
+        .nests
+        .iter()
+        .map(|n| n.problem.vars.names(&n.graph.order))
+        .collect();
+    VarFacts {
+        orders,
+        related,
+        plans,
+        loops,
+        shared,
+    }
 }
 
 /// Walks the loop IR for the loops that visit some variables.
@@ -139,10 +183,12 @@ impl Walk<'_> {
     /// binds before its first other statement.
     fn visited(&self, counter: Option<VarId>, body: &Block) -> Option<&str> {
         counter.and_then(|c| self.var(c)).or_else(|| {
-            body.iter().take_while(|s| matches!(s, Stmt::Let(..) | Stmt::Comment(_))).find_map(|s| match s {
-                Stmt::Let(id, _) => self.var(*id),
-                _ => None,
-            })
+            body.iter()
+                .take_while(|s| matches!(s, Stmt::Let(..) | Stmt::Comment(_)))
+                .find_map(|s| match s {
+                    Stmt::Let(id, _) => self.var(*id),
+                    _ => None,
+                })
         })
     }
 
@@ -153,13 +199,25 @@ impl Walk<'_> {
                 Stmt::For { var, lo, hi, body } => {
                     if let Some(v) = self.visited(Some(*var), body) {
                         let n = p.var_name(*var);
-                        out.push(LoopFact { var: v.to_string(), header: format!("for (int64_t {n} = {}; {n} < {}; {n}++)", p.expr(lo), p.expr(hi)), depth });
+                        out.push(LoopFact {
+                            var: v.to_string(),
+                            header: format!(
+                                "for (int64_t {n} = {}; {n} < {}; {n}++)",
+                                p.expr(lo),
+                                p.expr(hi)
+                            ),
+                            depth,
+                        });
                     }
                     self.block(body, depth + 1, out);
                 }
                 Stmt::While { cond, body } => {
                     if let Some(v) = self.visited(None, body) {
-                        out.push(LoopFact { var: v.to_string(), header: format!("while ({})", p.expr(cond)), depth });
+                        out.push(LoopFact {
+                            var: v.to_string(),
+                            header: format!("while ({})", p.expr(cond)),
+                            depth,
+                        });
                     }
                     self.block(body, depth + 1, out);
                 }
@@ -176,11 +234,19 @@ impl Walk<'_> {
 /// Inlay hint of one statement: a short label (VS Code cuts labels at
 /// about 43 characters) and the full text for the tooltip.
 pub fn statement_hint(k: &Kernel) -> (String, String) {
-    let order: Vec<String> = k.nests.iter().map(|n| n.problem.vars.join(&n.graph.order, "→")).collect();
+    let order: Vec<String> = k
+        .nests
+        .iter()
+        .map(|n| n.problem.vars.join(&n.graph.order, "→"))
+        .collect();
     let full_plans: Vec<String> = k.plans().map(|p| p.summary()).collect();
     let mut full = format!("∀ {} | {}", order.join(" ; "), full_plans.join(" | "));
     // Operands converted before the kernel come first: they cost a pass.
-    let converts: Vec<String> = k.conversions.iter().map(|c| format!("{}→{}", c.source, c.format_text)).collect();
+    let converts: Vec<String> = k
+        .conversions
+        .iter()
+        .map(|c| format!("{}→{}", c.source, c.format_text))
+        .collect();
     if !converts.is_empty() {
         full = format!("converts {} first | {full}", converts.join(", "));
     }
@@ -196,10 +262,18 @@ pub fn statement_hint(k: &Kernel) -> (String, String) {
     }
     if parts.is_empty() {
         if let Some(p) = k.plans().last() {
-            parts.push(format!("{}: {}", p.var(), level_list(&p.loops()[0].coiterated, "∧")));
+            parts.push(format!(
+                "{}: {}",
+                p.var(),
+                level_list(&p.loops()[0].coiterated, "∧")
+            ));
         }
     }
-    let short_order: Vec<String> = k.nests.iter().map(|n| n.problem.vars.join(&n.graph.order, "→")).collect();
+    let short_order: Vec<String> = k
+        .nests
+        .iter()
+        .map(|n| n.problem.vars.join(&n.graph.order, "→"))
+        .collect();
     let mut short = format!("∀{}", short_order.join(";"));
     for part in parts {
         let candidate = format!("{short} · {part}");

@@ -24,7 +24,13 @@ pub fn escape(text: &str) -> String {
 mod tests {
     #[test]
     fn brackets_and_stars_are_escaped_code_spans_kept() {
-        assert_eq!(super::escape("`A` : f64[N, N] * 2 <x> a|b"), "`A` : f64\\[N, N\\] \\* 2 \\<x\\> a\\|b");
-        assert_eq!(super::escape("in `y(i) = A(i,j) * x[j]`, no"), "in `y(i) = A(i,j) * x[j]`, no");
+        assert_eq!(
+            super::escape("`A` : f64[N, N] * 2 <x> a|b"),
+            "`A` : f64\\[N, N\\] \\* 2 \\<x\\> a\\|b"
+        );
+        assert_eq!(
+            super::escape("in `y(i) = A(i,j) * x[j]`, no"),
+            "in `y(i) = A(i,j) * x[j]`, no"
+        );
     }
 }

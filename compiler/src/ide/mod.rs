@@ -35,7 +35,12 @@ pub struct Diagnostic {
 
 impl From<db::Diagnostic> for Diagnostic {
     fn from(d: db::Diagnostic) -> Self {
-        Diagnostic { span: d.span, message: d.message, is_error: d.severity == db::Severity::Error, fix: None }
+        Diagnostic {
+            span: d.span,
+            message: d.message,
+            is_error: d.severity == db::Severity::Error,
+            fix: None,
+        }
     }
 }
 
@@ -115,22 +120,39 @@ impl Analysis {
         let kernels: Vec<(Span, String)> = db::parse_file(&self.db, file)
             .items
             .iter()
-            .filter_map(|it| if let ItemKind::Kernel(k) = &it.kind { Some((it.span, k.name.name.clone())) } else { None })
+            .filter_map(|it| {
+                if let ItemKind::Kernel(k) = &it.kind {
+                    Some((it.span, k.name.name.clone()))
+                } else {
+                    None
+                }
+            })
             .collect();
         db::diagnostics(&self.db, file)
             .into_iter()
             .map(|d| {
-                let mut out = Diagnostic { span: d.span, message: d.message, is_error: d.severity == db::Severity::Error, fix: None };
+                let mut out = Diagnostic {
+                    span: d.span,
+                    message: d.message,
+                    is_error: d.severity == db::Severity::Error,
+                    fix: None,
+                };
                 // Only the compiler's refusals get a suggestion (not parse
                 // or name errors inside the kernel).
                 let refused = |k: &String| {
                     let name = db::Name::new(&self.db, k.clone());
                     match db::compile_kernel(&self.db, file, name) {
                         Err(ps) => ps.iter().any(|p| p.message == out.message),
-                        Ok(c) => c.statements.iter().flat_map(|s| &s.conversions).any(|conv| conv.describe() == out.message),
+                        Ok(c) => c
+                            .statements
+                            .iter()
+                            .flat_map(|s| &s.conversions)
+                            .any(|conv| conv.describe() == out.message),
                     }
                 };
-                let owner = kernels.iter().find(|(s, k)| s.start <= d.span.start && d.span.end <= s.end && refused(k));
+                let owner = kernels
+                    .iter()
+                    .find(|(s, k)| s.start <= d.span.start && d.span.end <= s.end && refused(k));
                 if let Some(s) = owner.and_then(|(_, k)| self.suggestion(file, k)) {
                     if let Some(fix) = self.fix(file, &s) {
                         out.message = format!("{}; {}", out.message, s.sentence());
@@ -145,27 +167,43 @@ impl Analysis {
     /// Syntax and resolution problems, before any kernel compiles: what an
     /// editor can show while a slow kernel compiles.
     pub fn diagnostics_before_compiling(&self, file: SourceFile) -> Vec<Diagnostic> {
-        db::diagnostics_before_compiling(&self.db, file).into_iter().map(Diagnostic::from).collect()
+        db::diagnostics_before_compiling(&self.db, file)
+            .into_iter()
+            .map(Diagnostic::from)
+            .collect()
     }
 
     /// The kernel whose item contains `offset`.
     pub fn kernel_at(&self, file: SourceFile, offset: usize) -> Option<String> {
-        db::parse_file(&self.db, file).items.iter().find_map(|it| match &it.kind {
-            ItemKind::Kernel(k) if it.span.start <= offset && offset <= it.span.end => Some(k.name.name.clone()),
-            _ => None,
-        })
+        db::parse_file(&self.db, file)
+            .items
+            .iter()
+            .find_map(|it| match &it.kind {
+                ItemKind::Kernel(k) if it.span.start <= offset && offset <= it.span.end => {
+                    Some(k.name.name.clone())
+                }
+                _ => None,
+            })
     }
 
     /// Loop order and merge strategy after each statement of each kernel.
     pub fn inlay_hints(&self, file: SourceFile) -> Vec<InlayHint> {
         let mut out = Vec::new();
         for it in &db::parse_file(&self.db, file).items {
-            let ItemKind::Kernel(k) = &it.kind else { continue };
+            let ItemKind::Kernel(k) = &it.kind else {
+                continue;
+            };
             let name = db::Name::new(&self.db, k.name.name.clone());
-            let Ok(c) = db::compile_kernel(&self.db, file, name) else { continue };
+            let Ok(c) = db::compile_kernel(&self.db, file, name) else {
+                continue;
+            };
             for (st, kernel) in k.statements.iter().zip(&c.statements) {
                 let (label, full) = kernel_facts::statement_hint(kernel);
-                out.push(InlayHint { offset: it.span.start + st.span.end, label, tooltip: Some(full) });
+                out.push(InlayHint {
+                    offset: it.span.start + st.span.end,
+                    label,
+                    tooltip: Some(full),
+                });
             }
         }
         out
@@ -177,7 +215,11 @@ impl Analysis {
         for it in &db::parse_file(&self.db, file).items {
             if let ItemKind::Kernel(k) = &it.kind {
                 for kind in [LensKind::Time, LensKind::ShowC] {
-                    out.push(CodeLens { span: it.span, kernel: k.name.name.clone(), kind });
+                    out.push(CodeLens {
+                        span: it.span,
+                        kernel: k.name.name.clone(),
+                        kind,
+                    });
                 }
             }
         }
@@ -185,9 +227,25 @@ impl Analysis {
     }
 
     /// Compile and time a kernel on its tensors' data.
-    pub fn time_kernel(&self, file: SourceFile, kernel: &str, runs: usize, cancel: &std::sync::atomic::AtomicBool) -> Result<crate::language::run::KernelRun, String> {
-        let tiers = crate::backend::TierPolicy { choice: crate::backend::Choice::Cranelift, wait: false };
-        self.time_kernel_on(file, kernel, runs, crate::threads::Threads::default(), tiers, cancel)
+    pub fn time_kernel(
+        &self,
+        file: SourceFile,
+        kernel: &str,
+        runs: usize,
+        cancel: &std::sync::atomic::AtomicBool,
+    ) -> Result<crate::language::run::KernelRun, String> {
+        let tiers = crate::backend::TierPolicy {
+            choice: crate::backend::Choice::Cranelift,
+            wait: false,
+        };
+        self.time_kernel_on(
+            file,
+            kernel,
+            runs,
+            crate::threads::Threads::default(),
+            tiers,
+            cancel,
+        )
     }
 
     /// `time_kernel` with the kernels' outermost loops on up to `threads`,
@@ -206,7 +264,12 @@ impl Analysis {
 
     /// Build the cc tier of a kernel's statements into the on-disk cache
     /// (what `auto` timing runs then use); how many were built.
-    pub fn build_cc_tier(&self, file: SourceFile, kernel: &str, cancel: &std::sync::atomic::AtomicBool) -> Result<usize, String> {
+    pub fn build_cc_tier(
+        &self,
+        file: SourceFile,
+        kernel: &str,
+        cancel: &std::sync::atomic::AtomicBool,
+    ) -> Result<usize, String> {
         crate::language::run::build_cc_tier(&self.db, file, kernel, cancel)
     }
 }

@@ -65,7 +65,12 @@ impl Analysis {
                     ItemKind::Tensor(t) => (SymbolKind::Tensor, &t.name),
                     ItemKind::Kernel(k) => (SymbolKind::Kernel, &k.name),
                 };
-                Symbol { name: name.name.clone(), kind, span: it.span, selection: shifted(name.span, it.span.start) }
+                Symbol {
+                    name: name.name.clone(),
+                    kind,
+                    span: it.span,
+                    selection: shifted(name.span, it.span.start),
+                }
             })
             .collect()
     }
@@ -74,13 +79,28 @@ impl Analysis {
     pub fn definition(&self, file: SourceFile, offset: usize) -> Option<Span> {
         let parsed = db::parse_file(&self.db, file);
         let word = word_at(self.text(file), offset)?;
-        let item = parsed.items.iter().find(|it| it.span.start <= offset && offset <= it.span.end)?;
+        let item = parsed
+            .items
+            .iter()
+            .find(|it| it.span.start <= offset && offset <= it.span.end)?;
         let wants_format = matches!(&item.kind, ItemKind::Tensor(t) if { let s = shifted(t.format.span(), item.span.start); s.start <= offset && offset <= s.end });
         // Formats and tensors have names of their own: on a tensor's format
         // the format of that name comes first, elsewhere the tensor.
-        let wanted = if wants_format { SymbolKind::Format } else { SymbolKind::Tensor };
-        let named: Vec<Symbol> = self.symbols(file).into_iter().filter(|s| s.name == word && matches!(s.kind, SymbolKind::Tensor | SymbolKind::Format)).collect();
-        named.iter().find(|s| s.kind == wanted).or(named.first()).map(|s| s.selection)
+        let wanted = if wants_format {
+            SymbolKind::Format
+        } else {
+            SymbolKind::Tensor
+        };
+        let named: Vec<Symbol> = self
+            .symbols(file)
+            .into_iter()
+            .filter(|s| s.name == word && matches!(s.kind, SymbolKind::Tensor | SymbolKind::Format))
+            .collect();
+        named
+            .iter()
+            .find(|s| s.kind == wanted)
+            .or(named.first())
+            .map(|s| s.selection)
     }
 
     pub fn completions(&self, file: SourceFile, offset: usize) -> Vec<Completion> {
@@ -91,26 +111,58 @@ impl Analysis {
         let in_format = line.contains('@') || line.trim_start().starts_with("format");
         if in_format {
             for l in crate::format::Registry::builtin().names() {
-                out.push(Completion { label: l.to_string(), kind: CompletionKind::Level, detail: "level format".into() });
+                out.push(Completion {
+                    label: l.to_string(),
+                    kind: CompletionKind::Level,
+                    detail: "level format".into(),
+                });
             }
             for p in ["nonunique", "unordered", "full", "aos", "W="] {
-                out.push(Completion { label: p.to_string(), kind: CompletionKind::Property, detail: "level property".into() });
+                out.push(Completion {
+                    label: p.to_string(),
+                    kind: CompletionKind::Property,
+                    detail: "level property".into(),
+                });
             }
             for p in PRESETS {
-                out.push(Completion { label: p.to_string(), kind: CompletionKind::Preset, detail: "format preset".into() });
+                out.push(Completion {
+                    label: p.to_string(),
+                    kind: CompletionKind::Preset,
+                    detail: "format preset".into(),
+                });
             }
-            for s in self.symbols(file).into_iter().filter(|s| s.kind == SymbolKind::Format) {
-                out.push(Completion { label: s.name, kind: CompletionKind::Preset, detail: "declared format".into() });
+            for s in self
+                .symbols(file)
+                .into_iter()
+                .filter(|s| s.kind == SymbolKind::Format)
+            {
+                out.push(Completion {
+                    label: s.name,
+                    kind: CompletionKind::Preset,
+                    detail: "declared format".into(),
+                });
             }
         }
         if line.contains('=') && line.contains('@') {
             for (name, usage) in crate::language::sources::GENERATORS {
-                out.push(Completion { label: name.to_string(), kind: CompletionKind::Source, detail: usage.to_string() });
+                out.push(Completion {
+                    label: name.to_string(),
+                    kind: CompletionKind::Source,
+                    detail: usage.to_string(),
+                });
             }
         }
         if !in_format {
-            for s in self.symbols(file).into_iter().filter(|s| s.kind == SymbolKind::Tensor) {
-                out.push(Completion { label: s.name, kind: CompletionKind::Tensor, detail: "tensor".into() });
+            for s in self
+                .symbols(file)
+                .into_iter()
+                .filter(|s| s.kind == SymbolKind::Tensor)
+            {
+                out.push(Completion {
+                    label: s.name,
+                    kind: CompletionKind::Tensor,
+                    detail: "tensor".into(),
+                });
             }
             if let Some(k) = self.kernel_at(file, offset) {
                 let parsed = db::parse_file(&self.db, file);
@@ -119,10 +171,17 @@ impl Analysis {
                     if let ItemKind::Kernel(kd) = &it.kind {
                         if kd.name.name == k {
                             for st in &kd.statements {
-                                for v in std::iter::once(&st.lhs).chain(st.rhs.accesses()).flat_map(|a| a.indices.iter()) {
+                                for v in std::iter::once(&st.lhs)
+                                    .chain(st.rhs.accesses())
+                                    .flat_map(|a| a.indices.iter())
+                                {
                                     if !seen.contains(&v.name) {
                                         seen.push(v.name.clone());
-                                        out.push(Completion { label: v.name.clone(), kind: CompletionKind::Index, detail: "index variable".into() });
+                                        out.push(Completion {
+                                            label: v.name.clone(),
+                                            kind: CompletionKind::Index,
+                                            detail: "index variable".into(),
+                                        });
                                     }
                                 }
                             }
@@ -131,7 +190,11 @@ impl Analysis {
                 }
             }
             for kw in ["format", "tensor", "kernel", "order"] {
-                out.push(Completion { label: kw.into(), kind: CompletionKind::Keyword, detail: "keyword".into() });
+                out.push(Completion {
+                    label: kw.into(),
+                    kind: CompletionKind::Keyword,
+                    detail: "keyword".into(),
+                });
             }
         }
         out
@@ -156,7 +219,13 @@ impl Analysis {
                     out.push((shifted(k.name.span, b), TokenKind::Kernel));
                     for st in &k.statements {
                         for acc in std::iter::once(&st.lhs).chain(st.rhs.accesses()) {
-                            out.push((Span::new(acc.span.start + b, acc.span.start + b + acc.tensor.len()), TokenKind::Tensor));
+                            out.push((
+                                Span::new(
+                                    acc.span.start + b,
+                                    acc.span.start + b + acc.tensor.len(),
+                                ),
+                                TokenKind::Tensor,
+                            ));
                             for i in &acc.indices {
                                 out.push((shifted(i.span, b), TokenKind::Index));
                             }
@@ -184,7 +253,9 @@ impl Analysis {
             // Keep comments between items as they are.
             let between = text[cursor..it.span.start].trim();
             let kind = std::mem::discriminant(&it.kind);
-            if !out.is_empty() && (prev_kind != Some(kind) || matches!(it.kind, ItemKind::Kernel(_))) {
+            if !out.is_empty()
+                && (prev_kind != Some(kind) || matches!(it.kind, ItemKind::Kernel(_)))
+            {
                 out.push('\n');
             }
             if !between.is_empty() {
@@ -200,7 +271,10 @@ impl Analysis {
                     out.push_str("}\n");
                 }
                 _ => {
-                    let src = text[it.span.start..it.span.end].split_whitespace().collect::<Vec<_>>().join(" ");
+                    let src = text[it.span.start..it.span.end]
+                        .split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(" ");
                     out.push_str(&src);
                     out.push('\n');
                 }

@@ -14,7 +14,9 @@ pub const SIDE: usize = 96;
 /// Cell counts of a matrix scaled down to at most `SIDE` pixels a side,
 /// keeping its aspect ratio. None for tensors that are not matrices.
 pub fn density(t: &CooTensor) -> Option<(usize, usize, Vec<u32>)> {
-    let [rows, cols] = t.dims[..] else { return None };
+    let [rows, cols] = t.dims[..] else {
+        return None;
+    };
     if rows == 0 || cols == 0 {
         return None;
     }
@@ -24,7 +26,10 @@ pub fn density(t: &CooTensor) -> Option<(usize, usize, Vec<u32>)> {
     let mut cells = vec![0u32; w * h];
     for e in 0..t.nnz() {
         let c = t.coord(e);
-        let (r, q) = ((c[0] as f64 / scale) as usize, (c[1] as f64 / scale) as usize);
+        let (r, q) = (
+            (c[0] as f64 / scale) as usize,
+            (c[1] as f64 / scale) as usize,
+        );
         cells[r.min(h - 1) * w + q.min(w - 1)] += 1;
     }
     Some((w, h, cells))
@@ -35,7 +40,13 @@ pub fn density(t: &CooTensor) -> Option<(usize, usize, Vec<u32>)> {
 pub fn sparsity_markdown(name: &str, t: &CooTensor) -> Option<String> {
     let (w, h, cells) = density(t)?;
     let png = png_gray4(w, h, &shades(&cells));
-    Some(format!("![sparsity of {name}: {} x {}, {} entries](data:image/png;base64,{})", t.dims[0], t.dims[1], t.nnz(), base64(&png)))
+    Some(format!(
+        "![sparsity of {name}: {} x {}, {} entries](data:image/png;base64,{})",
+        t.dims[0],
+        t.dims[1],
+        t.nnz(),
+        base64(&png)
+    ))
 }
 
 /// 4-bit gray levels: 15 (white) for empty cells, darker on a log scale.
@@ -43,7 +54,15 @@ fn shades(cells: &[u32]) -> Vec<u8> {
     let max = cells.iter().copied().max().unwrap_or(0).max(1) as f64;
     cells
         .iter()
-        .map(|&n| if n == 0 { 15 } else { (10.0 - 10.0 * ((n as f64).ln_1p() / max.ln_1p())).round().clamp(0.0, 10.0) as u8 })
+        .map(|&n| {
+            if n == 0 {
+                15
+            } else {
+                (10.0 - 10.0 * ((n as f64).ln_1p() / max.ln_1p()))
+                    .round()
+                    .clamp(0.0, 10.0) as u8
+            }
+        })
         .collect()
 }
 
@@ -82,7 +101,11 @@ fn chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
 /// A zlib stream of stored (uncompressed) deflate blocks.
 fn zlib_stored(data: &[u8]) -> Vec<u8> {
     let mut out = vec![0x78, 0x01];
-    let blocks: Vec<&[u8]> = if data.is_empty() { vec![&[][..]] } else { data.chunks(65535).collect() };
+    let blocks: Vec<&[u8]> = if data.is_empty() {
+        vec![&[][..]]
+    } else {
+        data.chunks(65535).collect()
+    };
     for (n, b) in blocks.iter().enumerate() {
         out.push(u8::from(n + 1 == blocks.len()));
         let len = b.len() as u16;
@@ -99,7 +122,11 @@ fn crc32(data: &[u8]) -> u32 {
     for &b in data {
         c ^= b as u32;
         for _ in 0..8 {
-            c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
+            c = if c & 1 != 0 {
+                0xEDB8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
         }
     }
     !c
@@ -118,7 +145,9 @@ pub fn base64(data: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
     for c in data.chunks(3) {
-        let n = (c[0] as u32) << 16 | (*c.get(1).unwrap_or(&0) as u32) << 8 | *c.get(2).unwrap_or(&0) as u32;
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
         for k in 0..4 {
             if k <= c.len() {
                 out.push(A[(n >> (18 - 6 * k) & 63) as usize] as char);

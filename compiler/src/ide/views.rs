@@ -33,7 +33,14 @@ impl Analysis {
         if view == View::C {
             return db::emitted_c(&self.db, file, name).clone();
         }
-        let c = db::compile_kernel(&self.db, file, name).as_ref().map_err(|ps| ps.iter().map(|p| p.message.clone()).collect::<Vec<_>>().join("; "))?;
+        let c = db::compile_kernel(&self.db, file, name)
+            .as_ref()
+            .map_err(|ps| {
+                ps.iter()
+                    .map(|p| p.message.clone())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            })?;
         let mut out = String::new();
         for k in &c.statements {
             out.push_str(&format!("// {}\n", k.assignment));

@@ -25,22 +25,38 @@ pub(super) struct Lines<'f, R> {
 
 impl<'f, R: BufRead> Lines<'f, R> {
     pub fn new(reader: R, file: &'f str) -> Self {
-        Lines { reader, file, buf: Vec::with_capacity(256), number: 0 }
+        Lines {
+            reader,
+            file,
+            buf: Vec::with_capacity(256),
+            number: 0,
+        }
     }
 
     /// Move to the next line; `Ok(false)` at the end of the input.
     pub fn advance(&mut self) -> Result<bool, IoError> {
         self.buf.clear();
-        match (&mut self.reader).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut self.buf) {
+        match (&mut self.reader)
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut self.buf)
+        {
             Ok(0) => Ok(false),
             Ok(_) => {
                 self.number += 1;
                 if self.buf.len() > MAX_LINE && self.buf.last() != Some(&b'\n') {
-                    return Err(IoError::at(self.file, self.number, format!("line longer than {MAX_LINE} bytes")));
+                    return Err(IoError::at(
+                        self.file,
+                        self.number,
+                        format!("line longer than {MAX_LINE} bytes"),
+                    ));
                 }
                 Ok(true)
             }
-            Err(e) => Err(IoError::at(self.file, self.number + 1, format!("read error: {e}"))),
+            Err(e) => Err(IoError::at(
+                self.file,
+                self.number + 1,
+                format!("read error: {e}"),
+            )),
         }
     }
 
@@ -95,7 +111,8 @@ impl<R> Lines<'_, R> {
 /// Whitespace-separated tokens of a line (free format: any run of spaces
 /// and tabs separates).
 pub(super) fn tokens(line: &[u8]) -> impl Iterator<Item = &[u8]> {
-    line.split(|b| b.is_ascii_whitespace()).filter(|t| !t.is_empty())
+    line.split(|b| b.is_ascii_whitespace())
+        .filter(|t| !t.is_empty())
 }
 
 /// Why a token is not an acceptable integer.
@@ -120,7 +137,10 @@ pub(super) fn parse_int(tok: &[u8]) -> Result<i64, IntError> {
     // Accumulate negatively so that i64::MIN parses too.
     let mut v: i64 = 0;
     for &d in digits {
-        v = v.checked_mul(10).and_then(|v| v.checked_sub(i64::from(d - b'0'))).ok_or(IntError::Overflow)?;
+        v = v
+            .checked_mul(10)
+            .and_then(|v| v.checked_sub(i64::from(d - b'0')))
+            .ok_or(IntError::Overflow)?;
     }
     if neg {
         Ok(v)
@@ -145,7 +165,11 @@ pub(super) fn parse_f64(tok: &[u8]) -> Option<f64> {
 pub(super) fn show(tok: &[u8]) -> String {
     const MAX: usize = 40;
     let text = String::from_utf8_lossy(tok);
-    let mut out: String = text.chars().take(MAX).flat_map(char::escape_debug).collect();
+    let mut out: String = text
+        .chars()
+        .take(MAX)
+        .flat_map(char::escape_debug)
+        .collect();
     if text.chars().count() > MAX {
         out.push('…');
     }
@@ -165,7 +189,16 @@ mod tests {
         assert_eq!(parse_int(b"9223372036854775807"), Ok(i64::MAX));
         assert_eq!(parse_int(b"9223372036854775808"), Err(IntError::Overflow));
         assert_eq!(parse_int(b"19223372036854775808"), Err(IntError::Overflow));
-        for bad in [&b""[..], b"-", b"+", b"1.0", b"1e3", b"0x10", b"12a", b"--1"] {
+        for bad in [
+            &b""[..],
+            b"-",
+            b"+",
+            b"1.0",
+            b"1e3",
+            b"0x10",
+            b"12a",
+            b"--1",
+        ] {
             assert_eq!(parse_int(bad), Err(IntError::Syntax), "{bad:?}");
         }
     }
@@ -203,7 +236,10 @@ mod tests {
         assert_eq!(l.current(), b"2");
         let long = vec![b'0'; MAX_LINE + 10];
         let mut l = Lines::new(&long[..], "f");
-        assert_eq!(l.advance().unwrap_err().to_string(), format!("f:1: line longer than {MAX_LINE} bytes"));
+        assert_eq!(
+            l.advance().unwrap_err().to_string(),
+            format!("f:1: line longer than {MAX_LINE} bytes")
+        );
     }
 
     #[test]

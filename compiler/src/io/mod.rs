@@ -25,7 +25,11 @@ use thiserror::Error;
 pub enum IoError {
     /// Something wrong on one line (1-based).
     #[error("{file}:{line}: {message}")]
-    At { file: String, line: usize, message: String },
+    At {
+        file: String,
+        line: usize,
+        message: String,
+    },
     /// Something wrong with the file as a whole (cannot open, empty, ...).
     #[error("{file}: {message}")]
     File { file: String, message: String },
@@ -33,11 +37,18 @@ pub enum IoError {
 
 impl IoError {
     pub fn at(file: &str, line: usize, message: impl Into<String>) -> Self {
-        IoError::At { file: one_line(file), line, message: one_line(&message.into()) }
+        IoError::At {
+            file: one_line(file),
+            line,
+            message: one_line(&message.into()),
+        }
     }
 
     pub fn file(file: &str, message: impl Into<String>) -> Self {
-        IoError::File { file: one_line(file), message: one_line(&message.into()) }
+        IoError::File {
+            file: one_line(file),
+            message: one_line(&message.into()),
+        }
     }
 
     /// The 1-based line at fault, if any.
@@ -59,7 +70,9 @@ impl IoError {
 /// Keep `Display` on one line whatever a path or OS message contains.
 fn one_line(s: &str) -> String {
     if s.chars().any(char::is_control) {
-        s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
+        s.chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect()
     } else {
         s.to_string()
     }
@@ -74,11 +87,17 @@ enum Kind {
 }
 
 fn kind(path: &Path) -> Result<Kind, IoError> {
-    let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
     match ext.as_deref() {
         Some("mtx") | Some("ttx") => Ok(Kind::MatrixMarket),
         Some("tns") => Ok(Kind::Frostt),
-        _ => Err(IoError::file(&name(path), "unknown file type: expected a .mtx, .ttx or .tns extension")),
+        _ => Err(IoError::file(
+            &name(path),
+            "unknown file type: expected a .mtx, .ttx or .tns extension",
+        )),
     }
 }
 
@@ -103,7 +122,9 @@ pub fn open_regular(path: &Path) -> Result<std::fs::File, String> {
         use std::os::unix::fs::OpenOptionsExt;
         options.custom_flags(libc::O_NONBLOCK);
     }
-    let f = options.open(path).map_err(|e| format!("cannot open: {e}"))?;
+    let f = options
+        .open(path)
+        .map_err(|e| format!("cannot open: {e}"))?;
     let meta = f.metadata().map_err(|e| format!("cannot open: {e}"))?;
     if !meta.is_file() {
         return Err("not a regular file".to_string());
@@ -130,9 +151,14 @@ pub fn read_tns_with_dims(path: &Path, dims: Option<&[usize]>) -> Result<CooTens
         Kind::MatrixMarket => {
             let t = mtx::read_mtx(open(path)?, &file)?;
             match dims {
-                Some(d) if d != t.dims.as_slice() => {
-                    Err(IoError::file(&file, format!("the file's dimensions {} differ from the given {}", show_dims(&t.dims), show_dims(d))))
-                }
+                Some(d) if d != t.dims.as_slice() => Err(IoError::file(
+                    &file,
+                    format!(
+                        "the file's dimensions {} differ from the given {}",
+                        show_dims(&t.dims),
+                        show_dims(d)
+                    ),
+                )),
                 _ => Ok(t),
             }
         }
@@ -147,15 +173,21 @@ pub fn write_tensor(path: &Path, t: &CooTensor) -> Result<(), IoError> {
     let file = name(path);
     let kind = kind(path)?;
     if t.coords.len() != t.nnz() * t.order() {
-        return Err(IoError::file(&file, "inconsistent tensor: coordinate count does not match the entries"));
+        return Err(IoError::file(
+            &file,
+            "inconsistent tensor: coordinate count does not match the entries",
+        ));
     }
-    let f = std::fs::File::create(path).map_err(|e| IoError::file(&file, format!("cannot create: {e}")))?;
+    let f = std::fs::File::create(path)
+        .map_err(|e| IoError::file(&file, format!("cannot create: {e}")))?;
     let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
     let written = match kind {
         Kind::MatrixMarket => mtx::write_mtx(&mut w, t),
         Kind::Frostt => tns::write_tns(&mut w, t),
     };
-    written.and_then(|()| std::io::Write::flush(&mut w)).map_err(|e| IoError::file(&file, format!("cannot write: {e}")))
+    written
+        .and_then(|()| std::io::Write::flush(&mut w))
+        .map_err(|e| IoError::file(&file, format!("cannot write: {e}")))
 }
 
 fn show_dims(d: &[usize]) -> String {

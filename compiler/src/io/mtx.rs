@@ -46,21 +46,35 @@ pub fn write_mtx<W: Write>(w: &mut W, t: &CooTensor) -> std::io::Result<()> {
     write_entries(w, t)
 }
 
-fn read_coordinate<R: BufRead>(lines: &mut Lines<R>, h: &Header, t: &mut CooTensor) -> Result<(), IoError> {
+fn read_coordinate<R: BufRead>(
+    lines: &mut Lines<R>,
+    h: &Header,
+    t: &mut CooTensor,
+) -> Result<(), IoError> {
     let mirrored = h.symmetry != Symmetry::General;
     reserve(t, h.nnz, mirrored);
     let mut coord = vec![0u32; h.dims.len()];
     let mut seen: u64 = 0;
     while lines.advance_to_content(b'%')? {
         if seen == h.nnz {
-            return Err(lines.error(format!("more data lines than the {} entries announced on the size line (line {})", h.nnz, h.size_line)));
+            return Err(lines.error(format!(
+                "more data lines than the {} entries announced on the size line (line {})",
+                h.nnz, h.size_line
+            )));
         }
         let value = parse_entry(lines.current(), h, &mut coord).map_err(|m| lines.error(m))?;
         t.push(&coord, value);
         if mirrored {
             let (i, j) = (coord[0], coord[1]);
             match h.symmetry {
-                _ if i != j => t.push(&[j, i], if h.symmetry == Symmetry::SkewSymmetric { -value } else { value }),
+                _ if i != j => t.push(
+                    &[j, i],
+                    if h.symmetry == Symmetry::SkewSymmetric {
+                        -value
+                    } else {
+                        value
+                    },
+                ),
                 Symmetry::SkewSymmetric => {
                     return Err(lines.error(format!("diagonal entry ({}, {}) in a skew-symmetric matrix, whose diagonal is zero and not stored", i + 1, j + 1)));
                 }
@@ -70,7 +84,10 @@ fn read_coordinate<R: BufRead>(lines: &mut Lines<R>, h: &Header, t: &mut CooTens
         seen += 1;
     }
     if seen < h.nnz {
-        return Err(lines.error_at_end(format!("file ends after {seen} of the {} entries announced on the size line (line {})", h.nnz, h.size_line)));
+        return Err(lines.error_at_end(format!(
+            "file ends after {seen} of the {} entries announced on the size line (line {})",
+            h.nnz, h.size_line
+        )));
     }
     if t.vals.capacity() > t.vals.len() + t.vals.len() / 8 {
         t.vals.shrink_to_fit();
@@ -101,10 +118,25 @@ fn parse_entry(line: &[u8], h: &Header, coord: &mut [u32]) -> Result<f64, String
         let dim = h.dims[k];
         let i = match parse_int(tok) {
             Ok(i) if i >= 1 && i as u64 <= dim as u64 => i,
-            Ok(0) => return Err(format!("{name} 0 out of range 1..={dim} (Matrix Market indices are 1-based)")),
+            Ok(0) => {
+                return Err(format!(
+                    "{name} 0 out of range 1..={dim} (Matrix Market indices are 1-based)"
+                ))
+            }
             Ok(i) => return Err(format!("{name} {i} out of range 1..={dim}")),
-            Err(IntError::Overflow) => return Err(format!("{name} {} out of range 1..={dim}", String::from_utf8_lossy(tok))),
-            Err(IntError::Syntax) => return Err(format!("{name} {} is not an integer: {}", show(tok), entry_form(nd, h.field))),
+            Err(IntError::Overflow) => {
+                return Err(format!(
+                    "{name} {} out of range 1..={dim}",
+                    String::from_utf8_lossy(tok)
+                ))
+            }
+            Err(IntError::Syntax) => {
+                return Err(format!(
+                    "{name} {} is not an integer: {}",
+                    show(tok),
+                    entry_form(nd, h.field)
+                ))
+            }
         };
         // In range of a dimension that is at most u32::MAX, so this fits.
         *c = (i - 1) as u32;
@@ -119,7 +151,11 @@ fn parse_entry(line: &[u8], h: &Header, coord: &mut [u32]) -> Result<f64, String
         }
     };
     if let Some(extra) = toks.next() {
-        return Err(format!("unexpected {} at the end of the entry: {}", show(extra), entry_form(nd, h.field)));
+        return Err(format!(
+            "unexpected {} at the end of the entry: {}",
+            show(extra),
+            entry_form(nd, h.field)
+        ));
     }
     Ok(value)
 }
@@ -134,7 +170,11 @@ fn index_name(order: usize, k: usize) -> String {
 }
 
 fn entry_form(order: usize, field: Field) -> String {
-    let indices = if order == 1 { "1 index".to_string() } else { format!("{order} indices") };
+    let indices = if order == 1 {
+        "1 index".to_string()
+    } else {
+        format!("{order} indices")
+    };
     match field {
         Field::Pattern => format!("a pattern entry holds {indices} and no value"),
         Field::Real => format!("an entry holds {indices} and a value"),
@@ -144,25 +184,42 @@ fn entry_form(order: usize, field: Field) -> String {
 
 fn parse_value(tok: &[u8], field: Field) -> Result<f64, String> {
     if field == Field::Integer && !is_integer(tok) {
-        return Err(format!("value {} is not an integer (banner field `integer`)", show(tok)));
+        return Err(format!(
+            "value {} is not an integer (banner field `integer`)",
+            show(tok)
+        ));
     }
     parse_f64(tok).ok_or_else(|| format!("value {} is not a number", show(tok)))
 }
 
-fn read_array<R: BufRead>(lines: &mut Lines<R>, h: &Header, t: &mut CooTensor) -> Result<(), IoError> {
+fn read_array<R: BufRead>(
+    lines: &mut Lines<R>,
+    h: &Header,
+    t: &mut CooTensor,
+) -> Result<(), IoError> {
     let mut cells = ArrayCells::new(&h.dims, h.symmetry);
     let mut read: u64 = 0;
     while lines.advance_to_content(b'%')? {
         for tok in tokens(lines.current()) {
             let Some(c) = cells.current() else {
-                return Err(lines.error(format!("more values than the {} the array holds", cells.describe())));
+                return Err(lines.error(format!(
+                    "more values than the {} the array holds",
+                    cells.describe()
+                )));
             };
             let v = parse_value(tok, h.field).map_err(|m| lines.error(m))?;
             // Keep nonzeros only: the result is a sparse tensor.
             if v != 0.0 {
                 t.push(c, v);
                 if h.symmetry != Symmetry::General && c[0] != c[1] {
-                    t.push(&[c[1], c[0]], if h.symmetry == Symmetry::SkewSymmetric { -v } else { v });
+                    t.push(
+                        &[c[1], c[0]],
+                        if h.symmetry == Symmetry::SkewSymmetric {
+                            -v
+                        } else {
+                            v
+                        },
+                    );
                 }
             }
             cells.step();
@@ -170,7 +227,10 @@ fn read_array<R: BufRead>(lines: &mut Lines<R>, h: &Header, t: &mut CooTensor) -
         }
     }
     if cells.current().is_some() {
-        return Err(lines.error_at_end(format!("file ends after {read} of the {} the array holds", cells.describe())));
+        return Err(lines.error_at_end(format!(
+            "file ends after {read} of the {} the array holds",
+            cells.describe()
+        )));
     }
     Ok(())
 }
@@ -197,7 +257,12 @@ impl ArrayCells {
             }
             done |= dims.first().is_some_and(|&n| n < 2);
         }
-        ArrayCells { dims: dims.to_vec(), symmetry, idx, done }
+        ArrayCells {
+            dims: dims.to_vec(),
+            symmetry,
+            idx,
+            done,
+        }
     }
 
     fn current(&self) -> Option<&[u32]> {
@@ -240,9 +305,15 @@ impl ArrayCells {
     /// "N values" for messages, N as the size line implies.
     fn describe(&self) -> String {
         let total: u128 = match self.symmetry {
-            Symmetry::General => self.dims.iter().try_fold(1u128, |acc, &d| acc.checked_mul(d as u128)).unwrap_or(u128::MAX),
+            Symmetry::General => self
+                .dims
+                .iter()
+                .try_fold(1u128, |acc, &d| acc.checked_mul(d as u128))
+                .unwrap_or(u128::MAX),
             Symmetry::Symmetric => (self.dims[0] as u128) * (self.dims[0] as u128 + 1) / 2,
-            Symmetry::SkewSymmetric => (self.dims[0] as u128) * (self.dims[0] as u128).saturating_sub(1) / 2,
+            Symmetry::SkewSymmetric => {
+                (self.dims[0] as u128) * (self.dims[0] as u128).saturating_sub(1) / 2
+            }
         };
         let which = match self.symmetry {
             Symmetry::General => "values",

@@ -48,12 +48,16 @@ pub(super) struct Header {
     pub size_line: usize,
 }
 
-const BANNER_FORM: &str = "%%MatrixMarket matrix coordinate|array real|integer|pattern general|symmetric|skew-symmetric";
+const BANNER_FORM: &str =
+    "%%MatrixMarket matrix coordinate|array real|integer|pattern general|symmetric|skew-symmetric";
 
 /// Read the banner and the size line, leaving `lines` on the size line.
 pub(super) fn read_header<R: BufRead>(lines: &mut Lines<R>) -> Result<Header, IoError> {
     if !lines.advance()? {
-        return Err(IoError::file(lines.file(), "empty file: expected a %%MatrixMarket banner"));
+        return Err(IoError::file(
+            lines.file(),
+            "empty file: expected a %%MatrixMarket banner",
+        ));
     }
     let banner = parse_banner(lines)?;
     if !lines.advance_to_content(b'%')? {
@@ -61,15 +65,32 @@ pub(super) fn read_header<R: BufRead>(lines: &mut Lines<R>) -> Result<Header, Io
     }
     let (dims, nnz) = parse_size_line(lines, &banner)?;
     if banner.symmetry != Symmetry::General {
-        let what = if banner.symmetry == Symmetry::Symmetric { "symmetric" } else { "skew-symmetric" };
+        let what = if banner.symmetry == Symmetry::Symmetric {
+            "symmetric"
+        } else {
+            "skew-symmetric"
+        };
         if dims.len() != 2 {
-            return Err(lines.error(format!("a {what} tensor must be a matrix, but the size line gives {} dimensions", dims.len())));
+            return Err(lines.error(format!(
+                "a {what} tensor must be a matrix, but the size line gives {} dimensions",
+                dims.len()
+            )));
         }
         if dims[0] != dims[1] {
-            return Err(lines.error(format!("a {what} matrix must be square, but the size line gives {}x{}", dims[0], dims[1])));
+            return Err(lines.error(format!(
+                "a {what} matrix must be square, but the size line gives {}x{}",
+                dims[0], dims[1]
+            )));
         }
     }
-    Ok(Header { layout: banner.layout, field: banner.field, symmetry: banner.symmetry, dims, nnz, size_line: lines.number() })
+    Ok(Header {
+        layout: banner.layout,
+        field: banner.field,
+        symmetry: banner.symmetry,
+        dims,
+        nnz,
+        size_line: lines.number(),
+    })
 }
 
 struct Banner {
@@ -86,11 +107,20 @@ fn parse_banner<R>(lines: &Lines<R>) -> Result<Banner, IoError> {
     let mut toks = tokens(line);
     match toks.next() {
         Some(t) if t.eq_ignore_ascii_case(b"%%MatrixMarket") => {}
-        Some(t) => return Err(lines.error(format!("not a Matrix Market file: the first line must be a `{BANNER_FORM}` banner, found {}", show(t)))),
-        None => return Err(lines.error(format!("not a Matrix Market file: the first line is blank, expected a `{BANNER_FORM}` banner"))),
+        Some(t) => return Err(lines.error(format!(
+            "not a Matrix Market file: the first line must be a `{BANNER_FORM}` banner, found {}",
+            show(t)
+        ))),
+        None => return Err(lines.error(format!(
+            "not a Matrix Market file: the first line is blank, expected a `{BANNER_FORM}` banner"
+        ))),
     }
     let mut next = |what: &str| {
-        toks.next().ok_or_else(|| lines.error(format!("truncated banner: the {what} is missing (expected `{BANNER_FORM}`)")))
+        toks.next().ok_or_else(|| {
+            lines.error(format!(
+                "truncated banner: the {what} is missing (expected `{BANNER_FORM}`)"
+            ))
+        })
     };
     let object = next("object")?;
     let tensor = if object.eq_ignore_ascii_case(b"matrix") {
@@ -98,11 +128,22 @@ fn parse_banner<R>(lines: &Lines<R>) -> Result<Banner, IoError> {
     } else if object.eq_ignore_ascii_case(b"tensor") {
         true
     } else {
-        return Err(lines.error(format!("unknown object {} in the banner (expected matrix, or tensor as in taco's .ttx)", show(object))));
+        return Err(lines.error(format!(
+            "unknown object {} in the banner (expected matrix, or tensor as in taco's .ttx)",
+            show(object)
+        )));
     };
     let format = next("format")?;
-    let layout = match_word(format, &[("coordinate", Layout::Coordinate), ("array", Layout::Array)])
-        .ok_or_else(|| lines.error(format!("unknown format {} in the banner (expected coordinate or array)", show(format))))?;
+    let layout = match_word(
+        format,
+        &[("coordinate", Layout::Coordinate), ("array", Layout::Array)],
+    )
+    .ok_or_else(|| {
+        lines.error(format!(
+            "unknown format {} in the banner (expected coordinate or array)",
+            show(format)
+        ))
+    })?;
     let field_tok = next("field")?;
     // `double` is not in the standard but fast_matrix_market and scipy
     // accept it as `real`.
@@ -114,16 +155,27 @@ fn parse_banner<R>(lines: &Lines<R>) -> Result<Banner, IoError> {
         .ok_or_else(|| lines.error(format!("unknown symmetry {} in the banner (expected general, symmetric or skew-symmetric)", show(sym_tok))))?
         .ok_or_else(|| lines.error("hermitian matrices are not supported (banner symmetry `hermitian` implies complex values)"))?;
     if let Some(extra) = toks.next() {
-        return Err(lines.error(format!("unexpected {} after the banner's symmetry (expected `{BANNER_FORM}`)", show(extra))));
+        return Err(lines.error(format!(
+            "unexpected {} after the banner's symmetry (expected `{BANNER_FORM}`)",
+            show(extra)
+        )));
     }
     if layout == Layout::Array && field == Field::Pattern {
         return Err(lines.error("`array pattern` is not a valid combination: an array stores every value (use coordinate pattern)"));
     }
-    Ok(Banner { tensor, layout, field, symmetry })
+    Ok(Banner {
+        tensor,
+        layout,
+        field,
+        symmetry,
+    })
 }
 
 fn match_word<T: Copy>(tok: &[u8], words: &[(&str, T)]) -> Option<T> {
-    words.iter().find(|(w, _)| tok.eq_ignore_ascii_case(w.as_bytes())).map(|&(_, v)| v)
+    words
+        .iter()
+        .find(|(w, _)| tok.eq_ignore_ascii_case(w.as_bytes()))
+        .map(|&(_, v)| v)
 }
 
 /// The largest dimension a [`crate::coo::CooTensor`] (u32 coordinates) holds.
@@ -149,15 +201,28 @@ fn parse_size_line<R>(lines: &Lines<R>, banner: &Banner) -> Result<(Vec<usize>, 
         (true, true) => "the dimensions then the number of entries",
         (true, false) => "at least one dimension",
     };
-    let count_ok = if banner.tensor { !ints.is_empty() } else { ints.len() == 2 + usize::from(coordinate) };
+    let count_ok = if banner.tensor {
+        !ints.is_empty()
+    } else {
+        ints.len() == 2 + usize::from(coordinate)
+    };
     if !count_ok {
-        return Err(lines.error(format!("size line has {} integers, expected {expected}", ints.len())));
+        return Err(lines.error(format!(
+            "size line has {} integers, expected {expected}",
+            ints.len()
+        )));
     }
-    let nnz = if coordinate { ints.pop().unwrap_or(0) as u64 } else { 0 };
+    let nnz = if coordinate {
+        ints.pop().unwrap_or(0) as u64
+    } else {
+        0
+    };
     let mut dims = Vec::with_capacity(ints.len());
     for d in ints {
         if d > MAX_DIM {
-            return Err(lines.error(format!("size line: dimension {d} is too large (at most {MAX_DIM})")));
+            return Err(lines.error(format!(
+                "size line: dimension {d} is too large (at most {MAX_DIM})"
+            )));
         }
         dims.push(d as usize);
     }

@@ -12,7 +12,11 @@ use std::io::{BufRead, Write};
 /// Read a FROSTT file; `file` names it in error messages. With `dims`,
 /// an index beyond a dimension is an error; without, each dimension is
 /// the largest index of its mode (and an empty file is an error).
-pub fn read_tns<R: BufRead>(reader: R, file: &str, dims: Option<&[usize]>) -> Result<CooTensor, IoError> {
+pub fn read_tns<R: BufRead>(
+    reader: R,
+    file: &str,
+    dims: Option<&[usize]>,
+) -> Result<CooTensor, IoError> {
     let mut lines = Lines::new(reader, file);
     // Indices per line, and the line that fixed it (for messages).
     let mut order: Option<(usize, usize)> = None;
@@ -36,7 +40,10 @@ pub fn read_tns<R: BufRead>(reader: R, file: &str, dims: Option<&[usize]>) -> Re
             None => {
                 if let Some(d) = dims {
                     if d.len() != k {
-                        return Err(lines.error(format!("{k} indices per line, but {} dimensions were given", d.len())));
+                        return Err(lines.error(format!(
+                            "{k} indices per line, but {} dimensions were given",
+                            d.len()
+                        )));
                     }
                 }
                 order = Some((k, lines.number()));
@@ -51,12 +58,19 @@ pub fn read_tns<R: BufRead>(reader: R, file: &str, dims: Option<&[usize]>) -> Re
             let i = c as usize + 1;
             if let Some(d) = dims {
                 if i > d[mode] {
-                    return Err(lines.error(format!("index {i} in mode {} out of range 1..={} (the given dimension)", mode + 1, d[mode])));
+                    return Err(lines.error(format!(
+                        "index {i} in mode {} out of range 1..={} (the given dimension)",
+                        mode + 1,
+                        d[mode]
+                    )));
                 }
             }
             maxes[mode] = maxes[mode].max(i);
         }
-        vals.push(parse_f64(value).ok_or_else(|| lines.error(format!("value {} is not a number", show(value))))?);
+        vals.push(
+            parse_f64(value)
+                .ok_or_else(|| lines.error(format!("value {} is not a number", show(value))))?,
+        );
     }
     let dims = match (dims, order) {
         (Some(d), _) => d.to_vec(),
@@ -73,10 +87,22 @@ fn parse_index(tok: &[u8], k: usize) -> Result<u32, String> {
     let mode = k + 1;
     match parse_int(tok) {
         Ok(i) if i >= 1 && i <= i64::from(u32::MAX) => Ok((i - 1) as u32),
-        Ok(i) if i < 1 => Err(format!("index {i} in mode {mode}: .tns indices are 1-based (a 0-based file must be converted)")),
-        Ok(i) => Err(format!("index {i} in mode {mode} is too large (at most {})", u32::MAX)),
-        Err(IntError::Overflow) => Err(format!("index {} in mode {mode} is too large (at most {})", String::from_utf8_lossy(tok), u32::MAX)),
-        Err(IntError::Syntax) => Err(format!("index {} in mode {mode} is not an integer", show(tok))),
+        Ok(i) if i < 1 => Err(format!(
+            "index {i} in mode {mode}: .tns indices are 1-based (a 0-based file must be converted)"
+        )),
+        Ok(i) => Err(format!(
+            "index {i} in mode {mode} is too large (at most {})",
+            u32::MAX
+        )),
+        Err(IntError::Overflow) => Err(format!(
+            "index {} in mode {mode} is too large (at most {})",
+            String::from_utf8_lossy(tok),
+            u32::MAX
+        )),
+        Err(IntError::Syntax) => Err(format!(
+            "index {} in mode {mode} is not an integer",
+            show(tok)
+        )),
     }
 }
 
@@ -96,7 +122,10 @@ pub fn write_tns<W: Write>(w: &mut W, t: &CooTensor) -> std::io::Result<()> {
 pub(super) fn write_entries<W: Write>(w: &mut W, t: &CooTensor) -> std::io::Result<()> {
     let n = t.order();
     if t.coords.len() != t.nnz() * n {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "inconsistent tensor: coordinate count does not match the entries"));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "inconsistent tensor: coordinate count does not match the entries",
+        ));
     }
     for (e, v) in t.vals.iter().enumerate() {
         for &c in &t.coords[e * n..(e + 1) * n] {

@@ -132,7 +132,10 @@ impl Expr {
     /// True when evaluating the expression has no cost worth caching
     /// (constants, variables, parameters).
     pub fn is_trivial(&self) -> bool {
-        matches!(self, Expr::Int(_) | Expr::Float(_) | Expr::Bool(_) | Expr::Var(_) | Expr::Param(_))
+        matches!(
+            self,
+            Expr::Int(_) | Expr::Float(_) | Expr::Bool(_) | Expr::Var(_) | Expr::Param(_)
+        )
     }
 }
 
@@ -145,7 +148,10 @@ pub struct Emitter {
 
 impl Emitter {
     pub fn new() -> Self {
-        Emitter { vars: Vec::new(), blocks: vec![Vec::new()] }
+        Emitter {
+            vars: Vec::new(),
+            blocks: vec![Vec::new()],
+        }
     }
 
     /// A fresh variable; the name is made unique by a numeric suffix.
@@ -223,7 +229,11 @@ impl Emitter {
             cond => {
                 let then = self.block(then);
                 if !then.is_empty() {
-                    self.push(Stmt::If { cond, then, els: Vec::new() });
+                    self.push(Stmt::If {
+                        cond,
+                        then,
+                        els: Vec::new(),
+                    });
                 }
             }
         }
@@ -232,7 +242,12 @@ impl Emitter {
     pub fn for_(&mut self, name: &str, lo: Expr, hi: Expr, body: impl FnOnce(&mut Emitter, Expr)) {
         let v = self.fresh(name, Ty::I64);
         let b = self.block(|e| body(e, Expr::Var(v)));
-        self.push(Stmt::For { var: v, lo, hi, body: b });
+        self.push(Stmt::For {
+            var: v,
+            lo,
+            hi,
+            body: b,
+        });
     }
 
     pub fn while_(&mut self, cond: Expr, body: impl FnOnce(&mut Emitter)) {
@@ -251,7 +266,12 @@ impl Emitter {
     /// The top-level block (everything emitted outside nested blocks).
     pub fn finish(mut self, name: &str) -> Function {
         let body = self.blocks.drain(..).next().unwrap_or_default();
-        Function { name: name.to_string(), vars: self.vars, body, parallel: None }
+        Function {
+            name: name.to_string(),
+            vars: self.vars,
+            body,
+            parallel: None,
+        }
     }
 
     /// Number of statements in the current block (a position to refer back to).
@@ -278,6 +298,9 @@ impl Emitter {
     /// Take the statements emitted so far at the current level, leaving the
     /// emitter ready for more (used by level-function snapshot tests).
     pub fn take(&mut self) -> Block {
-        self.blocks.last_mut().map(std::mem::take).unwrap_or_default()
+        self.blocks
+            .last_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 }

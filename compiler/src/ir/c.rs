@@ -24,15 +24,27 @@ pub fn c_elem(t: ElemTy) -> &'static str {
 }
 
 const C_KEYWORDS: &[&str] = &[
-    "auto", "bool", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern", "false", "float", "for", "goto", "if",
-    "inline", "int", "long", "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "true", "typedef", "union", "unsigned",
-    "void", "volatile", "while", "main", "args", "fmin", "fmax", "INFINITY", "NAN",
+    "auto", "bool", "break", "case", "char", "const", "continue", "default", "do", "double",
+    "else", "enum", "extern", "false", "float", "for", "goto", "if", "inline", "int", "long",
+    "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch",
+    "true", "typedef", "union", "unsigned", "void", "volatile", "while", "main", "args", "fmin",
+    "fmax", "INFINITY", "NAN",
 ];
 
 /// The C name of a kernel: `f.name` made a valid identifier that no
 /// keyword or library name takes.
 pub fn symbol(f: &Function) -> String {
-    let mut s: String = f.name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
+    let mut s: String = f
+        .name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
     if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
         s.insert_str(0, "kernel_");
     }
@@ -115,7 +127,11 @@ impl Layout {
                 grown.insert(array.clone());
             }
         });
-        Layout { arrays: f.arrays(), params: f.params(), grown }
+        Layout {
+            arrays: f.arrays(),
+            params: f.params(),
+            grown,
+        }
     }
 }
 
@@ -132,39 +148,99 @@ fn describe(a: &ArrayRef) -> String {
 fn declarations(f: &Function, l: &Layout) -> String {
     let sym = symbol(f);
     let mut out = String::new();
-    let _ = writeln!(out, "/* {sym}: called as `{sym}(&args)`; returns 0, or 1 when `args.reserve`");
+    let _ = writeln!(
+        out,
+        "/* {sym}: called as `{sym}(&args)`; returns 0, or 1 when `args.reserve`"
+    );
     let _ = writeln!(out, "   returned NULL (out of memory).");
-    let _ = writeln!(out, "   args.arrays[{sym}_X] must describe array X (below). Arrays marked `in` are");
-    let _ = writeln!(out, "   only read. Arrays marked `out` are written in place; those also marked");
-    let _ = writeln!(out, "   `grown` may be reallocated through args.reserve, and on return their len");
-    let _ = writeln!(out, "   is the number of elements the kernel produced. For arrays from malloc (or");
-    let _ = writeln!(out, "   NULL with cap 0), set args.reserve = {sym}_realloc_reserve and");
-    let _ = writeln!(out, "   args.runtime = &args. args.params[{sym}_P] holds parameter P.");
-    let _ = writeln!(out, "   Input arrays must be well formed for their level formats (pos");
+    let _ = writeln!(
+        out,
+        "   args.arrays[{sym}_X] must describe array X (below). Arrays marked `in` are"
+    );
+    let _ = writeln!(
+        out,
+        "   only read. Arrays marked `out` are written in place; those also marked"
+    );
+    let _ = writeln!(
+        out,
+        "   `grown` may be reallocated through args.reserve, and on return their len"
+    );
+    let _ = writeln!(
+        out,
+        "   is the number of elements the kernel produced. For arrays from malloc (or"
+    );
+    let _ = writeln!(
+        out,
+        "   NULL with cap 0), set args.reserve = {sym}_realloc_reserve and"
+    );
+    let _ = writeln!(
+        out,
+        "   args.runtime = &args. args.params[{sym}_P] holds parameter P."
+    );
+    let _ = writeln!(
+        out,
+        "   Input arrays must be well formed for their level formats (pos"
+    );
     match f.parallel {
         None => {
-            let _ = writeln!(out, "   nondecreasing, coordinates in range): the kernel does not check them. */");
+            let _ = writeln!(
+                out,
+                "   nondecreasing, coordinates in range): the kernel does not check them. */"
+            );
         }
         Some(mode) => {
-            let _ = writeln!(out, "   nondecreasing, coordinates in range): the kernel does not check them.");
-            let _ = writeln!(out, "   The outermost loop runs in shares: a call runs share tensor_thread of");
-            let _ = writeln!(out, "   tensor_threads (0 and 1, or both 0, for the whole loop), computing its");
-            let _ = writeln!(out, "   bounds itself, so calls of different shares may run at the same time.");
+            let _ = writeln!(
+                out,
+                "   nondecreasing, coordinates in range): the kernel does not check them."
+            );
+            let _ = writeln!(
+                out,
+                "   The outermost loop runs in shares: a call runs share tensor_thread of"
+            );
+            let _ = writeln!(
+                out,
+                "   tensor_threads (0 and 1, or both 0, for the whole loop), computing its"
+            );
+            let _ = writeln!(
+                out,
+                "   bounds itself, so calls of different shares may run at the same time."
+            );
             match mode {
                 Parallel::Rows => {
-                    let _ = writeln!(out, "   Shares write disjoint parts of one result: with tensor_phase 0 a call");
+                    let _ = writeln!(
+                        out,
+                        "   Shares write disjoint parts of one result: with tensor_phase 0 a call"
+                    );
                     let _ = writeln!(out, "   does everything; otherwise call once with phase 1 (sets the result up),");
-                    let _ = writeln!(out, "   then each share with phase 2, each with its own copy of args.arrays.");
+                    let _ = writeln!(
+                        out,
+                        "   then each share with phase 2, each with its own copy of args.arrays."
+                    );
                 }
                 Parallel::Partials => {
-                    let _ = writeln!(out, "   Shares add into the same positions: give share 0 the result and every");
+                    let _ = writeln!(
+                        out,
+                        "   Shares add into the same positions: give share 0 the result and every"
+                    );
                     let _ = writeln!(out, "   other share a result of its own with empty arrays (len and cap 0), then");
-                    let _ = writeln!(out, "   add the other results' values into the first, in share order.");
+                    let _ = writeln!(
+                        out,
+                        "   add the other results' values into the first, in share order."
+                    );
                 }
                 Parallel::Stitch => {
-                    let _ = writeln!(out, "   Shares are rows of a sparse result: give every share a result of its");
-                    let _ = writeln!(out, "   own with empty arrays (len and cap 0); then, in share order, add the");
-                    let _ = writeln!(out, "   shares' pos arrays element by element and concatenate their first");
+                    let _ = writeln!(
+                        out,
+                        "   Shares are rows of a sparse result: give every share a result of its"
+                    );
+                    let _ = writeln!(
+                        out,
+                        "   own with empty arrays (len and cap 0); then, in share order, add the"
+                    );
+                    let _ = writeln!(
+                        out,
+                        "   shares' pos arrays element by element and concatenate their first"
+                    );
                     let _ = writeln!(out, "   pos[last] crd and vals entries.");
                 }
             }
@@ -178,25 +254,40 @@ fn declarations(f: &Function, l: &Layout) -> String {
             (true, false) => "out",
             (true, true) => "out, grown",
         };
-        let _ = writeln!(out, "  {sym}_{}, /* {} {}, {how} */", a.c_name(), c_elem(a.elem()), describe(a));
+        let _ = writeln!(
+            out,
+            "  {sym}_{}, /* {} {}, {how} */",
+            a.c_name(),
+            c_elem(a.elem()),
+            describe(a)
+        );
     }
     let _ = writeln!(out, "  {sym}_array_count\n}};");
     let _ = writeln!(out, "enum {sym}_param {{");
     for p in &l.params {
         let what = match (&p.slot, p.call_name()) {
             (_, Some(CALL_THREAD)) => "the share of the outermost loop this call runs".to_string(),
-            (_, Some(CALL_THREADS)) => "the number of shares the outermost loop is split into".to_string(),
-            (_, Some(_)) => "0: run everything; 1: only the set-up; 2: only this share of the loop".to_string(),
+            (_, Some(CALL_THREADS)) => {
+                "the number of shares the outermost loop is split into".to_string()
+            }
+            (_, Some(_)) => {
+                "0: run everything; 1: only the set-up; 2: only this share of the loop".to_string()
+            }
             _ => match &p.slot {
-            ParamSlot::Level(k, name) => format!("parameter {name} of level {} of {}", k + 1, p.tensor),
-            ParamSlot::Dim(d) => format!("dimension {} of {}", d + 1, p.tensor),
+                ParamSlot::Level(k, name) => {
+                    format!("parameter {name} of level {} of {}", k + 1, p.tensor)
+                }
+                ParamSlot::Dim(d) => format!("dimension {} of {}", d + 1, p.tensor),
             },
         };
         let _ = writeln!(out, "  {sym}_{}, /* {what} */", p.c_name());
     }
     let _ = writeln!(out, "  {sym}_param_count\n}};");
     let _ = writeln!(out, "int64_t {sym}(tensor_args_t *args);");
-    let _ = writeln!(out, "void *{sym}_realloc_reserve(void *runtime, int64_t slot, int64_t len);");
+    let _ = writeln!(
+        out,
+        "void *{sym}_realloc_reserve(void *runtime, int64_t slot, int64_t len);"
+    );
     out
 }
 
@@ -239,12 +330,19 @@ fn definitions(f: &Function, l: &Layout) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "int64_t {sym}(tensor_args_t *args) {{");
     for p in &l.params {
-        let _ = writeln!(out, "  const int64_t {0} = args->params[{sym}_{0}];", p.c_name());
+        let _ = writeln!(
+            out,
+            "  const int64_t {0} = args->params[{sym}_{0}];",
+            p.c_name()
+        );
     }
     for (a, writes) in &l.arrays {
         let (n, t) = (a.c_name(), c_elem(a.elem()));
         let constness = if *writes { "" } else { "const " };
-        let _ = writeln!(out, "  {constness}{t}* restrict {n} = ({constness}{t}*)args->arrays[{sym}_{n}].data;");
+        let _ = writeln!(
+            out,
+            "  {constness}{t}* restrict {n} = ({constness}{t}*)args->arrays[{sym}_{n}].data;"
+        );
         if l.grown.contains(a) {
             let _ = writeln!(out, "  int64_t {n}_len = args->arrays[{sym}_{n}].len;");
             let _ = writeln!(out, "  int64_t {n}_cap = args->arrays[{sym}_{n}].cap;");
@@ -267,7 +365,11 @@ fn definitions(f: &Function, l: &Layout) -> String {
         out.push_str("  return 1;\n");
     }
     out.push_str("}\n\n");
-    let sizes: Vec<String> = l.arrays.iter().map(|(a, _)| format!("sizeof({})", c_elem(a.elem()))).collect();
+    let sizes: Vec<String> = l
+        .arrays
+        .iter()
+        .map(|(a, _)| format!("sizeof({})", c_elem(a.elem())))
+        .collect();
     let _ = write!(
         out,
         "/* A `tensor_reserve_fn` for arrays allocated with malloc: `runtime` is the\n   \
@@ -290,9 +392,20 @@ fn definitions(f: &Function, l: &Layout) -> String {
 }
 
 fn banner(f: &Function) -> String {
-    let comment = f.body.iter().find_map(|s| if let Stmt::Comment(c) = s { Some(c.clone()) } else { None });
-    let what = comment.map(|c| format!(": {}", c.replace("*/", "* /"))).unwrap_or_default();
-    format!("/* Generated by tensorc: kernel `{}`{what}. */\n", symbol(f))
+    let comment = f.body.iter().find_map(|s| {
+        if let Stmt::Comment(c) = s {
+            Some(c.clone())
+        } else {
+            None
+        }
+    });
+    let what = comment
+        .map(|c| format!(": {}", c.replace("*/", "* /")))
+        .unwrap_or_default();
+    format!(
+        "/* Generated by tensorc: kernel `{}`{what}. */\n",
+        symbol(f)
+    )
 }
 
 /// The kernel as one complete C translation unit: compiles as printed
@@ -300,7 +413,12 @@ fn banner(f: &Function) -> String {
 pub fn function(f: &Function) -> String {
     let f = &passes::for_codegen(f);
     let l = Layout::of(f);
-    format!("{}{TYPES}\n{}\n{HELPERS}\n{}", banner(f), declarations(f, &l), definitions(f, &l))
+    format!(
+        "{}{TYPES}\n{}\n{HELPERS}\n{}",
+        banner(f),
+        declarations(f, &l),
+        definitions(f, &l)
+    )
 }
 
 /// The header of a `.h` / `.c` pair (`--write-source`).
@@ -315,5 +433,9 @@ pub fn header(f: &Function) -> String {
 pub fn source(f: &Function, header_name: &str) -> String {
     let f = &passes::for_codegen(f);
     let l = Layout::of(f);
-    format!("{}#include \"{header_name}\"\n\n{HELPERS}\n{}", banner(f), definitions(f, &l))
+    format!(
+        "{}#include \"{header_name}\"\n\n{HELPERS}\n{}",
+        banner(f),
+        definitions(f, &l)
+    )
 }

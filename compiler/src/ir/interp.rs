@@ -54,7 +54,11 @@ pub struct Interp<'m> {
 
 impl<'m> Interp<'m> {
     pub fn new(nvars: usize, mem: &'m mut dyn Memory) -> Self {
-        Interp { vars: vec![Value::I(0); nvars], mem, fuel: u64::MAX }
+        Interp {
+            vars: vec![Value::I(0); nvars],
+            mem,
+            fuel: u64::MAX,
+        }
     }
 
     pub fn eval(&self, e: &Expr) -> Result<Value, String> {
@@ -65,7 +69,9 @@ impl<'m> Interp<'m> {
             Expr::Var(v) => *self.vars.get(*v as usize).ok_or("unknown variable")?,
             // The interpreter always runs the whole kernel: thread 0 of 1,
             // every phase.
-            Expr::Param(p) if p.call_name().is_some() => Value::I((p.call_name() == Some(CALL_THREADS)) as i64),
+            Expr::Param(p) if p.call_name().is_some() => {
+                Value::I((p.call_name() == Some(CALL_THREADS)) as i64)
+            }
             Expr::Param(p) => Value::I(self.mem.param(p)?),
             Expr::Load(a, i) => {
                 let i = self.eval(i)?.int()?;
@@ -88,7 +94,9 @@ impl<'m> Interp<'m> {
                             BinOp::Rem => x % y,
                             BinOp::Min => x.min(y),
                             BinOp::Max => x.max(y),
-                            BinOp::And | BinOp::Or => return Err("logical operator on floats".into()),
+                            BinOp::And | BinOp::Or => {
+                                return Err("logical operator on floats".into())
+                            }
                         })
                     }
                     (Value::B(x), Value::B(y)) if matches!(op, BinOp::And | BinOp::Or) => {

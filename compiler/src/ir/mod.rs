@@ -12,9 +12,9 @@ pub mod c;
 pub mod interp;
 pub mod passes;
 pub mod print;
-pub mod unroll;
 mod sort;
 pub mod splice;
+pub mod unroll;
 
 pub use build::Emitter;
 
@@ -47,10 +47,16 @@ pub struct ArrayRef {
 
 impl ArrayRef {
     pub fn level(tensor: &str, level: usize, name: &'static str) -> Self {
-        ArrayRef { tensor: tensor.to_string(), slot: Slot::Level(level, name) }
+        ArrayRef {
+            tensor: tensor.to_string(),
+            slot: Slot::Level(level, name),
+        }
     }
     pub fn vals(tensor: &str) -> Self {
-        ArrayRef { tensor: tensor.to_string(), slot: Slot::Vals }
+        ArrayRef {
+            tensor: tensor.to_string(),
+            slot: Slot::Vals,
+        }
     }
     pub fn elem(&self) -> ElemTy {
         match &self.slot {
@@ -88,7 +94,10 @@ impl ParamRef {
     /// `ParamSlot::Level` shape so that code matching on slots needs no
     /// case for it (only the kernel's own callers ever supply it).
     pub fn call(name: &'static str) -> Self {
-        ParamRef { tensor: String::new(), slot: ParamSlot::Level(0, name) }
+        ParamRef {
+            tensor: String::new(),
+            slot: ParamSlot::Level(0, name),
+        }
     }
     /// Whether this is a parameter of the call (`ParamRef::call`).
     pub fn call_name(&self) -> Option<&'static str> {
@@ -98,10 +107,16 @@ impl ParamRef {
         }
     }
     pub fn level(tensor: &str, level: usize, name: &'static str) -> Self {
-        ParamRef { tensor: tensor.to_string(), slot: ParamSlot::Level(level, name) }
+        ParamRef {
+            tensor: tensor.to_string(),
+            slot: ParamSlot::Level(level, name),
+        }
     }
     pub fn dim(tensor: &str, d: usize) -> Self {
-        ParamRef { tensor: tensor.to_string(), slot: ParamSlot::Dim(d) }
+        ParamRef {
+            tensor: tensor.to_string(),
+            slot: ParamSlot::Dim(d),
+        }
     }
     pub fn c_name(&self) -> String {
         if let Some(name) = self.call_name() {
@@ -169,12 +184,27 @@ pub enum Stmt {
     Set(VarId, Expr),
     Store(ArrayRef, Expr, Expr),
     /// `for var in lo..hi` (step 1); `var` is declared by the loop.
-    For { var: VarId, lo: Expr, hi: Expr, body: Block },
-    While { cond: Expr, body: Block },
-    If { cond: Expr, then: Block, els: Block },
+    For {
+        var: VarId,
+        lo: Expr,
+        hi: Expr,
+        body: Block,
+    },
+    While {
+        cond: Expr,
+        body: Block,
+    },
+    If {
+        cond: Expr,
+        then: Block,
+        els: Block,
+    },
     /// Make an output array hold at least `len` elements (grows geometrically;
     /// the only call back into the runtime).
-    Reserve { array: ArrayRef, len: Expr },
+    Reserve {
+        array: ArrayRef,
+        len: Expr,
+    },
     Comment(String),
 }
 

@@ -21,7 +21,9 @@ pub fn for_codegen(f: &Function) -> Function {
 /// array earlier changes nothing another array's store sees.
 pub fn gather_reserves(b: &mut Block) {
     for k in 0..b.len() {
-        let Stmt::Reserve { array, len } = &b[k] else { continue };
+        let Stmt::Reserve { array, len } = &b[k] else {
+            continue;
+        };
         let reads = |a: &ArrayRef| {
             let mut found = false;
             len.walk(&mut |x| found |= matches!(x, Expr::Load(l, _) if l == a));
@@ -53,7 +55,11 @@ pub fn fold_zero_starts(b: &mut Block) {
                 j += 1;
             }
             let term = match b.get(j) {
-                Some(Stmt::Set(t2, Expr::Bin(BinOp::Add, l, r))) if zero && *t2 == t && **l == Expr::Var(t) && !uses(r, t) => Some((**r).clone()),
+                Some(Stmt::Set(t2, Expr::Bin(BinOp::Add, l, r)))
+                    if zero && *t2 == t && **l == Expr::Var(t) && !uses(r, t) =>
+                {
+                    Some((**r).clone())
+                }
                 _ => None,
             };
             if let Some(r) = term {
@@ -122,7 +128,11 @@ mod tests {
 
     #[test]
     fn reserves_gather_above_the_stores_of_other_arrays() {
-        let (crd, vals, pos) = (ArrayRef::level("A", 0, "crd"), ArrayRef::vals("A"), ArrayRef::level("A", 0, "pos"));
+        let (crd, vals, pos) = (
+            ArrayRef::level("A", 0, "crd"),
+            ArrayRef::vals("A"),
+            ArrayRef::level("A", 0, "pos"),
+        );
         let mut e = Emitter::new();
         let n = e.let_var("n", Expr::Int(0));
         let at = Expr::add(n.clone(), Expr::Int(1));
@@ -151,12 +161,18 @@ mod tests {
     fn a_sum_of_one_term_starts_at_the_term() {
         let mut e = Emitter::new();
         let t = e.let_var("t", Expr::Float(0.0));
-        e.set(&t, Expr::add(t.clone(), Expr::load(ArrayRef::vals("B"), Expr::Int(0))));
+        e.set(
+            &t,
+            Expr::add(t.clone(), Expr::load(ArrayRef::vals("B"), Expr::Int(0))),
+        );
         e.store(ArrayRef::vals("y"), Expr::Int(0), t);
         let mut f = e.finish("k");
         fold_zero_starts(&mut f.body);
         let text = f.to_string();
-        assert!(text.contains("let t: f64 = B_vals[0]") && !text.contains("0.0"), "{text}");
+        assert!(
+            text.contains("let t: f64 = B_vals[0]") && !text.contains("0.0"),
+            "{text}"
+        );
     }
 
     #[test]

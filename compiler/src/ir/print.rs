@@ -31,7 +31,11 @@ fn prec(op: BinOp) -> u8 {
 
 fn float_text(v: f64) -> String {
     if v.is_infinite() {
-        return if v > 0.0 { "INFINITY".into() } else { "-INFINITY".into() };
+        return if v > 0.0 {
+            "INFINITY".into()
+        } else {
+            "-INFINITY".into()
+        };
     }
     if v.is_nan() {
         return "NAN".into();
@@ -46,7 +50,12 @@ fn float_text(v: f64) -> String {
 
 impl<'a> Printer<'a> {
     pub fn new(vars: &'a [VarInfo], dialect: Dialect) -> Self {
-        Printer { vars, dialect, out: String::new(), kernel: String::new() }
+        Printer {
+            vars,
+            dialect,
+            out: String::new(),
+            kernel: String::new(),
+        }
     }
 
     /// C only: name the kernel whose array-slot constants `reserve` uses.
@@ -68,7 +77,13 @@ impl<'a> Printer<'a> {
         match e {
             Expr::Int(v) => v.to_string(),
             Expr::Float(v) => float_text(*v),
-            Expr::Bool(b) => if c { (*b as i32).to_string() } else { b.to_string() },
+            Expr::Bool(b) => {
+                if c {
+                    (*b as i32).to_string()
+                } else {
+                    b.to_string()
+                }
+            }
             Expr::Var(v) => self.var_name(*v).to_string(),
             Expr::Param(p) => p.c_name(),
             Expr::Load(a, i) => format!("{}[{}]", a.c_name(), self.expr_prec(i, 0)),
@@ -99,8 +114,16 @@ impl<'a> Printer<'a> {
                 // `&&` inside `||` is parenthesised although C does not need
                 // it: compilers warn otherwise (-Wparentheses).
                 let inner = if *op == BinOp::Or && c { 3 } else { p };
-                let s = format!("{} {sym} {}", self.expr_prec(a, inner), self.expr_prec(b, inner.max(p + 1)));
-                if p < outer { format!("({s})") } else { s }
+                let s = format!(
+                    "{} {sym} {}",
+                    self.expr_prec(a, inner),
+                    self.expr_prec(b, inner.max(p + 1))
+                );
+                if p < outer {
+                    format!("({s})")
+                } else {
+                    s
+                }
             }
             Expr::Cmp(op, a, b) => {
                 let sym = match op {
@@ -112,20 +135,44 @@ impl<'a> Printer<'a> {
                     CmpOp::Ge => ">=",
                 };
                 let s = format!("{} {sym} {}", self.expr_prec(a, 4), self.expr_prec(b, 4));
-                if 3 < outer { format!("({s})") } else { s }
+                if 3 < outer {
+                    format!("({s})")
+                } else {
+                    s
+                }
             }
             Expr::Not(a) => format!("!{}", self.expr_prec(a, 10)),
             Expr::Neg(a) => format!("-{}", self.expr_prec(a, 10)),
-            Expr::Select(cnd, a, b) if c && (a.reads_memory() || b.reads_memory()) && e.ty(self.vars) != Ty::Bool => {
+            Expr::Select(cnd, a, b)
+                if c && (a.reads_memory() || b.reads_memory()) && e.ty(self.vars) != Ty::Bool =>
+            {
                 // Both arms are evaluated, as the JIT does: a load in C's
                 // `c ? a : b` would be a branch, mispredicted where the
                 // condition is data (BCSR's padded zeros), not a blend.
-                let name = if e.ty(self.vars) == Ty::F64 { "tensor_select_f64" } else { "tensor_select_i64" };
-                format!("{name}({}, {}, {})", self.expr_prec(cnd, 0), self.expr_prec(a, 0), self.expr_prec(b, 0))
+                let name = if e.ty(self.vars) == Ty::F64 {
+                    "tensor_select_f64"
+                } else {
+                    "tensor_select_i64"
+                };
+                format!(
+                    "{name}({}, {}, {})",
+                    self.expr_prec(cnd, 0),
+                    self.expr_prec(a, 0),
+                    self.expr_prec(b, 0)
+                )
             }
             Expr::Select(cnd, a, b) => {
-                let s = format!("{} ? {} : {}", self.expr_prec(cnd, 1), self.expr_prec(a, 1), self.expr_prec(b, 1));
-                if outer > 0 { format!("({s})") } else { s }
+                let s = format!(
+                    "{} ? {} : {}",
+                    self.expr_prec(cnd, 1),
+                    self.expr_prec(a, 1),
+                    self.expr_prec(b, 1)
+                );
+                if outer > 0 {
+                    format!("({s})")
+                } else {
+                    s
+                }
             }
         }
     }
@@ -161,16 +208,28 @@ impl<'a> Printer<'a> {
             Stmt::Let(v, e) => {
                 let ty = self.vars[*v as usize].ty;
                 let text = if c {
-                    format!("{} {} = {};", self.ty_name(ty), self.var_name(*v), self.expr(e))
+                    format!(
+                        "{} {} = {};",
+                        self.ty_name(ty),
+                        self.var_name(*v),
+                        self.expr(e)
+                    )
                 } else {
-                    format!("let {}: {} = {}", self.var_name(*v), self.ty_name(ty), self.expr(e))
+                    format!(
+                        "let {}: {} = {}",
+                        self.var_name(*v),
+                        self.ty_name(ty),
+                        self.expr(e)
+                    )
                 };
                 self.line(depth, &text);
             }
             Stmt::Set(v, e) => {
                 let name = self.var_name(*v).to_string();
                 let text = match e {
-                    Expr::Bin(BinOp::Add, a, b) if **a == Expr::Var(*v) => format!("{name} += {}", self.expr(b)),
+                    Expr::Bin(BinOp::Add, a, b) if **a == Expr::Var(*v) => {
+                        format!("{name} += {}", self.expr(b))
+                    }
                     _ => format!("{name} = {}", self.expr(e)),
                 };
                 self.line(depth, &format!("{text}{}", if c { ";" } else { "" }));
@@ -178,7 +237,8 @@ impl<'a> Printer<'a> {
             Stmt::Store(a, i, v) => {
                 let target = format!("{}[{}]", a.c_name(), self.expr(i));
                 let text = match v {
-                    Expr::Bin(BinOp::Add, l, r) if matches!(&**l, Expr::Load(la, li) if la == a && **li == *i) => {
+                    Expr::Bin(BinOp::Add, l, r) if matches!(&**l, Expr::Load(la, li) if la == a && **li == *i) =>
+                    {
                         format!("{target} += {}", self.expr(r))
                     }
                     _ => format!("{target} = {}", self.expr(v)),
@@ -188,7 +248,11 @@ impl<'a> Printer<'a> {
             Stmt::For { var, lo, hi, body } => {
                 let n = self.var_name(*var).to_string();
                 let text = if c {
-                    format!("for (int64_t {n} = {}; {n} < {}; {n}++) {{", self.expr(lo), self.expr(hi))
+                    format!(
+                        "for (int64_t {n} = {}; {n} < {}; {n}++) {{",
+                        self.expr(lo),
+                        self.expr(hi)
+                    )
                 } else {
                     format!("for {n} in {}..{} {{", self.expr(lo), self.expr(hi))
                 };
@@ -197,13 +261,21 @@ impl<'a> Printer<'a> {
                 self.line(depth, "}");
             }
             Stmt::While { cond, body } => {
-                let text = if c { format!("while ({}) {{", self.expr(cond)) } else { format!("while {} {{", self.expr(cond)) };
+                let text = if c {
+                    format!("while ({}) {{", self.expr(cond))
+                } else {
+                    format!("while {} {{", self.expr(cond))
+                };
                 self.line(depth, &text);
                 self.block(body, depth + 1);
                 self.line(depth, "}");
             }
             Stmt::If { cond, then, els } => {
-                let text = if c { format!("if ({}) {{", self.expr(cond)) } else { format!("if {} {{", self.expr(cond)) };
+                let text = if c {
+                    format!("if ({}) {{", self.expr(cond))
+                } else {
+                    format!("if {} {{", self.expr(cond))
+                };
                 self.line(depth, &text);
                 self.block(then, depth + 1);
                 if !els.is_empty() {
@@ -261,9 +333,24 @@ pub fn function(f: &Function) -> String {
     let arrays: Vec<String> = f
         .arrays()
         .iter()
-        .map(|(a, w)| format!("{}{}: [{}]", if *w { "mut " } else { "" }, a.c_name(), elem_suffix(a.elem())))
+        .map(|(a, w)| {
+            format!(
+                "{}{}: [{}]",
+                if *w { "mut " } else { "" },
+                a.c_name(),
+                elem_suffix(a.elem())
+            )
+        })
         .collect();
-    let _ = write!(head, "{}", params.into_iter().chain(arrays).collect::<Vec<_>>().join(", "));
+    let _ = write!(
+        head,
+        "{}",
+        params
+            .into_iter()
+            .chain(arrays)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     head.push_str(") {\n");
     let mut p = Printer::new(&f.vars, Dialect::Ir);
     p.block(&f.body, 1);

@@ -36,17 +36,30 @@ impl Emitter {
         let (lo, hi, narrow) = self.key_span(keys, len.clone());
         let scan = self.block(|e| {
             let at = e.let_var("sat", Expr::Int(0));
-            e.for_("sc", lo.clone(), Expr::add(hi.clone(), Expr::Int(1)), |e, j| {
-                e.store(keys.clone(), at.clone(), j.clone());
-                e.set(&at, Expr::add(at.clone(), Expr::load(flags.clone(), j)));
-            });
+            e.for_(
+                "sc",
+                lo.clone(),
+                Expr::add(hi.clone(), Expr::Int(1)),
+                |e, j| {
+                    e.store(keys.clone(), at.clone(), j.clone());
+                    e.set(&at, Expr::add(at.clone(), Expr::load(flags.clone(), j)));
+                },
+            );
         });
         let sort = self.block(|e| {
             let few = e.block(|e| e.set(&ranked, Expr::Bool(true)));
             let many = e.block(|e| e.sort_keys(keys, len.clone()));
-            e.push(Stmt::If { cond: Expr::cmp(CmpOp::Le, len.clone(), Expr::Int(RANKED_KEYS)), then: few, els: many });
+            e.push(Stmt::If {
+                cond: Expr::cmp(CmpOp::Le, len.clone(), Expr::Int(RANKED_KEYS)),
+                then: few,
+                els: many,
+            });
         });
-        self.push(Stmt::If { cond: narrow, then: scan, els: sort });
+        self.push(Stmt::If {
+            cond: narrow,
+            then: scan,
+            els: sort,
+        });
         ranked
     }
 
@@ -79,14 +92,24 @@ impl Emitter {
     /// by a branch-free scan that leaves the slots zero again: a row of a
     /// hash table, or an unordered row of a FEM-like matrix, in linear
     /// time. Others go through `sort_pairs`.
-    pub fn sort_distinct_pairs(&mut self, keys: &ArrayRef, partner: &ArrayRef, len: Expr, slots: &ArrayRef) {
+    pub fn sort_distinct_pairs(
+        &mut self,
+        keys: &ArrayRef,
+        partner: &ArrayRef,
+        len: Expr,
+        slots: &ArrayRef,
+    ) {
         let (lo, hi, narrow) = self.key_span(keys, len.clone());
         let span = Expr::add(Expr::sub(hi, lo.clone()), Expr::Int(1));
         let scan = self.block(|e| {
             e.reserve(slots.clone(), span.clone());
             e.for_("sp", Expr::Int(0), len.clone(), |e, t| {
                 let slot = Expr::sub(Expr::load(keys.clone(), t.clone()), lo.clone());
-                e.store(slots.clone(), slot, Expr::add(Expr::load(partner.clone(), t), Expr::Int(1)));
+                e.store(
+                    slots.clone(),
+                    slot,
+                    Expr::add(Expr::load(partner.clone(), t), Expr::Int(1)),
+                );
             });
             // Writes at `at` only overwrite entries already scattered: at
             // most `c` of the keys lie below `lo + c`.
@@ -94,13 +117,31 @@ impl Emitter {
             e.for_("sc", Expr::Int(0), span.clone(), |e, c| {
                 let held = e.let_var("sheld", Expr::load(slots.clone(), c.clone()));
                 e.store(keys.clone(), at.clone(), Expr::add(c.clone(), lo.clone()));
-                e.store(partner.clone(), at.clone(), Expr::sub(held.clone(), Expr::Int(1)));
-                e.set(&at, Expr::add(at.clone(), Expr::select(Expr::cmp(CmpOp::Ne, held, Expr::Int(0)), Expr::Int(1), Expr::Int(0))));
+                e.store(
+                    partner.clone(),
+                    at.clone(),
+                    Expr::sub(held.clone(), Expr::Int(1)),
+                );
+                e.set(
+                    &at,
+                    Expr::add(
+                        at.clone(),
+                        Expr::select(
+                            Expr::cmp(CmpOp::Ne, held, Expr::Int(0)),
+                            Expr::Int(1),
+                            Expr::Int(0),
+                        ),
+                    ),
+                );
                 e.store(slots.clone(), c, Expr::Int(0));
             });
         });
         let sort = self.block(|e| e.sort_pairs(keys, partner, len.clone()));
-        self.push(Stmt::If { cond: narrow, then: scan, els: sort });
+        self.push(Stmt::If {
+            cond: narrow,
+            then: scan,
+            els: sort,
+        });
     }
 
     /// The number of `keys[0..len)` below `key`: its place among distinct
@@ -109,7 +150,11 @@ impl Emitter {
     pub fn rank_of(&mut self, keys: &ArrayRef, len: Expr, key: Expr) -> Expr {
         let rank = self.let_var("srank", Expr::Int(0));
         self.for_("sr", Expr::Int(0), len, |e, m| {
-            let below = Expr::select(Expr::cmp(CmpOp::Lt, Expr::load(keys.clone(), m), key.clone()), Expr::Int(1), Expr::Int(0));
+            let below = Expr::select(
+                Expr::cmp(CmpOp::Lt, Expr::load(keys.clone(), m), key.clone()),
+                Expr::Int(1),
+                Expr::Int(0),
+            );
             e.set(&rank, Expr::add(rank.clone(), below));
         });
         rank
@@ -139,15 +184,33 @@ impl Emitter {
     /// returned flag (an IR variable) is set, for each to be placed at its
     /// `rank_of`; more are sorted with `sort_pairs`. A hashed workspace
     /// row, whose keys span too much for a scan.
-    pub fn sort_pairs_unless_ranked(&mut self, keys: &ArrayRef, partner: &ArrayRef, len: Expr) -> Expr {
-        let ranked = self.let_var("sranked", Expr::cmp(CmpOp::Le, len.clone(), Expr::Int(RANKED_KEYS)));
+    pub fn sort_pairs_unless_ranked(
+        &mut self,
+        keys: &ArrayRef,
+        partner: &ArrayRef,
+        len: Expr,
+    ) -> Expr {
+        let ranked = self.let_var(
+            "sranked",
+            Expr::cmp(CmpOp::Le, len.clone(), Expr::Int(RANKED_KEYS)),
+        );
         let sort = self.block(|e| e.sort_pairs(keys, partner, len));
-        self.push(Stmt::If { cond: ranked.clone(), then: Vec::new(), els: sort });
+        self.push(Stmt::If {
+            cond: ranked.clone(),
+            then: Vec::new(),
+            els: sort,
+        });
         ranked
     }
 
     /// Shell sort with Gonnet's gaps from `gap0`, carrying `partner`.
-    fn shell_sort_from(&mut self, keys: &ArrayRef, partner: Option<&ArrayRef>, len: Expr, gap0: Expr) {
+    fn shell_sort_from(
+        &mut self,
+        keys: &ArrayRef,
+        partner: Option<&ArrayRef>,
+        len: Expr,
+        gap0: Expr,
+    ) {
         let gap = self.let_var("gap", gap0);
         let keys = keys.clone();
         self.while_(Expr::cmp(CmpOp::Gt, gap.clone(), Expr::Int(0)), |e| {
@@ -165,22 +228,38 @@ impl Emitter {
                         let shift = e.block(|e| {
                             e.store(keys.clone(), j.clone(), prev.clone());
                             if let Some(a) = partner {
-                                e.store(a.clone(), j.clone(), Expr::load(a.clone(), Expr::sub(j.clone(), gap.clone())));
+                                e.store(
+                                    a.clone(),
+                                    j.clone(),
+                                    Expr::load(a.clone(), Expr::sub(j.clone(), gap.clone())),
+                                );
                             }
                             e.set(&j, Expr::sub(j.clone(), gap.clone()));
                         });
                         let stop = e.block(|e| e.set(&more, Expr::Bool(false)));
-                        e.push(Stmt::If { cond: Expr::cmp(CmpOp::Gt, prev.clone(), key.clone()), then: shift, els: stop });
+                        e.push(Stmt::If {
+                            cond: Expr::cmp(CmpOp::Gt, prev.clone(), key.clone()),
+                            then: shift,
+                            els: stop,
+                        });
                     });
                     let stop = e.block(|e| e.set(&more, Expr::Bool(false)));
-                    e.push(Stmt::If { cond: Expr::cmp(CmpOp::Ge, j.clone(), gap.clone()), then, els: stop });
+                    e.push(Stmt::If {
+                        cond: Expr::cmp(CmpOp::Ge, j.clone(), gap.clone()),
+                        then,
+                        els: stop,
+                    });
                 });
                 e.store(keys.clone(), j.clone(), key);
                 if let (Some(a), Some(mate)) = (partner, carried) {
                     e.store(a.clone(), j, mate);
                 }
             });
-            let next = Expr::select(Expr::eq(gap.clone(), Expr::Int(2)), Expr::Int(1), Expr::div(Expr::mul(gap.clone(), Expr::Int(5)), Expr::Int(11)));
+            let next = Expr::select(
+                Expr::eq(gap.clone(), Expr::Int(2)),
+                Expr::Int(1),
+                Expr::div(Expr::mul(gap.clone(), Expr::Int(5)), Expr::Int(11)),
+            );
             e.set(&gap, next);
         });
     }
@@ -202,11 +281,15 @@ mod tests {
             Err("no parameters".into())
         }
         fn load(&self, a: &ArrayRef, i: i64) -> Result<Value, String> {
-            self.0[&a.tensor].get(i as usize).map(|&x| Value::I(x)).ok_or_else(|| format!("load {i} beyond {}", a.tensor))
+            self.0[&a.tensor]
+                .get(i as usize)
+                .map(|&x| Value::I(x))
+                .ok_or_else(|| format!("load {i} beyond {}", a.tensor))
         }
         fn store(&mut self, a: &ArrayRef, i: i64, v: Value) -> Result<(), String> {
             let arr = self.0.get_mut(&a.tensor).ok_or("no such array")?;
-            *arr.get_mut(i as usize).ok_or_else(|| format!("store {i} beyond {}", a.tensor))? = v.int()?;
+            *arr.get_mut(i as usize)
+                .ok_or_else(|| format!("store {i} beyond {}", a.tensor))? = v.int()?;
             Ok(())
         }
         fn reserve(&mut self, _a: &ArrayRef, _len: i64) -> Result<(), String> {
@@ -215,7 +298,10 @@ mod tests {
     }
 
     fn array(name: &str) -> ArrayRef {
-        ArrayRef { tensor: name.into(), slot: Slot::Scratch(name.into(), ElemTy::I32) }
+        ArrayRef {
+            tensor: name.into(),
+            slot: Slot::Scratch(name.into(), ElemTy::I32),
+        }
     }
 
     /// Pairs sorted by key, each partner moved with its key: every length
@@ -229,7 +315,10 @@ mod tests {
                 let mut e = Emitter::new();
                 e.sort_pairs(&array("keys"), &array("mates"), Expr::Int(count as i64));
                 let f = e.finish("sort");
-                let arrays = vec![("keys".to_string(), keys.clone()), ("mates".to_string(), (0..count as i64).collect())];
+                let arrays = vec![
+                    ("keys".to_string(), keys.clone()),
+                    ("mates".to_string(), (0..count as i64).collect()),
+                ];
                 sorted_with_partners(&f, arrays, &keys);
                 // Distinct keys, narrow or wide: scanned through zeroed
                 // slots (left zero), or sorted.
@@ -240,9 +329,18 @@ mod tests {
                     distinct.swap(t, rng.below(t as u64 + 1) as usize);
                 }
                 let mut e = Emitter::new();
-                e.sort_distinct_pairs(&array("keys"), &array("mates"), Expr::Int(distinct.len() as i64), &array("slots"));
+                e.sort_distinct_pairs(
+                    &array("keys"),
+                    &array("mates"),
+                    Expr::Int(distinct.len() as i64),
+                    &array("slots"),
+                );
                 let f = e.finish("sort");
-                let arrays = vec![("keys".to_string(), distinct.clone()), ("mates".to_string(), (0..distinct.len() as i64).collect()), ("slots".to_string(), vec![0; 1 << 21])];
+                let arrays = vec![
+                    ("keys".to_string(), distinct.clone()),
+                    ("mates".to_string(), (0..distinct.len() as i64).collect()),
+                    ("slots".to_string(), vec![0; 1 << 21]),
+                ];
                 let slots = sorted_with_partners(&f, arrays, &distinct);
                 assert!(slots.iter().all(|&s| s == 0), "slots left set");
             }
@@ -251,15 +349,25 @@ mod tests {
 
     /// Run `f` on `arrays`; check that `keys` came out in order, each with
     /// its partner (its index in `original`). Returns the slots.
-    fn sorted_with_partners(f: &crate::ir::Function, arrays: Vec<(String, Vec<i64>)>, original: &[i64]) -> Vec<i64> {
+    fn sorted_with_partners(
+        f: &crate::ir::Function,
+        arrays: Vec<(String, Vec<i64>)>,
+        original: &[i64],
+    ) -> Vec<i64> {
         let count = original.len();
         let mut mem = Arrays(arrays.into_iter().collect());
         Interp::new(f.vars.len(), &mut mem).run(&f.body).unwrap(); // ok: test code, a panic is a failed test
         let (sorted, mates) = (&mem.0["keys"], &mem.0["mates"]);
-        assert!(sorted.windows(2).all(|w| w[0] <= w[1]), "{count} keys not in order");
+        assert!(
+            sorted.windows(2).all(|w| w[0] <= w[1]),
+            "{count} keys not in order"
+        );
         let mut seen = vec![false; count];
         for (k, &m) in sorted.iter().zip(mates) {
-            assert_eq!(*k, original[m as usize], "{count} keys: a partner left its key");
+            assert_eq!(
+                *k, original[m as usize],
+                "{count} keys: a partner left its key"
+            );
             seen[m as usize] = true;
         }
         assert!(seen.iter().all(|&s| s), "{count} keys: a partner lost");
@@ -302,7 +410,11 @@ mod tests {
                     let f = e.finish("sort");
                     let mut padded = keys.clone();
                     padded.resize(extent, -7);
-                    let arrays = [("keys".to_string(), padded), ("flags".to_string(), flags), ("out".to_string(), vec![-1; count])];
+                    let arrays = [
+                        ("keys".to_string(), padded),
+                        ("flags".to_string(), flags),
+                        ("out".to_string(), vec![-1; count]),
+                    ];
                     let mut mem = Arrays(arrays.into_iter().collect());
                     Interp::new(f.vars.len(), &mut mem).run(&f.body).unwrap(); // ok: test code, a panic is a failed test
                     let mut expected = keys.clone();

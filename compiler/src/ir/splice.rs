@@ -16,7 +16,10 @@ pub struct Temporary<'a> {
 impl Temporary<'_> {
     fn array(&self, a: &ArrayRef) -> ArrayRef {
         match &a.slot {
-            Slot::Vals if a.tensor == self.tensor => ArrayRef { tensor: self.tensor.to_string(), slot: Slot::Scratch("vals".into(), ElemTy::F64) },
+            Slot::Vals if a.tensor == self.tensor => ArrayRef {
+                tensor: self.tensor.to_string(),
+                slot: Slot::Scratch("vals".into(), ElemTy::F64),
+            },
             _ => a.clone(),
         }
     }
@@ -30,7 +33,10 @@ impl Temporary<'_> {
         let d = match p.slot {
             ParamSlot::Level(k, _) | ParamSlot::Dim(k) => k,
         };
-        self.extents.get(d).cloned().map_or(Expr::Int(0), Expr::Param)
+        self.extents
+            .get(d)
+            .cloned()
+            .map_or(Expr::Int(0), Expr::Param)
     }
 }
 
@@ -41,7 +47,12 @@ pub fn join(first: &Function, second: &Function, temp: &Temporary<'_>) -> Functi
     vars.extend(second.vars.iter().cloned());
     let mut body = block(&first.body, 0, temp);
     body.extend(block(&second.body, offset, temp));
-    Function { name: first.name.clone(), vars, body, parallel: None }
+    Function {
+        name: first.name.clone(),
+        vars,
+        body,
+        parallel: None,
+    }
 }
 
 fn block(b: &Block, offset: usize, t: &Temporary<'_>) -> Block {
@@ -58,10 +69,30 @@ fn stmt(s: &Stmt, o: usize, t: &Temporary<'_>) -> Stmt {
         Stmt::Let(v, x) => Stmt::Let(var(*v, o), e(x)),
         Stmt::Set(v, x) => Stmt::Set(var(*v, o), e(x)),
         Stmt::Store(a, i, x) => Stmt::Store(t.array(a), e(i), e(x)),
-        Stmt::For { var: v, lo, hi, body } => Stmt::For { var: var(*v, o), lo: e(lo), hi: e(hi), body: block(body, o, t) },
-        Stmt::While { cond, body } => Stmt::While { cond: e(cond), body: block(body, o, t) },
-        Stmt::If { cond, then, els } => Stmt::If { cond: e(cond), then: block(then, o, t), els: block(els, o, t) },
-        Stmt::Reserve { array, len } => Stmt::Reserve { array: t.array(array), len: e(len) },
+        Stmt::For {
+            var: v,
+            lo,
+            hi,
+            body,
+        } => Stmt::For {
+            var: var(*v, o),
+            lo: e(lo),
+            hi: e(hi),
+            body: block(body, o, t),
+        },
+        Stmt::While { cond, body } => Stmt::While {
+            cond: e(cond),
+            body: block(body, o, t),
+        },
+        Stmt::If { cond, then, els } => Stmt::If {
+            cond: e(cond),
+            then: block(then, o, t),
+            els: block(els, o, t),
+        },
+        Stmt::Reserve { array, len } => Stmt::Reserve {
+            array: t.array(array),
+            len: e(len),
+        },
         Stmt::Comment(c) => Stmt::Comment(c.clone()),
     }
 }

@@ -17,7 +17,12 @@ fn rewrite_block(b: &mut Block, vars: &mut Vec<VarInfo>) {
     let mut out = Vec::with_capacity(b.len());
     for s in b.drain(..) {
         match s {
-            Stmt::For { var, lo, hi, mut body } => {
+            Stmt::For {
+                var,
+                lo,
+                hi,
+                mut body,
+            } => {
                 rewrite_block(&mut body, vars);
                 match reduction(&body, var, vars) {
                     Some(acc) => out.extend(unrolled(var, lo, hi, body, acc, vars)),
@@ -28,7 +33,11 @@ fn rewrite_block(b: &mut Block, vars: &mut Vec<VarInfo>) {
                 rewrite_block(&mut body, vars);
                 out.push(Stmt::While { cond, body });
             }
-            Stmt::If { cond, mut then, mut els } => {
+            Stmt::If {
+                cond,
+                mut then,
+                mut els,
+            } => {
                 rewrite_block(&mut then, vars);
                 rewrite_block(&mut els, vars);
                 out.push(Stmt::If { cond, then, els });
@@ -53,7 +62,9 @@ fn uses_var(e: &Expr, v: VarId) -> bool {
 /// single `acc = acc + e` (float), with no stores, loops or branches.
 fn reduction(body: &Block, _index: VarId, vars: &[VarInfo]) -> Option<VarId> {
     let (last, lets) = body.split_last()?;
-    let Stmt::Set(acc, Expr::Bin(BinOp::Add, l, r)) = last else { return None };
+    let Stmt::Set(acc, Expr::Bin(BinOp::Add, l, r)) = last else {
+        return None;
+    };
     if **l != Expr::Var(*acc) || uses_var(r, *acc) || vars.get(*acc as usize)?.ty != Ty::F64 {
         return None;
     }
@@ -76,7 +87,11 @@ fn rename(e: &Expr, map: &[(VarId, VarId)]) -> Expr {
         Expr::Cmp(op, a, b) => Expr::Cmp(*op, Box::new(rename(a, map)), Box::new(rename(b, map))),
         Expr::Not(a) => Expr::Not(Box::new(rename(a, map))),
         Expr::Neg(a) => Expr::Neg(Box::new(rename(a, map))),
-        Expr::Select(c, a, b) => Expr::Select(Box::new(rename(c, map)), Box::new(rename(a, map)), Box::new(rename(b, map))),
+        Expr::Select(c, a, b) => Expr::Select(
+            Box::new(rename(c, map)),
+            Box::new(rename(a, map)),
+            Box::new(rename(b, map)),
+        ),
         other => other.clone(),
     }
 }
@@ -94,7 +109,14 @@ fn fresh(vars: &mut Vec<VarInfo>, like: VarId, suffix: &str) -> VarId {
 /// `for p in lo..hi { body }` as
 /// `let p = lo; while p + 1 < hi { body(p) into acc; body(p+1) into acc2;
 ///  p += 2 }; if p < hi { body(p) }; acc += acc2`.
-fn unrolled(index: VarId, lo: Expr, hi: Expr, body: Block, acc: VarId, vars: &mut Vec<VarInfo>) -> Block {
+fn unrolled(
+    index: VarId,
+    lo: Expr,
+    hi: Expr,
+    body: Block,
+    acc: VarId,
+    vars: &mut Vec<VarInfo>,
+) -> Block {
     let acc2 = fresh(vars, acc, "2");
     let next = fresh(vars, index, "n");
     let end = fresh(vars, index, "_hi");
@@ -119,8 +141,15 @@ fn unrolled(index: VarId, lo: Expr, hi: Expr, body: Block, acc: VarId, vars: &mu
         Stmt::Let(end, hi),
         Stmt::Let(index, lo),
         Stmt::Let(acc2, Expr::Float(0.0)),
-        Stmt::While { cond: Expr::lt(Expr::add(Expr::Var(index), Expr::Int(1)), Expr::Var(end)), body: pair },
-        Stmt::If { cond: Expr::lt(Expr::Var(index), Expr::Var(end)), then: body, els: Vec::new() },
+        Stmt::While {
+            cond: Expr::lt(Expr::add(Expr::Var(index), Expr::Int(1)), Expr::Var(end)),
+            body: pair,
+        },
+        Stmt::If {
+            cond: Expr::lt(Expr::Var(index), Expr::Var(end)),
+            then: body,
+            els: Vec::new(),
+        },
         Stmt::Set(acc, Expr::add(Expr::Var(acc), Expr::Var(acc2))),
     ]
 }

@@ -10,9 +10,9 @@
 
 use crate::ir::{ArrayRef, ElemTy, ParamSlot, Slot};
 use crate::storage::{check_allocation, Tensor, Validated};
-use std::mem::{offset_of, size_of};
 use cranelift_jit::JITModule;
 use std::collections::BTreeMap;
+use std::mem::{offset_of, size_of};
 use thiserror::Error;
 
 #[derive(Debug, Error, PartialEq)]
@@ -40,8 +40,13 @@ impl Code {
     pub(super) fn new(module: JITModule, ptr: *const u8) -> Self {
         // SAFETY: `ptr` is the finalized address of a function compiled with
         // the signature `fn(*mut Args) -> i64` in `jit::compile`.
-        let entry = unsafe { std::mem::transmute::<*const u8, extern "C" fn(*mut Args) -> i64>(ptr) };
-        Code { module: Some(module), _library: None, entry }
+        let entry =
+            unsafe { std::mem::transmute::<*const u8, extern "C" fn(*mut Args) -> i64>(ptr) };
+        Code {
+            module: Some(module),
+            _library: None,
+            entry,
+        }
     }
 
     /// Load `symbol` from the shared object at `path`.
@@ -54,15 +59,22 @@ impl Code {
     pub(crate) fn load_shared_object(path: &std::path::Path, symbol: &str) -> Result<Self, String> {
         // SAFETY: loading runs the object's initialisers; a C translation
         // unit from `ir::c` defines none.
-        let lib = unsafe { libloading::Library::new(path) }.map_err(|e| format!("loading {}: {e}", path.display()))?;
+        let lib = unsafe { libloading::Library::new(path) }
+            .map_err(|e| format!("loading {}: {e}", path.display()))?;
         // SAFETY: the symbol is the kernel defined with exactly this
         // signature (see above); the pointer lives as long as `lib`, which
         // `Code` keeps.
         let entry = unsafe {
-            let f: libloading::Symbol<extern "C" fn(*mut Args) -> i64> = lib.get(symbol.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
+            let f: libloading::Symbol<extern "C" fn(*mut Args) -> i64> = lib
+                .get(symbol.as_bytes())
+                .map_err(|e| format!("{}: {e}", path.display()))?;
             *f
         };
-        Ok(Code { module: None, _library: Some(lib), entry })
+        Ok(Code {
+            module: None,
+            _library: Some(lib),
+            entry,
+        })
     }
 }
 
@@ -121,7 +133,12 @@ pub(super) const SLOT_LEN: i32 = offset_of!(Slot_, len) as i32;
 pub(super) const SLOT_CAP: i32 = offset_of!(Slot_, cap) as i32;
 /// The kernel loads parameters as consecutive i64 and slot fields as the
 /// target's pointer type and i64: the layout must match that reading.
-const _: () = assert!(size_of::<*mut u8>() == size_of::<i64>() && SLOT_LEN == SLOT_PTR + 8 && SLOT_CAP == SLOT_LEN + 8 && SLOT_SIZE == 24);
+const _: () = assert!(
+    size_of::<*mut u8>() == size_of::<i64>()
+        && SLOT_LEN == SLOT_PTR + 8
+        && SLOT_CAP == SLOT_LEN + 8
+        && SLOT_SIZE == 24
+);
 
 enum Buf {
     I32(Vec<i32>),
@@ -171,7 +188,9 @@ extern "C" fn reserve(rt: *mut Growable, slot: i64, len: i64) -> *mut u8 {
         // SAFETY: `rt` points to the `Growable` on `run_kernel`'s frame,
         // alive and not otherwise borrowed during the call.
         let g = unsafe { &mut *rt };
-        let Some(buf) = g.bufs.get_mut(&slot) else { return std::ptr::null_mut() };
+        let Some(buf) = g.bufs.get_mut(&slot) else {
+            return std::ptr::null_mut();
+        };
         // A group of arrays is grown together when one of them is full
         // (`translate::reserve`); the others may have room already.
         if len.max(0) as usize <= buf.len() {
@@ -223,7 +242,13 @@ fn advise_huge_pages(buf: &mut Buf) {
 fn take_array(t: &mut Tensor, a: &ArrayRef) -> Option<Buf> {
     match &a.slot {
         Slot::Vals => Some(Buf::F64(std::mem::take(&mut t.vals))),
-        Slot::Level(k, name) => t.levels.get_mut(*k)?.arrays.get_mut(name).map(|v| Buf::I32(std::mem::take(v))).or(Some(Buf::I32(Vec::new()))),
+        Slot::Level(k, name) => t
+            .levels
+            .get_mut(*k)?
+            .arrays
+            .get_mut(name)
+            .map(|v| Buf::I32(std::mem::take(v)))
+            .or(Some(Buf::I32(Vec::new()))),
         Slot::Scratch(..) => Some(match a.elem() {
             ElemTy::I32 => Buf::I32(Vec::new()),
             ElemTy::F64 => Buf::F64(Vec::new()),
@@ -259,7 +284,11 @@ pub struct Share {
 
 impl Share {
     /// The whole kernel in one call.
-    pub const WHOLE: Share = Share { thread: 0, threads: 1, phase: 0 };
+    pub const WHOLE: Share = Share {
+        thread: 0,
+        threads: 1,
+        phase: 0,
+    };
 }
 
 /// A kernel's argument block in the making: parameters, array slots, and
@@ -271,7 +300,11 @@ struct Bound {
 }
 
 impl Bound {
-    fn new(k: &super::CompiledKernel, inputs: &[Validated<'_>], output: &mut Tensor) -> Result<Bound, RunError> {
+    fn new(
+        k: &super::CompiledKernel,
+        inputs: &[Validated<'_>],
+        output: &mut Tensor,
+    ) -> Result<Bound, RunError> {
         let find = |name: &str| inputs.iter().map(|v| v.tensor()).find(|t| t.name == name);
         let mut params = Vec::with_capacity(k.params.len());
         for p in &k.params {
@@ -279,20 +312,34 @@ impl Bound {
                 params.push(0); // set per call (`with_share`)
                 continue;
             }
-            let t: &Tensor = if p.tensor == output.name { &*output } else { find(&p.tensor).ok_or_else(|| RunError::Missing(p.c_name()))? };
+            let t: &Tensor = if p.tensor == output.name {
+                &*output
+            } else {
+                find(&p.tensor).ok_or_else(|| RunError::Missing(p.c_name()))?
+            };
             let v = match &p.slot {
                 ParamSlot::Dim(d) => t.dims.get(*d).map(|&n| n as i64),
-                ParamSlot::Level(l, name) => t.levels.get(*l).and_then(|s| s.params.get(name).copied()),
+                ParamSlot::Level(l, name) => {
+                    t.levels.get(*l).and_then(|s| s.params.get(name).copied())
+                }
             };
             params.push(v.ok_or_else(|| RunError::Missing(p.c_name()))?);
         }
         let mut slots: Vec<Slot_> = Vec::with_capacity(k.arrays.len());
-        let mut growable = Growable { slots: std::ptr::null_mut(), bufs: BTreeMap::new(), tensor: output.name.clone() };
+        let mut growable = Growable {
+            slots: std::ptr::null_mut(),
+            bufs: BTreeMap::new(),
+            tensor: output.name.clone(),
+        };
         for (n, (a, writes)) in k.arrays.iter().enumerate() {
             if a.tensor == output.name || matches!(a.slot, Slot::Scratch(..)) {
                 let mut buf = take_array(output, a).ok_or_else(|| RunError::Missing(a.c_name()))?;
                 let len = buf.len() as i64;
-                slots.push(Slot_ { ptr: buf.ptr(), len, cap: len });
+                slots.push(Slot_ {
+                    ptr: buf.ptr(),
+                    len,
+                    cap: len,
+                });
                 growable.bufs.insert(n as i64, buf);
             } else {
                 if *writes {
@@ -302,22 +349,40 @@ impl Bound {
                 let (ptr, len) = match &a.slot {
                     Slot::Vals => (t.vals.as_ptr() as *mut u8, t.vals.len()),
                     Slot::Level(l, name) => {
-                        let v = t.levels.get(*l).and_then(|s| s.arrays.get(name)).ok_or_else(|| RunError::Missing(a.c_name()))?;
+                        let v = t
+                            .levels
+                            .get(*l)
+                            .and_then(|s| s.arrays.get(name))
+                            .ok_or_else(|| RunError::Missing(a.c_name()))?;
                         (v.as_ptr() as *mut u8, v.len())
                     }
                     Slot::Scratch(..) => unreachable!("scratch arrays are owned above"), // ok: handled by the first branch
                 };
-                slots.push(Slot_ { ptr, len: len as i64, cap: len as i64 });
+                slots.push(Slot_ {
+                    ptr,
+                    len: len as i64,
+                    cap: len as i64,
+                });
             }
         }
-        Ok(Bound { params, slots, growable })
+        Ok(Bound {
+            params,
+            slots,
+            growable,
+        })
     }
 
     /// One call of `k` on this frame's arrays, which the kernel may grow.
     fn call(&mut self, k: &super::CompiledKernel, share: Share) -> i64 {
         let params = with_share(k, &self.params, share);
         self.growable.slots = self.slots.as_mut_ptr();
-        let mut args = Args { arrays: self.slots.as_mut_ptr(), params: params.as_ptr(), runtime: &mut self.growable, reserve, reserve_group };
+        let mut args = Args {
+            arrays: self.slots.as_mut_ptr(),
+            params: params.as_ptr(),
+            runtime: &mut self.growable,
+            reserve,
+            reserve_group,
+        };
         (k.code.entry)(&mut args)
     }
 
@@ -349,12 +414,21 @@ fn with_share(k: &super::CompiledKernel, params: &[i64], share: Share) -> Vec<i6
 /// Run a compiled kernel. Inputs carry proof that `storage::validate`
 /// accepted them (the kernel reads them without bounds checks); `output` is
 /// updated in place (its arrays may be reallocated).
-pub fn run_kernel(k: &super::CompiledKernel, inputs: &[Validated<'_>], output: &mut Tensor) -> Result<(), RunError> {
+pub fn run_kernel(
+    k: &super::CompiledKernel,
+    inputs: &[Validated<'_>],
+    output: &mut Tensor,
+) -> Result<(), RunError> {
     run_share(k, inputs, output, Share::WHOLE)
 }
 
 /// `run_kernel` for one share of the kernel's outermost loop.
-pub fn run_share(k: &super::CompiledKernel, inputs: &[Validated<'_>], output: &mut Tensor, share: Share) -> Result<(), RunError> {
+pub fn run_share(
+    k: &super::CompiledKernel,
+    inputs: &[Validated<'_>],
+    output: &mut Tensor,
+    share: Share,
+) -> Result<(), RunError> {
     let mut bound = Bound::new(k, inputs, output)?;
     let status = bound.call(k, share);
     bound.finish(k, output);
@@ -383,7 +457,11 @@ impl SharedSlots {
 /// A runtime with no arrays: `reserve` refuses every request, so a call
 /// given it can never move an array other threads are using.
 fn frozen(tensor: &str) -> Growable {
-    Growable { slots: std::ptr::null_mut(), bufs: BTreeMap::new(), tensor: tensor.to_string() }
+    Growable {
+        slots: std::ptr::null_mut(),
+        bufs: BTreeMap::new(),
+        tensor: tensor.to_string(),
+    }
 }
 
 /// Run a `Parallel::Rows` kernel on `threads` threads sharing `output`: a
@@ -398,23 +476,51 @@ fn frozen(tensor: &str) -> Growable {
 /// shares partition the loop's iterations, so no position is touched by
 /// two threads. No share can grow an array: the loop holds no `reserve`,
 /// and its runtime (`frozen`) would refuse one.
-pub fn run_rows(k: &super::CompiledKernel, inputs: &[Validated<'_>], output: &mut Tensor, threads: usize) -> Result<(), RunError> {
+pub fn run_rows(
+    k: &super::CompiledKernel,
+    inputs: &[Validated<'_>],
+    output: &mut Tensor,
+    threads: usize,
+) -> Result<(), RunError> {
     let mut bound = Bound::new(k, inputs, output)?;
-    let mut status = bound.call(k, Share { thread: 0, threads: 1, phase: 1 });
+    let mut status = bound.call(
+        k,
+        Share {
+            thread: 0,
+            threads: 1,
+            phase: 1,
+        },
+    );
     if status == 0 {
         let shared = SharedSlots(bound.slots.clone());
         let params = &bound.params;
         let name = output.name.as_str();
         let share = |thread: usize| -> i64 {
-            let params = with_share(k, params, Share { thread: thread as i64, threads: threads as i64, phase: 2 });
+            let params = with_share(
+                k,
+                params,
+                Share {
+                    thread: thread as i64,
+                    threads: threads as i64,
+                    phase: 2,
+                },
+            );
             let mut slots = shared.copy();
             let mut runtime = frozen(name);
-            let mut args = Args { arrays: slots.as_mut_ptr(), params: params.as_ptr(), runtime: &mut runtime, reserve, reserve_group };
+            let mut args = Args {
+                arrays: slots.as_mut_ptr(),
+                params: params.as_ptr(),
+                runtime: &mut runtime,
+                reserve,
+                reserve_group,
+            };
             (k.code.entry)(&mut args)
         };
         let share = &share;
         status = std::thread::scope(|scope| {
-            let others: Vec<_> = (1..threads).map(|t| scope.spawn(move || share(t))).collect();
+            let others: Vec<_> = (1..threads)
+                .map(|t| scope.spawn(move || share(t)))
+                .collect();
             let mut status = share(0);
             for h in others {
                 // A share that panicked (it cannot: kernels do not unwind)

@@ -27,32 +27,57 @@ pub(super) struct Count {
 
 /// The counting loop `for index in ..: body`, if `body` is one.
 pub(super) fn plan(index: VarId, body: &[Stmt]) -> Option<Count> {
-    let [Stmt::Set(count, Expr::Bin(BinOp::Add, acc, one))] = body else { return None };
-    let (Expr::Var(acc), Expr::Select(cond, yes, no)) = (&**acc, &**one) else { return None };
-    let (Expr::Cmp(op, load, key), Expr::Int(1), Expr::Int(0)) = (&**cond, &**yes, &**no) else { return None };
-    let Expr::Load(keys, at) = &**load else { return None };
+    let [Stmt::Set(count, Expr::Bin(BinOp::Add, acc, one))] = body else {
+        return None;
+    };
+    let (Expr::Var(acc), Expr::Select(cond, yes, no)) = (&**acc, &**one) else {
+        return None;
+    };
+    let (Expr::Cmp(op, load, key), Expr::Int(1), Expr::Int(0)) = (&**cond, &**yes, &**no) else {
+        return None;
+    };
+    let Expr::Load(keys, at) = &**load else {
+        return None;
+    };
     let uniform = |e: &Expr| {
         let mut ok = true;
-        e.walk(&mut |x| ok &= !matches!(x, Expr::Var(v) if *v == index || v == count) && !matches!(x, Expr::Load(..)));
+        e.walk(&mut |x| {
+            ok &= !matches!(x, Expr::Var(v) if *v == index || v == count)
+                && !matches!(x, Expr::Load(..))
+        });
         ok
     };
-    let counts = acc == count && keys.elem() == ElemTy::I32 && **at == Expr::Var(index) && uniform(key);
+    let counts =
+        acc == count && keys.elem() == ElemTy::I32 && **at == Expr::Var(index) && uniform(key);
     let lanes_compare = matches!(op, CmpOp::Lt | CmpOp::Gt);
-    (counts && lanes_compare).then(|| Count { count: *count, keys: keys.clone(), op: *op, key: (**key).clone() })
+    (counts && lanes_compare).then(|| Count {
+        count: *count,
+        keys: keys.clone(),
+        op: *op,
+        key: (**key).clone(),
+    })
 }
 
 impl Translator<'_, '_> {
     /// The vector part of the counting loop `c` over `var` in `lo..hi`:
     /// adds its count to `c.count` and leaves `var` at the first iteration
     /// it did not run, for the scalar loop to finish.
-    pub(super) fn count_loop(&mut self, c: &Count, var: Variable, lo: Value, hi: Value) -> Result<(), String> {
+    pub(super) fn count_loop(
+        &mut self,
+        c: &Count,
+        var: Variable,
+        lo: Value,
+        hi: Value,
+    ) -> Result<(), String> {
         let step = 2 * UNROLL;
         self.b.def_var(var, lo);
         let key = self.expr(&c.key)?;
         let key = self.b.ins().splat(types::I64X2, key);
         let zero = self.b.ins().iconst(types::I64, 0);
         let zero = self.b.ins().splat(types::I64X2, zero);
-        let lanes: Vec<Variable> = (0..UNROLL).map(|_| self.b.declare_var(types::I64X2)).collect();
+        let lanes: Vec<Variable> = (0..UNROLL)
+            .map(|_| self.b.declare_var(types::I64X2))
+            .collect();
         for &l in &lanes {
             self.b.def_var(l, zero);
         }
@@ -85,7 +110,10 @@ impl Translator<'_, '_> {
             let n = self.b.use_var(l);
             sum = self.b.ins().iadd(sum, n);
         }
-        let (a, b) = (self.b.ins().extractlane(sum, 0), self.b.ins().extractlane(sum, 1));
+        let (a, b) = (
+            self.b.ins().extractlane(sum, 0),
+            self.b.ins().extractlane(sum, 1),
+        );
         let counted = self.b.ins().iadd(a, b);
         let count = self.var(c.count)?;
         let before = self.b.use_var(count);

@@ -2,12 +2,12 @@
 //! on runtime tensors. `call.rs` holds every `unsafe` line of the crate.
 
 mod call;
-mod translate;
 mod count;
+mod translate;
 mod vector;
 
-pub use call::{run_kernel, run_rows, run_share, RunError, Share};
 pub(crate) use call::Code;
+pub use call::{run_kernel, run_rows, run_share, RunError, Share};
 
 use crate::ir::{passes, ArrayRef, Function, ParamRef};
 use cranelift_codegen::ir::{types, AbiParam, UserFuncName};
@@ -60,9 +60,22 @@ impl std::fmt::Debug for CompiledKernel {
 impl CompiledKernel {
     /// A kernel of another tier whose code follows the same calling
     /// convention for `f` (see `backend::cc`).
-    pub(crate) fn from_code(f: &Function, tier: Tier, compile_time: Duration, code: call::Code) -> Self {
+    pub(crate) fn from_code(
+        f: &Function,
+        tier: Tier,
+        compile_time: Duration,
+        code: call::Code,
+    ) -> Self {
         let f = passes::for_codegen(f);
-        CompiledKernel { name: f.name.clone(), arrays: f.arrays(), params: f.params(), compile_time, tier, parallel: f.parallel, code }
+        CompiledKernel {
+            name: f.name.clone(),
+            arrays: f.arrays(),
+            params: f.params(),
+            compile_time,
+            tier,
+            parallel: f.parallel,
+            code,
+        }
     }
 }
 
@@ -72,28 +85,47 @@ fn host_isa() -> Result<OwnedTargetIsa, String> {
     static ISA: OnceLock<Result<OwnedTargetIsa, String>> = OnceLock::new();
     ISA.get_or_init(|| {
         let mut flags = settings::builder();
-        let set = |flags: &mut settings::Builder, k: &str, v: &str| flags.set(k, v).map_err(|e| format!("cranelift setting {k}: {e}"));
+        let set = |flags: &mut settings::Builder, k: &str, v: &str| {
+            flags
+                .set(k, v)
+                .map_err(|e| format!("cranelift setting {k}: {e}"))
+        };
         set(&mut flags, "opt_level", "speed")?;
         set(&mut flags, "use_colocated_libcalls", "false")?;
         set(&mut flags, "is_pic", "false")?;
         // The verifier costs a third of the compile time; the translator's
         // output is checked by it in debug builds (and so in `cargo test`
         // without --release).
-        set(&mut flags, "enable_verifier", if cfg!(debug_assertions) { "true" } else { "false" })?;
+        set(
+            &mut flags,
+            "enable_verifier",
+            if cfg!(debug_assertions) {
+                "true"
+            } else {
+                "false"
+            },
+        )?;
         // Kernels never unwind.
         set(&mut flags, "unwind_info", "false")?;
         let isa_builder = cranelift_native::builder().map_err(|e| format!("host ISA: {e}"))?;
-        isa_builder.finish(settings::Flags::new(flags)).map_err(|e| format!("host ISA: {e}"))
+        isa_builder
+            .finish(settings::Flags::new(flags))
+            .map_err(|e| format!("host ISA: {e}"))
     })
     .clone()
 }
 
 /// Translate `f` into a fresh module; returns the module, the context (with
 /// the compiled code when `disasm` asked for it) and the function's id.
-fn build(f: &Function, disasm: bool) -> Result<(JITModule, Context, cranelift_module::FuncId), String> {
+fn build(
+    f: &Function,
+    disasm: bool,
+) -> Result<(JITModule, Context, cranelift_module::FuncId), String> {
     let isa = host_isa()?;
     let mut grows = false;
-    crate::ir::walk_block(&f.body, &mut |s| grows |= matches!(s, crate::ir::Stmt::Reserve { .. }));
+    crate::ir::walk_block(&f.body, &mut |s| {
+        grows |= matches!(s, crate::ir::Stmt::Reserve { .. })
+    });
     let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
     if grows {
         builder.symbol(GROW_SYMBOL, shared_grow()? as *const u8);
@@ -110,7 +142,9 @@ fn build(f: &Function, disasm: bool) -> Result<(JITModule, Context, cranelift_mo
     let mut fctx = FunctionBuilderContext::new();
     let grow = match grows {
         true => {
-            let id = module.declare_function(GROW_SYMBOL, Linkage::Import, &grow_signature(&module)).map_err(|e| format!("declare: {e}"))?;
+            let id = module
+                .declare_function(GROW_SYMBOL, Linkage::Import, &grow_signature(&module))
+                .map_err(|e| format!("declare: {e}"))?;
             Some(module.declare_func_in_func(id, &mut ctx.func))
         }
         false => None,
@@ -120,8 +154,12 @@ fn build(f: &Function, disasm: bool) -> Result<(JITModule, Context, cranelift_mo
         translate::Translator::translate(&mut b, f, ptr_ty, &arrays, &params, grow)?;
         b.finalize(module.target_config());
     }
-    let id = module.declare_function(&f.name, Linkage::Local, &ctx.func.signature).map_err(|e| format!("declare: {e}"))?;
-    module.define_function(id, &mut ctx).map_err(|e| format!("cranelift: {e:?}"))?;
+    let id = module
+        .declare_function(&f.name, Linkage::Local, &ctx.func.signature)
+        .map_err(|e| format!("declare: {e}"))?;
+    module
+        .define_function(id, &mut ctx)
+        .map_err(|e| format!("cranelift: {e:?}"))?;
     Ok((module, ctx, id))
 }
 
@@ -140,7 +178,11 @@ fn grow_signature(module: &JITModule) -> cranelift_codegen::ir::Signature {
     let ptr_ty = module.target_config().pointer_type();
     let mut sig = module.make_signature();
     sig.call_conv = cranelift_codegen::isa::CallConv::PreserveAll;
-    sig.params.extend([AbiParam::new(ptr_ty), AbiParam::new(types::I64), AbiParam::new(types::I64)]);
+    sig.params.extend([
+        AbiParam::new(ptr_ty),
+        AbiParam::new(types::I64),
+        AbiParam::new(types::I64),
+    ]);
     sig
 }
 
@@ -151,9 +193,14 @@ fn grow_signature(module: &JITModule) -> cranelift_codegen::ir::Signature {
 fn shared_grow() -> Result<usize, String> {
     static GROW: OnceLock<Result<usize, String>> = OnceLock::new();
     GROW.get_or_init(|| {
-        let mut module = JITModule::new(JITBuilder::with_isa(host_isa()?, cranelift_module::default_libcall_names()));
+        let mut module = JITModule::new(JITBuilder::with_isa(
+            host_isa()?,
+            cranelift_module::default_libcall_names(),
+        ));
         let sig = grow_signature(&module);
-        let id = module.declare_function(GROW_SYMBOL, Linkage::Local, &sig).map_err(|e| format!("declare: {e}"))?;
+        let id = module
+            .declare_function(GROW_SYMBOL, Linkage::Local, &sig)
+            .map_err(|e| format!("declare: {e}"))?;
         let mut ctx = module.make_context();
         ctx.func.signature = sig;
         {
@@ -162,8 +209,12 @@ fn shared_grow() -> Result<usize, String> {
             translate::grow_body(&mut b, module.target_config().pointer_type());
             b.finalize(module.target_config());
         }
-        module.define_function(id, &mut ctx).map_err(|e| format!("cranelift: {e:?}"))?;
-        module.finalize_definitions().map_err(|e| format!("finalize: {e}"))?;
+        module
+            .define_function(id, &mut ctx)
+            .map_err(|e| format!("cranelift: {e:?}"))?;
+        module
+            .finalize_definitions()
+            .map_err(|e| format!("finalize: {e}"))?;
         let address = module.get_finalized_function(id) as usize;
         // The code must outlive every kernel that calls it.
         Box::leak(Box::new(module));
@@ -187,17 +238,30 @@ pub fn compile(f: &Function) -> Result<CompiledKernel, String> {
     let f = &passes::for_codegen(f);
     let (mut module, mut ctx, id) = build(f, false)?;
     module.clear_context(&mut ctx);
-    module.finalize_definitions().map_err(|e| format!("finalize: {e}"))?;
+    module
+        .finalize_definitions()
+        .map_err(|e| format!("finalize: {e}"))?;
     let ptr = module.get_finalized_function(id);
     let code = call::Code::new(module, ptr);
-    Ok(CompiledKernel { name: f.name.clone(), arrays: f.arrays(), params: f.params(), compile_time: start.elapsed(), tier: Tier::Cranelift, parallel: f.parallel, code })
+    Ok(CompiledKernel {
+        name: f.name.clone(),
+        arrays: f.arrays(),
+        params: f.params(),
+        compile_time: start.elapsed(),
+        tier: Tier::Cranelift,
+        parallel: f.parallel,
+        code,
+    })
 }
 
 /// The machine code Cranelift makes of `f`, as assembly text (`--emit asm`).
 pub fn disassemble(f: &Function) -> Result<String, String> {
     let f = &passes::for_codegen(f);
     let (module, ctx, _) = build(f, true)?;
-    let text = ctx.compiled_code().and_then(|c| c.vcode.clone()).ok_or("Cranelift kept no disassembly")?;
+    let text = ctx
+        .compiled_code()
+        .and_then(|c| c.vcode.clone())
+        .ok_or("Cranelift kept no disassembly")?;
     // Never finalized: nothing of it can run.
     drop(module);
     Ok(text)
@@ -218,9 +282,13 @@ mod tests {
         e.reserve(vals.clone(), Expr::Int(1 << 58));
         e.store(vals, Expr::Int(0), Expr::Float(1.0));
         let k = compile(&e.finish("k")).expect("compiles"); // ok: test code, a panic is a failed test
-        let format = crate::format::parse_format("dense", 1, &crate::format::Registry::builtin()).expect("dense"); // ok: test code
+        let format = crate::format::parse_format("dense", 1, &crate::format::Registry::builtin())
+            .expect("dense"); // ok: test code
         let mut y = crate::execute::prepare_output("y", &format, &[4], 0).expect("output"); // ok: test code
-        assert!(matches!(run_kernel(&k, &[], &mut y), Err(RunError::OutOfMemory)));
+        assert!(matches!(
+            run_kernel(&k, &[], &mut y),
+            Err(RunError::OutOfMemory)
+        ));
     }
 
     /// Counting loops (`rank_of`) run in vector lanes: the counts of keys
@@ -229,7 +297,10 @@ mod tests {
     #[test]
     fn counting_loops_count_exactly_in_lanes() {
         use crate::ir::{CmpOp, ElemTy, Slot};
-        let keys = ArrayRef { tensor: "y".into(), slot: Slot::Scratch("keys".into(), ElemTy::I32) };
+        let keys = ArrayRef {
+            tensor: "y".into(),
+            slot: Slot::Scratch("keys".into(), ElemTy::I32),
+        };
         let vals = ArrayRef::vals("y");
         let probes = [-60i64, -3, 0, 17, 49, 3_000_000_000];
         for len in 0..40i64 {
@@ -245,22 +316,39 @@ mod tests {
                 for (side, op) in [CmpOp::Lt, CmpOp::Gt].into_iter().enumerate() {
                     let count = e.let_var("count", Expr::Int(0));
                     e.for_("m", Expr::Int(0), Expr::Int(len), |e, m| {
-                        let hit = Expr::select(Expr::cmp(op, Expr::load(keys.clone(), m), Expr::Int(probe)), Expr::Int(1), Expr::Int(0));
+                        let hit = Expr::select(
+                            Expr::cmp(op, Expr::load(keys.clone(), m), Expr::Int(probe)),
+                            Expr::Int(1),
+                            Expr::Int(0),
+                        );
                         e.set(&count, Expr::add(count.clone(), hit));
                     });
                     // (the IR has no integer-to-float conversion: add 1.0s)
                     let at = Expr::Int((2 * n + side) as i64);
-                    e.for_("q", Expr::Int(0), count, |e, _| e.store(vals.clone(), at.clone(), Expr::add(Expr::load(vals.clone(), at.clone()), Expr::Float(1.0))));
+                    e.for_("q", Expr::Int(0), count, |e, _| {
+                        e.store(
+                            vals.clone(),
+                            at.clone(),
+                            Expr::add(Expr::load(vals.clone(), at.clone()), Expr::Float(1.0)),
+                        )
+                    });
                 }
             }
             let k = compile(&e.finish("k")).expect("compiles"); // ok: test code, a panic is a failed test
-            let format = crate::format::parse_format("dense", 1, &crate::format::Registry::builtin()).expect("dense"); // ok: test code
-            let mut y = crate::execute::prepare_output("y", &format, &[2 * probes.len()], 0).expect("output"); // ok: test code
+            let format =
+                crate::format::parse_format("dense", 1, &crate::format::Registry::builtin())
+                    .expect("dense"); // ok: test code
+            let mut y = crate::execute::prepare_output("y", &format, &[2 * probes.len()], 0)
+                .expect("output"); // ok: test code
             run_kernel(&k, &[], &mut y).expect("runs"); // ok: test code
             for (n, &probe) in probes.iter().enumerate() {
                 let below = stored.iter().filter(|&&k| k < probe).count() as f64;
                 let above = stored.iter().filter(|&&k| k > probe).count() as f64;
-                assert_eq!((y.vals[2 * n], y.vals[2 * n + 1]), (below, above), "{len} keys, probe {probe}");
+                assert_eq!(
+                    (y.vals[2 * n], y.vals[2 * n + 1]),
+                    (below, above),
+                    "{len} keys, probe {probe}"
+                );
             }
         }
     }

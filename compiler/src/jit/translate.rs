@@ -6,13 +6,19 @@
 
 use crate::ir::{ArrayRef, BinOp, CmpOp, ElemTy, Expr, Function, ParamRef, Stmt, Ty, VarInfo};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{types, AbiParam, AliasRegion, AliasRegionData, Block, InstBuilder, FuncRef, MemFlagsData, Signature, Type, Value};
+use cranelift_codegen::ir::{
+    types, AbiParam, AliasRegion, AliasRegionData, Block, FuncRef, InstBuilder, MemFlagsData,
+    Signature, Type, Value,
+};
 use cranelift_frontend::{FunctionBuilder, Variable};
 use std::collections::BTreeMap;
 
 // Layout of the argument block and of one array slot, taken from the
 // `#[repr(C)]` structures in `call.rs` with `offset_of!` at compile time.
-use super::call::{ARGS_ARRAYS, ARGS_PARAMS, ARGS_RESERVE_GROUP, ARGS_RUNTIME, GROUP_BITS, GROUP_SLOTS, SLOT_CAP, SLOT_LEN, SLOT_PTR, SLOT_SIZE};
+use super::call::{
+    ARGS_ARRAYS, ARGS_PARAMS, ARGS_RESERVE_GROUP, ARGS_RUNTIME, GROUP_BITS, GROUP_SLOTS, SLOT_CAP,
+    SLOT_LEN, SLOT_PTR, SLOT_SIZE,
+};
 
 /// Where an array's base pointer lives: a pure load, or, for arrays the
 /// kernel grows (a call may move them), its slot, loaded where used.
@@ -43,8 +49,17 @@ struct Regions {
 
 impl Regions {
     fn new(dfg: &mut cranelift_codegen::ir::DataFlowGraph) -> Self {
-        let mut region = |user_id, description: &'static str| dfg.alias_regions.insert(AliasRegionData { user_id, description: description.into() });
-        Regions { elems: region(1, "output elements"), ptrs: region(2, "grown pointers"), sizes: region(3, "grown sizes") }
+        let mut region = |user_id, description: &'static str| {
+            dfg.alias_regions.insert(AliasRegionData {
+                user_id,
+                description: description.into(),
+            })
+        };
+        Regions {
+            elems: region(1, "output elements"),
+            ptrs: region(2, "grown pointers"),
+            sizes: region(3, "grown sizes"),
+        }
     }
 }
 
@@ -105,7 +120,9 @@ const UNROLL_TRIPS: i64 = 4;
 /// Whether `b` holds a loop.
 fn has_loops(b: &[Stmt]) -> bool {
     let mut found = false;
-    crate::ir::walk_block(b, &mut |s| found |= matches!(s, Stmt::For { .. } | Stmt::While { .. }));
+    crate::ir::walk_block(b, &mut |s| {
+        found |= matches!(s, Stmt::For { .. } | Stmt::While { .. })
+    });
     found
 }
 
@@ -135,7 +152,14 @@ fn collect_loads(e: &Expr, f: &mut dyn FnMut(&Expr)) {
 impl<'a, 'b> Translator<'a, 'b> {
     /// Emit the whole function body into `b`, whose entry block takes the
     /// argument-block pointer. Returns an error for IR the JIT cannot run.
-    pub fn translate(b: &'a mut FunctionBuilder<'b>, f: &Function, ptr_ty: Type, slots: &[(ArrayRef, bool)], params: &[ParamRef], grow: Option<FuncRef>) -> Result<(), String> {
+    pub fn translate(
+        b: &'a mut FunctionBuilder<'b>,
+        f: &Function,
+        ptr_ty: Type,
+        slots: &[(ArrayRef, bool)],
+        params: &[ParamRef],
+        grow: Option<FuncRef>,
+    ) -> Result<(), String> {
         let entry = b.create_block();
         b.append_block_params_for_function_params(entry);
         b.switch_to_block(entry);
@@ -143,7 +167,20 @@ impl<'a, 'b> Translator<'a, 'b> {
         let args = b.block_params(entry)[0];
         let fail = b.create_block();
         let regions = Regions::new(&mut b.func.dfg);
-        let mut t = Translator { vars: Vec::new(), var_info: f.vars.clone(), grown_bases: Vec::new(), arrays: BTreeMap::new(), params: BTreeMap::new(), ptr_ty, args, grow, fail, regions, hoisted: Vec::new(), b };
+        let mut t = Translator {
+            vars: Vec::new(),
+            var_info: f.vars.clone(),
+            grown_bases: Vec::new(),
+            arrays: BTreeMap::new(),
+            params: BTreeMap::new(),
+            ptr_ty,
+            args,
+            grow,
+            fail,
+            regions,
+            hoisted: Vec::new(),
+            b,
+        };
         for v in &f.vars {
             let var = t.b.declare_var(cl_ty(v.ty));
             t.vars.push(var);
@@ -166,7 +203,14 @@ impl<'a, 'b> Translator<'a, 'b> {
             } else {
                 Base::Fixed(t.b.ins().load(ptr_ty, pure(), table, off))
             };
-            t.arrays.insert(a.clone(), ArrayVars { slot: slot as i64, base, writes: *writes });
+            t.arrays.insert(
+                a.clone(),
+                ArrayVars {
+                    slot: slot as i64,
+                    base,
+                    writes: *writes,
+                },
+            );
         }
         let ptable = t.b.ins().load(ptr_ty, pure(), args, ARGS_PARAMS);
         for (j, p) in params.iter().enumerate() {
@@ -184,12 +228,17 @@ impl<'a, 'b> Translator<'a, 'b> {
     }
 
     fn array(&self, a: &ArrayRef) -> Result<&ArrayVars, String> {
-        self.arrays.get(a).ok_or_else(|| format!("array {} not bound", a.c_name()))
+        self.arrays
+            .get(a)
+            .ok_or_else(|| format!("array {} not bound", a.c_name()))
     }
 
     /// The Cranelift variable of IR variable `v`.
     pub(super) fn var(&self, v: crate::ir::VarId) -> Result<Variable, String> {
-        self.vars.get(v as usize).copied().ok_or_else(|| "unknown variable".into())
+        self.vars
+            .get(v as usize)
+            .copied()
+            .ok_or_else(|| "unknown variable".into())
     }
 
     pub(super) fn writes(&self, a: &ArrayRef) -> Result<bool, String> {
@@ -216,10 +265,24 @@ impl<'a, 'b> Translator<'a, 'b> {
     pub(super) fn base(&mut self, a: &ArrayRef) -> Result<Value, String> {
         Ok(match self.array(a)?.base {
             Base::Fixed(v) => v,
-            Base::Grown(_) if self.grown_bases.iter().any(|(g, _)| g == a) => self.grown_bases.iter().rev().find(|(g, _)| g == a).map(|(_, v)| *v).ok_or("grown base")?,
+            Base::Grown(_) if self.grown_bases.iter().any(|(g, _)| g == a) => self
+                .grown_bases
+                .iter()
+                .rev()
+                .find(|(g, _)| g == a)
+                .map(|(_, v)| *v)
+                .ok_or("grown base")?,
             Base::Grown(off) => {
-                let table = self.b.ins().load(self.ptr_ty, pure(), self.args, ARGS_ARRAYS);
-                self.b.ins().load(self.ptr_ty, flags().with_alias_region(Some(self.regions.ptrs)), table, off)
+                let table = self
+                    .b
+                    .ins()
+                    .load(self.ptr_ty, pure(), self.args, ARGS_ARRAYS);
+                self.b.ins().load(
+                    self.ptr_ty,
+                    flags().with_alias_region(Some(self.regions.ptrs)),
+                    table,
+                    off,
+                )
             }
         })
     }
@@ -246,13 +309,26 @@ impl<'a, 'b> Translator<'a, 'b> {
                 let var = *self.vars.get(*v as usize).ok_or("unknown variable")?;
                 self.b.use_var(var)
             }
-            Expr::Param(p) => *self.params.get(p).ok_or_else(|| format!("parameter {} not bound", p.c_name()))?,
-            Expr::Load(..) if self.hoisted.iter().any(|(h, _)| h == e) => self.hoisted.iter().rev().find(|(h, _)| h == e).map(|(_, v)| *v).ok_or("hoisted load")?,
+            Expr::Param(p) => *self
+                .params
+                .get(p)
+                .ok_or_else(|| format!("parameter {} not bound", p.c_name()))?,
+            Expr::Load(..) if self.hoisted.iter().any(|(h, _)| h == e) => self
+                .hoisted
+                .iter()
+                .rev()
+                .find(|(h, _)| h == e)
+                .map(|(_, v)| *v)
+                .ok_or("hoisted load")?,
             Expr::Load(a, i) => {
                 let addr = self.address(a, i)?;
                 // Inputs are never written while a kernel runs: readonly
                 // lets Cranelift merge repeated loads of the same element.
-                let f = if self.array(a)?.writes { self.elems() } else { flags().with_readonly() };
+                let f = if self.array(a)?.writes {
+                    self.elems()
+                } else {
+                    flags().with_readonly()
+                };
                 match a.elem() {
                     ElemTy::I32 => {
                         let v = self.b.ins().load(types::I32, f, addr, 0);
@@ -261,7 +337,9 @@ impl<'a, 'b> Translator<'a, 'b> {
                     ElemTy::F64 => self.b.ins().load(types::F64, f, addr, 0),
                 }
             }
-            Expr::Bin(op @ (BinOp::And | BinOp::Or), a, b) if b.reads_memory() => self.short_circuit(*op, a, b)?,
+            Expr::Bin(op @ (BinOp::And | BinOp::Or), a, b) if b.reads_memory() => {
+                self.short_circuit(*op, a, b)?
+            }
             Expr::Bin(op, a, b) => {
                 let (x, y) = (self.expr(a)?, self.expr(b)?);
                 let float = self.value_ty(x) == types::F64;
@@ -282,7 +360,9 @@ impl<'a, 'b> Translator<'a, 'b> {
                     (BinOp::Div, true) => ins.fdiv(x, y),
                     (BinOp::Min, true) => ins.fmin(x, y),
                     (BinOp::Max, true) => ins.fmax(x, y),
-                    (BinOp::Rem, true) => return Err("floating-point remainder is not supported".into()),
+                    (BinOp::Rem, true) => {
+                        return Err("floating-point remainder is not supported".into())
+                    }
                 }
             }
             Expr::Cmp(op, a, b) => {
@@ -370,7 +450,10 @@ impl<'a, 'b> Translator<'a, 'b> {
         for s in body {
             for e in crate::ir::stmt_exprs(s) {
                 collect_loads(e, &mut |l| {
-                    if invariant(l) && !found.contains(l) && !self.hoisted.iter().any(|(h, _)| h == l) {
+                    if invariant(l)
+                        && !found.contains(l)
+                        && !self.hoisted.iter().any(|(h, _)| h == l)
+                    {
                         found.push(l.clone());
                     }
                 });
@@ -412,7 +495,11 @@ impl<'a, 'b> Translator<'a, 'b> {
             Stmt::Store(a, i, v) => {
                 let addr = self.address(a, i)?;
                 let x = self.expr(v)?;
-                let x = if a.elem() == ElemTy::I32 { self.b.ins().ireduce(types::I32, x) } else { x };
+                let x = if a.elem() == ElemTy::I32 {
+                    self.b.ins().ireduce(types::I32, x)
+                } else {
+                    x
+                };
                 let f = self.elems();
                 self.b.ins().store(f, x, addr, 0);
             }
@@ -420,7 +507,12 @@ impl<'a, 'b> Translator<'a, 'b> {
             // inner level, `BCSR(4)`) runs unrolled: Cranelift does not
             // unroll, and the loop's compare and branch cost as much as
             // its body.
-            Stmt::For { var: var_id, lo: Expr::Int(lo), hi: Expr::Int(hi), body } if (1..=UNROLL_TRIPS).contains(&(hi - lo)) && !has_loops(body) => {
+            Stmt::For {
+                var: var_id,
+                lo: Expr::Int(lo),
+                hi: Expr::Int(hi),
+                body,
+            } if (1..=UNROLL_TRIPS).contains(&(hi - lo)) && !has_loops(body) => {
                 let var = *self.vars.get(*var_id as usize).ok_or("unknown variable")?;
                 for k in *lo..*hi {
                     let v = self.b.ins().iconst(types::I64, k);
@@ -428,12 +520,20 @@ impl<'a, 'b> Translator<'a, 'b> {
                     self.block(body)?;
                 }
             }
-            Stmt::For { var: var_id, lo, hi, body } => {
+            Stmt::For {
+                var: var_id,
+                lo,
+                hi,
+                body,
+            } => {
                 let var = *self.vars.get(*var_id as usize).ok_or("unknown variable")?;
                 let lo = self.expr(lo)?;
                 let hi = self.expr(hi)?;
                 let var_info = std::mem::take(&mut self.var_info);
-                let vectorized = match (super::vector::plan(*var_id, body, &var_info), super::count::plan(*var_id, body)) {
+                let vectorized = match (
+                    super::vector::plan(*var_id, body, &var_info),
+                    super::count::plan(*var_id, body),
+                ) {
                     (Some(plan), _) => self.vector_loop(&plan, var, lo, hi, body).map(|()| true),
                     (None, Some(count)) => self.count_loop(&count, var, lo, hi).map(|()| true),
                     (None, None) => Ok(false),
@@ -444,7 +544,11 @@ impl<'a, 'b> Translator<'a, 'b> {
                 self.scalar_loop(*var_id, var, lo, hi, body)?;
             }
             Stmt::While { cond, body } => {
-                let (header, body_block, exit) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
+                let (header, body_block, exit) = (
+                    self.b.create_block(),
+                    self.b.create_block(),
+                    self.b.create_block(),
+                );
                 let outer = self.grown_bases.len();
                 self.load_grown_bases(body);
                 self.b.ins().jump(header, &[]);
@@ -462,7 +566,11 @@ impl<'a, 'b> Translator<'a, 'b> {
             }
             Stmt::If { cond, then, els } => {
                 let c = self.expr(cond)?;
-                let (t, e, merge) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
+                let (t, e, merge) = (
+                    self.b.create_block(),
+                    self.b.create_block(),
+                    self.b.create_block(),
+                );
                 self.b.ins().brif(c, t, &[], e, &[]);
                 self.b.seal_block(t);
                 self.b.seal_block(e);
@@ -484,7 +592,14 @@ impl<'a, 'b> Translator<'a, 'b> {
     /// `for var in lo..hi { body }` as a rotated loop: one test before
     /// entry, then the test at the bottom, so each iteration takes a single
     /// branch.
-    fn scalar_loop(&mut self, index: crate::ir::VarId, var: Variable, lo: Value, hi: Value, body: &[Stmt]) -> Result<(), String> {
+    fn scalar_loop(
+        &mut self,
+        index: crate::ir::VarId,
+        var: Variable,
+        lo: Value,
+        hi: Value,
+        body: &[Stmt],
+    ) -> Result<(), String> {
         self.b.def_var(var, lo);
         let (body_block, exit) = (self.b.create_block(), self.b.create_block());
         let enter = self.b.ins().icmp(IntCC::SignedLessThan, lo, hi);
@@ -507,7 +622,15 @@ impl<'a, 'b> Translator<'a, 'b> {
     /// The end of a counted loop's body starting at `body_block` with
     /// index `var` at `at`: step it, go round again while below `limit`,
     /// and continue after the loop at `exit`.
-    pub(super) fn loop_back(&mut self, var: Variable, at: Value, step: i64, limit: Value, body_block: Block, exit: Block) {
+    pub(super) fn loop_back(
+        &mut self,
+        var: Variable,
+        at: Value,
+        step: i64,
+        limit: Value,
+        body_block: Block,
+        exit: Block,
+    ) {
         let next = self.b.ins().iadd_imm_s(at, step);
         self.b.def_var(var, next);
         let more = self.b.ins().icmp(IntCC::SignedLessThan, next, limit);
@@ -520,7 +643,11 @@ impl<'a, 'b> Translator<'a, 'b> {
     /// In a loop's preheader: load what the loop over `index` with `body`
     /// reads unchanged in every iteration. Returns the mark `leave_loop`
     /// takes after the body.
-    pub(super) fn enter_loop(&mut self, index: crate::ir::VarId, body: &[Stmt]) -> Result<(usize, usize), String> {
+    pub(super) fn enter_loop(
+        &mut self,
+        index: crate::ir::VarId,
+        body: &[Stmt],
+    ) -> Result<(usize, usize), String> {
         let outer = (self.hoisted.len(), self.grown_bases.len());
         for load in self.invariant_loads(index, body) {
             let v = self.expr(&load)?;
@@ -560,13 +687,27 @@ impl<'a, 'b> Translator<'a, 'b> {
             return;
         }
         for a in used {
-            let Some(ArrayVars { base: Base::Grown(off), .. }) = self.arrays.get(&a) else { continue };
+            let Some(ArrayVars {
+                base: Base::Grown(off),
+                ..
+            }) = self.arrays.get(&a)
+            else {
+                continue;
+            };
             if self.grown_bases.iter().any(|(g, _)| *g == a) {
                 continue;
             }
             let off = *off;
-            let table = self.b.ins().load(self.ptr_ty, pure(), self.args, ARGS_ARRAYS);
-            let base = self.b.ins().load(self.ptr_ty, flags().with_alias_region(Some(self.regions.ptrs)), table, off);
+            let table = self
+                .b
+                .ins()
+                .load(self.ptr_ty, pure(), self.args, ARGS_ARRAYS);
+            let base = self.b.ins().load(
+                self.ptr_ty,
+                flags().with_alias_region(Some(self.regions.ptrs)),
+                table,
+                off,
+            );
             self.grown_bases.push((a, base));
         }
     }
@@ -588,7 +729,10 @@ impl<'a, 'b> Translator<'a, 'b> {
             }
         }
         let want = self.expr(len)?;
-        let table = self.b.ins().load(self.ptr_ty, pure(), self.args, ARGS_ARRAYS);
+        let table = self
+            .b
+            .ins()
+            .load(self.ptr_ty, pure(), self.args, ARGS_ARRAYS);
         let sizes = flags().with_alias_region(Some(self.regions.sizes));
         let mut grow = None;
         for &slot in &slots {
@@ -610,19 +754,35 @@ impl<'a, 'b> Translator<'a, 'b> {
         self.b.seal_block(grow_block);
         self.b.switch_to_block(grow_block);
         // One call per few arrays; `grow` clobbers nothing.
-        let grow = self.grow.ok_or("a kernel that grows arrays without `grow`")?;
+        let grow = self
+            .grow
+            .ok_or("a kernel that grows arrays without `grow`")?;
         for chunk in slots.chunks(GROUP_SLOTS) {
             if !chunk.iter().all(|&s| s + 1 < 1 << GROUP_BITS) {
                 return Err("too many arrays for one reserve group".into());
             }
-            let packed = self.b.ins().iconst(types::I64, chunk.iter().rev().fold(0i64, |p, &s| (p << GROUP_BITS) | (s + 1)));
+            let packed = self.b.ins().iconst(
+                types::I64,
+                chunk
+                    .iter()
+                    .rev()
+                    .fold(0i64, |p, &s| (p << GROUP_BITS) | (s + 1)),
+            );
             self.b.ins().call(grow, &[self.args, packed, want]);
         }
         // A refused allocation leaves its array's capacity short.
-        let table = self.b.ins().load(self.ptr_ty, pure(), self.args, ARGS_ARRAYS);
+        let table = self
+            .b
+            .ins()
+            .load(self.ptr_ty, pure(), self.args, ARGS_ARRAYS);
         let mut failed = None;
         for &slot in &slots {
-            let cap = self.b.ins().load(types::I64, sizes, table, (slot * SLOT_SIZE) as i32 + SLOT_CAP);
+            let cap = self.b.ins().load(
+                types::I64,
+                sizes,
+                table,
+                (slot * SLOT_SIZE) as i32 + SLOT_CAP,
+            );
             let short = self.b.ins().icmp(IntCC::SignedGreaterThan, want, cap);
             failed = Some(match failed {
                 None => short,
@@ -631,7 +791,9 @@ impl<'a, 'b> Translator<'a, 'b> {
         }
         let fail = self.fail;
         // ok: `slots` is not empty (checked above), so the loop set `failed`.
-        self.b.ins().brif(failed.expect("a group has an array"), fail, &[], done, &[]);
+        self.b
+            .ins()
+            .brif(failed.expect("a group has an array"), fail, &[], done, &[]);
         self.b.seal_block(done);
         self.b.switch_to_block(done);
         Ok(())
@@ -657,9 +819,17 @@ pub(super) fn grow_body(b: &mut FunctionBuilder, ptr_ty: Type) {
     b.append_block_params_for_function_params(entry);
     b.switch_to_block(entry);
     b.seal_block(entry);
-    let (args, slots, want) = (b.block_params(entry)[0], b.block_params(entry)[1], b.block_params(entry)[2]);
+    let (args, slots, want) = (
+        b.block_params(entry)[0],
+        b.block_params(entry)[1],
+        b.block_params(entry)[2],
+    );
     let mut sig = Signature::new(cranelift_codegen::isa::CallConv::SystemV);
-    sig.params.extend([AbiParam::new(ptr_ty), AbiParam::new(types::I64), AbiParam::new(types::I64)]);
+    sig.params.extend([
+        AbiParam::new(ptr_ty),
+        AbiParam::new(types::I64),
+        AbiParam::new(types::I64),
+    ]);
     let sig = b.import_signature(sig);
     let rt = b.ins().load(ptr_ty, pure(), args, ARGS_RUNTIME);
     let f = b.ins().load(ptr_ty, pure(), args, ARGS_RESERVE_GROUP);

@@ -66,8 +66,24 @@ pub(super) struct Plan<'v> {
 /// The plan for `for index in ..: body`, or `None` when the loop does not
 /// have the shape described above.
 pub(super) fn plan<'v>(index: VarId, body: &[Stmt], vars: &'v [VarInfo]) -> Option<Plan<'v>> {
-    let declared = body.iter().filter_map(|s| if let Stmt::Let(v, _) = s { Some(*v) } else { None }).collect();
-    let mut p = Plan { index, lets: BTreeMap::new(), unit_lets: BTreeMap::new(), stored: BTreeMap::new(), declared, vars };
+    let declared = body
+        .iter()
+        .filter_map(|s| {
+            if let Stmt::Let(v, _) = s {
+                Some(*v)
+            } else {
+                None
+            }
+        })
+        .collect();
+    let mut p = Plan {
+        index,
+        lets: BTreeMap::new(),
+        unit_lets: BTreeMap::new(),
+        stored: BTreeMap::new(),
+        declared,
+        vars,
+    };
     // Every stored array, at the one index it is stored at.
     for s in body {
         match s {
@@ -94,7 +110,9 @@ pub(super) fn plan<'v>(index: VarId, body: &[Stmt], vars: &'v [VarInfo]) -> Opti
                 p.lets.insert(*v, c);
             }
             Stmt::Store(_, i, v) => {
-                if p.classify(i)? != Class::Unit || !matches!(p.classify(v)?, Class::Floats | Class::Uniform) {
+                if p.classify(i)? != Class::Unit
+                    || !matches!(p.classify(v)?, Class::Floats | Class::Uniform)
+                {
                     return None;
                 }
             }
@@ -125,8 +143,12 @@ impl Plan<'_> {
         match e {
             Expr::Var(v) if *v == self.index => Some(Expr::Int(0)),
             Expr::Var(v) => self.uniform_part(self.unit_lets.get(v)?),
-            Expr::Bin(op @ (BinOp::Add | BinOp::Sub), a, b) if self.classify(a)? == Class::Unit => Some(Expr::bin(*op, self.uniform_part(a)?, (**b).clone())),
-            Expr::Bin(BinOp::Add, a, b) if self.classify(b)? == Class::Unit => Some(Expr::add((**a).clone(), self.uniform_part(b)?)),
+            Expr::Bin(op @ (BinOp::Add | BinOp::Sub), a, b) if self.classify(a)? == Class::Unit => {
+                Some(Expr::bin(*op, self.uniform_part(a)?, (**b).clone()))
+            }
+            Expr::Bin(BinOp::Add, a, b) if self.classify(b)? == Class::Unit => {
+                Some(Expr::add((**a).clone(), self.uniform_part(b)?))
+            }
             _ => None,
         }
     }
@@ -170,17 +192,24 @@ impl Plan<'_> {
                 Floats => Floats,
                 _ => return None,
             },
-            Expr::Select(c, a, b) => match (self.classify(c)?, self.classify(a)?, self.classify(b)?) {
-                (Uniform, Uniform, Uniform) => Uniform,
-                (Uniform | Mask, Floats | Uniform, Floats | Uniform) if self.is_float(a) => Floats,
-                _ => return None,
-            },
+            Expr::Select(c, a, b) => {
+                match (self.classify(c)?, self.classify(a)?, self.classify(b)?) {
+                    (Uniform, Uniform, Uniform) => Uniform,
+                    (Uniform | Mask, Floats | Uniform, Floats | Uniform) if self.is_float(a) => {
+                        Floats
+                    }
+                    _ => return None,
+                }
+            }
         })
     }
 }
 
 fn float_op(op: BinOp) -> bool {
-    matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Min | BinOp::Max)
+    matches!(
+        op,
+        BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Min | BinOp::Max
+    )
 }
 
 /// Vector accesses: never trapping (validated positions), but only
@@ -193,12 +222,23 @@ impl Translator<'_, '_> {
     /// The vector part of `for var in lo..hi { body }`: runs while eight
     /// elements remain and leaves `var` at the first iteration it did not
     /// run, for the scalar loop to finish.
-    pub(super) fn vector_loop(&mut self, plan: &Plan, var: Variable, lo: Value, hi: Value, body: &[Stmt]) -> Result<(), String> {
+    pub(super) fn vector_loop(
+        &mut self,
+        plan: &Plan,
+        var: Variable,
+        lo: Value,
+        hi: Value,
+        body: &[Stmt],
+    ) -> Result<(), String> {
         let step = LANES * UNROLL;
         self.b.def_var(var, lo);
         let limit = self.b.ins().iadd_imm_s(hi, -(step - 1));
         let enter = self.b.ins().icmp(IntCC::SignedLessThan, lo, limit);
-        let (pre, vbody, rest) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
+        let (pre, vbody, rest) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
         self.b.ins().brif(enter, pre, &[], rest, &[]);
         self.b.seal_block(pre);
         self.b.switch_to_block(pre);
@@ -206,7 +246,11 @@ impl Translator<'_, '_> {
         self.b.ins().jump(vbody, &[]);
         self.b.switch_to_block(vbody);
         let k = self.b.use_var(var);
-        let mut lanes = Lanes { k, copy: 0, vars: BTreeMap::new() };
+        let mut lanes = Lanes {
+            k,
+            copy: 0,
+            vars: BTreeMap::new(),
+        };
         for copy in 0..UNROLL {
             lanes.copy = copy;
             self.vector_body(plan, &mut lanes, body)?;
@@ -248,8 +292,16 @@ impl Translator<'_, '_> {
     /// a constant offset: `a + u` is the same in every iteration (Cranelift
     /// computes it once, before the loop), so each access is one x64
     /// addressing mode, `(a + u) + k * 8 + copy * 16`.
-    fn vector_address(&mut self, plan: &Plan, lanes: &Lanes, a: &crate::ir::ArrayRef, index: &Expr) -> Result<(Value, i32), String> {
-        let u = plan.uniform_part(index).ok_or("vector loop: index without a uniform part")?;
+    fn vector_address(
+        &mut self,
+        plan: &Plan,
+        lanes: &Lanes,
+        a: &crate::ir::ArrayRef,
+        index: &Expr,
+    ) -> Result<(Value, i32), String> {
+        let u = plan
+            .uniform_part(index)
+            .ok_or("vector loop: index without a uniform part")?;
         let u = self.expr(&u)?;
         let base = self.base(a)?;
         let row = self.element(base, a, u);
@@ -259,16 +311,25 @@ impl Translator<'_, '_> {
 
     /// `e` as a vector: `f64x2`, or `i64x2` for a comparison's mask.
     fn vexpr(&mut self, plan: &Plan, lanes: &Lanes, e: &Expr) -> Result<Value, String> {
-        let class = plan.classify(e).ok_or("vector loop: expression the plan refused")?;
+        let class = plan
+            .classify(e)
+            .ok_or("vector loop: expression the plan refused")?;
         if class == Class::Uniform {
             let x = self.expr(e)?;
             return Ok(self.b.ins().splat(types::F64X2, x));
         }
         Ok(match e {
-            Expr::Var(v) => *lanes.vars.get(v).ok_or("vector loop: lanes of an undefined variable")?,
+            Expr::Var(v) => *lanes
+                .vars
+                .get(v)
+                .ok_or("vector loop: lanes of an undefined variable")?,
             Expr::Load(a, i) => {
                 let (addr, offset) = self.vector_address(plan, lanes, a, i)?;
-                let f = if self.writes(a)? { self.elems_with(vector_flags()) } else { vector_flags().with_readonly() };
+                let f = if self.writes(a)? {
+                    self.elems_with(vector_flags())
+                } else {
+                    vector_flags().with_readonly()
+                };
                 self.b.ins().load(types::F64X2, f, addr, offset)
             }
             Expr::Bin(op, a, b) => {
@@ -299,7 +360,11 @@ impl Translator<'_, '_> {
                     self.b.ins().select(c, x, y)
                 } else {
                     let mask = self.vexpr(plan, lanes, c)?;
-                    let mask = self.b.ins().bitcast(types::F64X2, MemFlagsData::new().with_endianness(Endianness::Little), mask);
+                    let mask = self.b.ins().bitcast(
+                        types::F64X2,
+                        MemFlagsData::new().with_endianness(Endianness::Little),
+                        mask,
+                    );
                     self.b.ins().bitselect(mask, x, y)
                 }
             }
@@ -315,7 +380,9 @@ mod tests {
 
     fn planned(f: &Function) -> Option<Vec<Class>> {
         match f.body.last()? {
-            Stmt::For { var, body, .. } => plan(*var, body, &f.vars).map(|p| p.lets.values().copied().collect()),
+            Stmt::For { var, body, .. } => {
+                plan(*var, body, &f.vars).map(|p| p.lets.values().copied().collect())
+            }
             _ => None,
         }
     }
@@ -329,7 +396,11 @@ mod tests {
         e.for_("k", Expr::Int(0), Expr::Int(10), |e, k| {
             let p = e.let_var("p", Expr::add(base.clone(), k.clone()));
             let term = Expr::mul(a.clone(), Expr::load(ArrayRef::vals("x"), at(k.clone())));
-            e.store(y.clone(), p.clone(), Expr::add(Expr::load(y.clone(), p), term));
+            e.store(
+                y.clone(),
+                p.clone(),
+                Expr::add(Expr::load(y.clone(), p), term),
+            );
             extra(e, k);
         });
         e.finish("k")
@@ -337,7 +408,10 @@ mod tests {
 
     #[test]
     fn a_row_update_over_consecutive_elements_runs_in_lanes() {
-        assert_eq!(planned(&row_update(|k| k, |_, _| {})), Some(vec![Class::Unit]));
+        assert_eq!(
+            planned(&row_update(|k| k, |_, _| {})),
+            Some(vec![Class::Unit])
+        );
     }
 
     #[test]
@@ -347,23 +421,47 @@ mod tests {
             |k| k,
             |e, k| {
                 let v = e.let_var("v", Expr::load(ArrayRef::vals("A"), k.clone()));
-                let t = e.let_var("t", Expr::select(Expr::ne(v.clone(), Expr::Float(0.0)), v, Expr::Float(0.0)));
+                let t = e.let_var(
+                    "t",
+                    Expr::select(Expr::ne(v.clone(), Expr::Float(0.0)), v, Expr::Float(0.0)),
+                );
                 e.store(ArrayRef::vals("z"), k, t);
             },
         );
-        assert_eq!(planned(&f), Some(vec![Class::Unit, Class::Floats, Class::Floats]));
+        assert_eq!(
+            planned(&f),
+            Some(vec![Class::Unit, Class::Floats, Class::Floats])
+        );
     }
 
     #[test]
     fn gathers_and_strides_stay_scalar() {
-        assert_eq!(planned(&row_update(|k| Expr::load(ArrayRef::level("A", 1, "crd"), k), |_, _| {})), None);
-        assert_eq!(planned(&row_update(|k| Expr::mul(k, Expr::Int(2)), |_, _| {})), None);
+        assert_eq!(
+            planned(&row_update(
+                |k| Expr::load(ArrayRef::level("A", 1, "crd"), k),
+                |_, _| {}
+            )),
+            None
+        );
+        assert_eq!(
+            planned(&row_update(|k| Expr::mul(k, Expr::Int(2)), |_, _| {})),
+            None
+        );
     }
 
     #[test]
     fn a_stored_array_read_at_another_index_stays_scalar() {
         // z[k] = y[k + 1] beside y[base + k] += ...: a lane would read what another writes.
-        let f = row_update(|k| k, |e, k| e.store(ArrayRef::vals("z"), k.clone(), Expr::load(ArrayRef::vals("y"), Expr::add(k, Expr::Int(1)))));
+        let f = row_update(
+            |k| k,
+            |e, k| {
+                e.store(
+                    ArrayRef::vals("z"),
+                    k.clone(),
+                    Expr::load(ArrayRef::vals("y"), Expr::add(k, Expr::Int(1))),
+                )
+            },
+        );
         assert_eq!(planned(&f), None);
     }
 
@@ -385,9 +483,19 @@ mod tests {
 
     #[test]
     fn loops_with_control_flow_or_integer_stores_stay_scalar() {
-        let f = row_update(|k| k, |e, k| e.store(ArrayRef::level("A", 1, "pos"), k, Expr::Int(0)));
+        let f = row_update(
+            |k| k,
+            |e, k| e.store(ArrayRef::level("A", 1, "pos"), k, Expr::Int(0)),
+        );
         assert_eq!(planned(&f), None);
-        let f = row_update(|k| k, |e, k| e.if_(Expr::lt(k.clone(), Expr::Int(3)), |e| e.store(ArrayRef::vals("z"), k, Expr::Float(1.0))));
+        let f = row_update(
+            |k| k,
+            |e, k| {
+                e.if_(Expr::lt(k.clone(), Expr::Int(3)), |e| {
+                    e.store(ArrayRef::vals("z"), k, Expr::Float(1.0))
+                })
+            },
+        );
         assert_eq!(planned(&f), None);
     }
 }

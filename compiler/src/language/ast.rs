@@ -17,7 +17,11 @@ pub enum FormatRef {
     /// A preset or a declared format: `CSR`, `BCSR(4)`, `myfmt`.
     Named { name: Ident, args: Vec<String> },
     /// An inline level list with an optional mode order.
-    Levels { levels: Vec<Level>, order: Option<Vec<usize>>, span: Span },
+    Levels {
+        levels: Vec<Level>,
+        order: Option<Vec<usize>>,
+        span: Span,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]

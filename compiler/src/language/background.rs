@@ -34,7 +34,10 @@ pub struct Background<T> {
 
 impl<T> Default for Background<T> {
     fn default() -> Self {
-        Background { jobs: Mutex::default(), finished: Mutex::default() }
+        Background {
+            jobs: Mutex::default(),
+            finished: Mutex::default(),
+        }
     }
 }
 
@@ -43,7 +46,10 @@ fn lock<U>(m: &Mutex<U>) -> MutexGuard<'_, U> {
 }
 
 fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "a panic".into())
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "a panic".into())
 }
 
 impl<T: Clone + Send + 'static> Background<T> {
@@ -51,13 +57,21 @@ impl<T: Clone + Send + 'static> Background<T> {
     /// job with this key is running or finished; waited for while `db`'s
     /// revision stays current. Unwinds with salsa's `Cancelled` when an edit
     /// is pending. A panic in `work` becomes an `Err` naming it.
-    pub fn run(self: &Arc<Self>, db: &dyn salsa::Database, key: String, work: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+    pub fn run(
+        self: &Arc<Self>,
+        db: &dyn salsa::Database,
+        key: String,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, String> {
         let job = {
             let mut jobs = lock(&self.jobs);
             match jobs.get(&key) {
                 Some(job) => job.clone(),
                 None => {
-                    let job = Arc::new(Job { result: Mutex::new(None), done: Condvar::new() });
+                    let job = Arc::new(Job {
+                        result: Mutex::new(None),
+                        done: Condvar::new(),
+                    });
                     jobs.insert(key.clone(), job.clone());
                     self.start(key, job.clone(), work)?;
                     job
@@ -67,7 +81,10 @@ impl<T: Clone + Send + 'static> Background<T> {
         loop {
             {
                 let guard = lock(&job.result);
-                let (guard, _) = job.done.wait_timeout_while(guard, POLL, |r| r.is_none()).unwrap_or_else(|p| p.into_inner());
+                let (guard, _) = job
+                    .done
+                    .wait_timeout_while(guard, POLL, |r| r.is_none())
+                    .unwrap_or_else(|p| p.into_inner());
                 if let Some(r) = guard.as_ref() {
                     return r.clone();
                 }
@@ -77,10 +94,16 @@ impl<T: Clone + Send + 'static> Background<T> {
         }
     }
 
-    fn start(self: &Arc<Self>, key: String, job: Arc<Job<T>>, work: impl FnOnce() -> T + Send + 'static) -> Result<(), String> {
+    fn start(
+        self: &Arc<Self>,
+        key: String,
+        job: Arc<Job<T>>,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<(), String> {
         let this = self.clone();
         POOL.submit(Box::new(move || {
-            let r = catch_unwind(AssertUnwindSafe(work)).map_err(|p| format!("internal error: {}", panic_message(p.as_ref())));
+            let r = catch_unwind(AssertUnwindSafe(work))
+                .map_err(|p| format!("internal error: {}", panic_message(p.as_ref())));
             *lock(&job.result) = Some(r);
             job.done.notify_all();
             this.finished(key);
@@ -112,7 +135,10 @@ struct Pool {
     wake: Condvar,
 }
 
-static POOL: Pool = Pool { queue: Mutex::new((VecDeque::new(), 0)), wake: Condvar::new() };
+static POOL: Pool = Pool {
+    queue: Mutex::new((VecDeque::new(), 0)),
+    wake: Condvar::new(),
+};
 
 /// How long an idle thread waits for work before it ends.
 const IDLE: Duration = Duration::from_secs(10);
@@ -123,7 +149,11 @@ impl Pool {
         q.0.push_back(task);
         // Every queued task needs an idle thread of its own.
         if q.0.len() > q.1 {
-            std::thread::Builder::new().name("tensor-background".into()).stack_size(STACK).spawn(move || self.work()).map_err(|e| format!("cannot start a thread: {e}"))?;
+            std::thread::Builder::new()
+                .name("tensor-background".into())
+                .stack_size(STACK)
+                .spawn(move || self.work())
+                .map_err(|e| format!("cannot start a thread: {e}"))?;
         } else {
             self.wake.notify_one();
         }
@@ -139,7 +169,10 @@ impl Pool {
                         break t;
                     }
                     q.1 += 1;
-                    let (guard, waited) = self.wake.wait_timeout(q, IDLE).unwrap_or_else(|p| p.into_inner());
+                    let (guard, waited) = self
+                        .wake
+                        .wait_timeout(q, IDLE)
+                        .unwrap_or_else(|p| p.into_inner());
                     q = guard;
                     q.1 -= 1;
                     if waited.timed_out() && q.0.is_empty() {
@@ -165,10 +198,16 @@ mod tests {
         let runs = Arc::new(AtomicUsize::new(0));
         for _ in 0..3 {
             let r = runs.clone();
-            assert_eq!(bg.run(&db, "k".into(), move || r.fetch_add(1, Ordering::SeqCst) + 41), Ok(41));
+            assert_eq!(
+                bg.run(&db, "k".into(), move || r.fetch_add(1, Ordering::SeqCst)
+                    + 41),
+                Ok(41)
+            );
         }
         assert_eq!(runs.load(Ordering::SeqCst), 1);
-        let e = bg.run(&db, "boom".into(), || panic!("exploded")).unwrap_err();
+        let e = bg
+            .run(&db, "boom".into(), || panic!("exploded"))
+            .unwrap_err();
         assert!(e.contains("exploded"), "{e}");
     }
 
@@ -178,11 +217,18 @@ mod tests {
         let db = Database::default();
         let bg: Arc<Background<u32>> = Arc::default();
         let (started_tx, started_rx) = std::sync::mpsc::channel();
-        bg.start("long".into(), Arc::new(Job { result: Mutex::new(None), done: Condvar::new() }), move || {
-            let _ = started_tx.send(());
-            std::thread::sleep(Duration::from_secs(2));
-            1
-        })
+        bg.start(
+            "long".into(),
+            Arc::new(Job {
+                result: Mutex::new(None),
+                done: Condvar::new(),
+            }),
+            move || {
+                let _ = started_tx.send(());
+                std::thread::sleep(Duration::from_secs(2));
+                1
+            },
+        )
         .unwrap(); // ok: test code, a panic is a failed test
         started_rx.recv().unwrap(); // ok: test code, a panic is a failed test
         let t0 = std::time::Instant::now();
@@ -213,9 +259,16 @@ mod tests {
         started_rx.recv().unwrap(); // ok: test code, a panic is a failed test
         let t0 = Instant::now();
         file.set_text(&mut db).to("kernel k { y(i) = x(i) }".into());
-        assert!(t0.elapsed() < Duration::from_secs(1), "the edit waited {:?}", t0.elapsed());
-        assert!(reader.join().unwrap().is_err(), "the snapshot was cancelled"); // ok: test code, a panic is a failed test
-        // The work finished meanwhile is picked up, not started again.
+        assert!(
+            t0.elapsed() < Duration::from_secs(1),
+            "the edit waited {:?}",
+            t0.elapsed()
+        );
+        assert!(
+            reader.join().unwrap().is_err(),
+            "the snapshot was cancelled"
+        ); // ok: test code, a panic is a failed test
+           // The work finished meanwhile is picked up, not started again.
         assert_eq!(bg.run(&db, "slow".into(), || 0), Ok(7));
     }
 }

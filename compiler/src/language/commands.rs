@@ -18,7 +18,9 @@ pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
 fn load(analysis: &mut Analysis, path: &Path) -> Result<crate::language::db::SourceFile, String> {
     let mut bytes = Vec::new();
     crate::io::open_regular(path)
-        .and_then(|mut f| std::io::Read::read_to_end(&mut f, &mut bytes).map_err(|e| format!("cannot read: {e}")))
+        .and_then(|mut f| {
+            std::io::Read::read_to_end(&mut f, &mut bytes).map_err(|e| format!("cannot read: {e}"))
+        })
         .map_err(|e| format!("{}: {e}", path.display()))?;
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
@@ -42,7 +44,13 @@ pub fn check_files(files: &[PathBuf]) -> (String, usize) {
         let text = analysis.text(file).to_string();
         for d in analysis.diagnostics(file) {
             let (l, c) = line_col(&text, d.span.start);
-            let _ = writeln!(out, "{}:{l}:{c}: {}: {}", path.display(), if d.is_error { "error" } else { "warning" }, d.message);
+            let _ = writeln!(
+                out,
+                "{}:{l}:{c}: {}: {}",
+                path.display(),
+                if d.is_error { "error" } else { "warning" },
+                d.message
+            );
             errors += usize::from(d.is_error);
         }
     }
@@ -57,8 +65,17 @@ pub fn run_file(path: &Path, kernel: Option<&str>, o: &Options) -> Result<String
     let kernels = crate::language::db::kernel_names(&analysis.db, file).clone();
     let name = match kernel {
         Some(k) if kernels.iter().any(|n| n == k) => k.to_string(),
-        Some(k) => return Err(format!("{}: no kernel `{k}` (kernels: {})", path.display(), kernels.join(", "))),
-        None => kernels.first().cloned().ok_or_else(|| format!("{}: no kernel to run", path.display()))?,
+        Some(k) => {
+            return Err(format!(
+                "{}: no kernel `{k}` (kernels: {})",
+                path.display(),
+                kernels.join(", ")
+            ))
+        }
+        None => kernels
+            .first()
+            .cloned()
+            .ok_or_else(|| format!("{}: no kernel to run", path.display()))?,
     };
     // Problems anywhere in the file stop the run, first one reported.
     if let Some(d) = analysis.diagnostics(file).into_iter().find(|d| d.is_error) {
@@ -79,15 +96,22 @@ pub fn run_file(path: &Path, kernel: Option<&str>, o: &Options) -> Result<String
         }
     }
     let runs = o.time.unwrap_or(1);
-    let threads = o.threads.map_or_else(crate::threads::Threads::all, crate::threads::Threads::exactly);
+    let threads = o.threads.map_or_else(
+        crate::threads::Threads::all,
+        crate::threads::Threads::exactly,
+    );
     // A command-line run may wait for the C compiler (its build is cached
     // on disk for the next run); without one, Cranelift with a note.
     let resolved = crate::backend::resolve(o.backend)?;
     if let Some(n) = &resolved.note {
         eprintln!("note: {n}");
     }
-    let tiers = crate::backend::TierPolicy { choice: o.backend, wait: true };
-    let run = analysis.time_kernel_on(file, &name, runs, threads, tiers, &AtomicBool::new(false))?;
+    let tiers = crate::backend::TierPolicy {
+        choice: o.backend,
+        wait: true,
+    };
+    let run =
+        analysis.time_kernel_on(file, &name, runs, threads, tiers, &AtomicBool::new(false))?;
     let mut out = String::new();
     if o.json {
         let st = &run.statements;
@@ -110,7 +134,11 @@ pub fn run_file(path: &Path, kernel: Option<&str>, o: &Options) -> Result<String
     let _ = writeln!(out, "kernel {name} ({})", path.display());
     for s in &run.statements {
         let _ = writeln!(out, "  {}", s.statement);
-        let _ = writeln!(out, "    result {} {:?}: {} stored entries, sum of values {}", s.result, s.dims, s.nnz, s.checksum);
+        let _ = writeln!(
+            out,
+            "    result {} {:?}: {} stored entries, sum of values {}",
+            s.result, s.dims, s.nnz, s.checksum
+        );
         let _ = writeln!(
             out,
             "    compile {:.3} ms ({}), median {:.3} ms, min {:.3} ms over {} run(s)",
@@ -121,7 +149,12 @@ pub fn run_file(path: &Path, kernel: Option<&str>, o: &Options) -> Result<String
             s.timing.runs.len()
         );
     }
-    let _ = writeln!(out, "  total median {:.3} ms, {:.2} GB/s effective", run.median_ms(), run.gbytes_per_s());
+    let _ = writeln!(
+        out,
+        "  total median {:.3} ms, {:.2} GB/s effective",
+        run.median_ms(),
+        run.gbytes_per_s()
+    );
     if o.emit.is_none() {
         let _ = writeln!(out, "\n{}", analysis.view(file, &name, View::C)?);
     }

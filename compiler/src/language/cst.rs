@@ -11,7 +11,13 @@ use tree_sitter::{InputEdit, Node, ParseOptions, Parser, Point, Tree};
 pub fn parse(text: &str) -> ParsedFile {
     match parse_incremental(text, None, &mut || false) {
         Some((parsed, _)) => parsed,
-        None => ParsedFile { errors: vec![SyntaxError { span: Span::default(), message: "the parser gave up".into() }], ..Default::default() },
+        None => ParsedFile {
+            errors: vec![SyntaxError {
+                span: Span::default(),
+                message: "the parser gave up".into(),
+            }],
+            ..Default::default()
+        },
     }
 }
 
@@ -20,11 +26,27 @@ pub fn parse(text: &str) -> ParsedFile {
 /// the old tree with `Tree::edit`, and tree-sitter reparses only around it.
 /// `stop` is asked now and then during the parse; when it says yes the parse
 /// ends with `None`.
-pub fn parse_incremental(text: &str, old: Option<(&str, &Tree)>, stop: &mut dyn FnMut() -> bool) -> Option<(ParsedFile, Tree)> {
+pub fn parse_incremental(
+    text: &str,
+    old: Option<(&str, &Tree)>,
+    stop: &mut dyn FnMut() -> bool,
+) -> Option<(ParsedFile, Tree)> {
     let mut parser = Parser::new();
-    if parser.set_language(&tree_sitter_tensor::LANGUAGE.into()).is_err() {
-        let errors = vec![SyntaxError { span: Span::default(), message: "the tensor grammar failed to load".into() }];
-        return Some((ParsedFile { errors, ..Default::default() }, parser.parse("", None)?));
+    if parser
+        .set_language(&tree_sitter_tensor::LANGUAGE.into())
+        .is_err()
+    {
+        let errors = vec![SyntaxError {
+            span: Span::default(),
+            message: "the tensor grammar failed to load".into(),
+        }];
+        return Some((
+            ParsedFile {
+                errors,
+                ..Default::default()
+            },
+            parser.parse("", None)?,
+        ));
     }
     let edited = old.map(|(old_text, tree)| {
         let mut tree = tree.clone();
@@ -51,7 +73,13 @@ fn edit_between(old: &str, new: &str) -> InputEdit {
         start -= 1;
     }
     let max_suffix = a.len().min(b.len()) - start;
-    let mut suffix = a.iter().rev().zip(b.iter().rev()).take(max_suffix).take_while(|(x, y)| x == y).count();
+    let mut suffix = a
+        .iter()
+        .rev()
+        .zip(b.iter().rev())
+        .take(max_suffix)
+        .take_while(|(x, y)| x == y)
+        .count();
     while !old.is_char_boundary(a.len() - suffix) || !new.is_char_boundary(b.len() - suffix) {
         suffix -= 1;
     }
@@ -87,7 +115,11 @@ fn lower(text: &str, tree: &Tree, stop: &mut dyn FnMut() -> bool) -> Option<Pars
         if child.has_error() && child.kind() != "kernel_declaration" {
             continue;
         }
-        let l = Lower { text, base: child.start_byte(), errors: RefCell::default() };
+        let l = Lower {
+            text,
+            base: child.start_byte(),
+            errors: RefCell::default(),
+        };
         let kind = match child.kind() {
             "format_declaration" => l.format_decl(child).map(ItemKind::Format),
             "tensor_declaration" => l.tensor_decl(child).map(ItemKind::Tensor),
@@ -96,7 +128,10 @@ fn lower(text: &str, tree: &Tree, stop: &mut dyn FnMut() -> bool) -> Option<Pars
         };
         out.errors.extend(l.errors.into_inner());
         if let Some(kind) = kind {
-            out.items.push(Item { span: Span::new(child.start_byte(), child.end_byte()), kind });
+            out.items.push(Item {
+                span: Span::new(child.start_byte(), child.end_byte()),
+                kind,
+            });
         }
     }
     Some(out)
@@ -112,16 +147,30 @@ fn collect_errors(root: Node, text: &str, out: &mut Vec<SyntaxError>) {
             // stays on one line.
             let bad = text.get(n.start_byte()..n.end_byte()).unwrap_or("").trim();
             let first = bad.lines().next().unwrap_or("").trim();
-            let mut snippet: String = first.chars().take(30).map(|c| if c.is_control() { ' ' } else { c }).collect();
+            let mut snippet: String = first
+                .chars()
+                .take(30)
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect();
             if snippet.len() < bad.len() {
                 snippet.push('…');
             }
-            let message = if snippet.is_empty() { "syntax error".to_string() } else { format!("syntax error: unexpected `{snippet}`") };
-            out.push(SyntaxError { span: Span::new(n.start_byte(), n.end_byte()), message });
+            let message = if snippet.is_empty() {
+                "syntax error".to_string()
+            } else {
+                format!("syntax error: unexpected `{snippet}`")
+            };
+            out.push(SyntaxError {
+                span: Span::new(n.start_byte(), n.end_byte()),
+                message,
+            });
             continue;
         }
         if n.is_missing() {
-            out.push(SyntaxError { span: Span::new(n.start_byte(), n.end_byte()), message: format!("syntax error: missing `{}`", n.kind()) });
+            out.push(SyntaxError {
+                span: Span::new(n.start_byte(), n.end_byte()),
+                message: format!("syntax error: missing `{}`", n.kind()),
+            });
             continue;
         }
         if !n.has_error() {
@@ -149,7 +198,10 @@ impl<'t> Lower<'t> {
         self.text.get(n.start_byte()..n.end_byte()).unwrap_or("")
     }
     fn ident(&self, n: Node) -> Ident {
-        Ident { name: self.text(n).to_string(), span: self.span(n) }
+        Ident {
+            name: self.text(n).to_string(),
+            span: self.span(n),
+        }
     }
     fn field(&self, n: Node<'t>, name: &str) -> Option<Node<'t>> {
         n.child_by_field_name(name)
@@ -160,14 +212,21 @@ impl<'t> Lower<'t> {
     }
 
     fn format_decl(&self, n: Node) -> Option<FormatDecl> {
-        Some(FormatDecl { name: self.ident(self.field(n, "name")?), format: self.format(self.field(n, "format")?)? })
+        Some(FormatDecl {
+            name: self.ident(self.field(n, "name")?),
+            format: self.format(self.field(n, "format")?)?,
+        })
     }
 
     fn format(&self, n: Node) -> Option<FormatRef> {
         match n.kind() {
             "format_ref" => Some(FormatRef::Named {
                 name: self.ident(self.field(n, "name")?),
-                args: self.fields(n, "argument").into_iter().map(|a| self.text(a).to_string()).collect(),
+                args: self
+                    .fields(n, "argument")
+                    .into_iter()
+                    .map(|a| self.text(a).to_string())
+                    .collect(),
             }),
             "level_list" => {
                 let levels = self
@@ -176,13 +235,26 @@ impl<'t> Lower<'t> {
                     .filter_map(|l| {
                         Some(Level {
                             name: self.ident(self.field(l, "name")?),
-                            props: self.fields(l, "property").into_iter().map(|p| self.text(p).split_whitespace().collect::<String>()).collect(),
+                            props: self
+                                .fields(l, "property")
+                                .into_iter()
+                                .map(|p| self.text(p).split_whitespace().collect::<String>())
+                                .collect(),
                             span: self.span(l),
                         })
                     })
                     .collect();
-                let order = self.field(n, "order").map(|o| self.fields(o, "mode").into_iter().filter_map(|m| self.text(m).parse().ok()).collect());
-                Some(FormatRef::Levels { levels, order, span: self.span(n) })
+                let order = self.field(n, "order").map(|o| {
+                    self.fields(o, "mode")
+                        .into_iter()
+                        .filter_map(|m| self.text(m).parse().ok())
+                        .collect()
+                });
+                Some(FormatRef::Levels {
+                    levels,
+                    order,
+                    span: self.span(n),
+                })
             }
             _ => None,
         }
@@ -217,34 +289,69 @@ impl<'t> Lower<'t> {
                 let value = match v.kind() {
                     "string" => {
                         let t = self.text(v);
-                        Literal::Str(t.get(1..t.len().saturating_sub(1)).unwrap_or("").replace("\\\"", "\""))
+                        Literal::Str(
+                            t.get(1..t.len().saturating_sub(1))
+                                .unwrap_or("")
+                                .replace("\\\"", "\""),
+                        )
                     }
                     "number" => Literal::Num(self.text(v).parse().unwrap_or(0.0)),
                     _ => Literal::Name(self.text(v).to_string()),
                 };
-                Some(Arg { name: self.field(a, "name").map(|k| self.text(k).to_string()), value, span: self.span(a) })
+                Some(Arg {
+                    name: self.field(a, "name").map(|k| self.text(k).to_string()),
+                    value,
+                    span: self.span(a),
+                })
             })
             .collect();
-        Some(Source { kind: self.ident(self.field(n, "function")?), args, span: self.span(n) })
+        Some(Source {
+            kind: self.ident(self.field(n, "function")?),
+            args,
+            span: self.span(n),
+        })
     }
 
     fn kernel_decl(&self, n: Node) -> Option<KernelDecl> {
         let name = self.ident(self.field(n, "name")?);
-        let statements = self.fields(n, "statement").into_iter().filter(|s| !s.has_error()).filter_map(|s| self.assignment(s)).collect();
+        let statements = self
+            .fields(n, "statement")
+            .into_iter()
+            .filter(|s| !s.has_error())
+            .filter_map(|s| self.assignment(s))
+            .collect();
         Some(KernelDecl { name, statements })
     }
 
     fn assignment(&self, n: Node) -> Option<Assignment> {
         let lhs = self.access(self.field(n, "lhs")?)?;
-        let accumulate = self.field(n, "operator").is_some_and(|o| self.text(o) == "+=");
+        let accumulate = self
+            .field(n, "operator")
+            .is_some_and(|o| self.text(o) == "+=");
         let rhs = self.expr(self.field(n, "rhs")?, 0)?;
-        Some(Assignment { lhs, accumulate, rhs, span: self.span(n) })
+        Some(Assignment {
+            lhs,
+            accumulate,
+            rhs,
+            span: self.span(n),
+        })
     }
 
     fn access(&self, n: Node) -> Option<Access> {
         let tensor = self.text(self.field(n, "tensor")?).to_string();
-        let indices = self.fields(n, "index").into_iter().map(|i| Index { name: self.text(i).to_string(), span: self.span(i) }).collect();
-        Some(Access { tensor, indices, span: self.span(n) })
+        let indices = self
+            .fields(n, "index")
+            .into_iter()
+            .map(|i| Index {
+                name: self.text(i).to_string(),
+                span: self.span(i),
+            })
+            .collect();
+        Some(Access {
+            tensor,
+            indices,
+            span: self.span(n),
+        })
     }
 
     /// The expression of node `n`, `depth` nodes below the statement's
@@ -253,7 +360,10 @@ impl<'t> Lower<'t> {
     fn expr(&self, n: Node, depth: usize) -> Option<Expr> {
         if depth >= MAX_EXPR_DEPTH {
             let message = format!("expression nested too deeply: more than {MAX_EXPR_DEPTH} levels of operators, signs and parentheses");
-            self.errors.borrow_mut().push(SyntaxError { span: Span::new(n.start_byte(), n.end_byte()), message });
+            self.errors.borrow_mut().push(SyntaxError {
+                span: Span::new(n.start_byte(), n.end_byte()),
+                message,
+            });
             return None;
         }
         let sub = |field: &str| self.expr(self.field(n, field)?, depth + 1);
@@ -268,7 +378,12 @@ impl<'t> Lower<'t> {
                     "-" => BinOp::Sub,
                     _ => BinOp::Mul,
                 };
-                Expr::Bin(op, Box::new(sub("left")?), Box::new(sub("right")?), self.span(n))
+                Expr::Bin(
+                    op,
+                    Box::new(sub("left")?),
+                    Box::new(sub("right")?),
+                    self.span(n),
+                )
             }
             _ => return None,
         })
@@ -281,30 +396,53 @@ mod tests {
 
     #[test]
     fn example_file_lowers() {
-        let f = parse(include_str!("../../../tree-sitter-tensor/test/example.tensor"));
+        let f = parse(include_str!(
+            "../../../tree-sitter-tensor/test/example.tensor"
+        ));
         assert!(f.errors.is_empty(), "{:?}", f.errors);
         let names: Vec<&str> = f.items.iter().map(|i| i.name()).collect();
         assert!(names.contains(&"spmv") && names.contains(&"many") && names.contains(&"A"));
         let many = f.items.iter().find(|i| i.name() == "many").unwrap(); // ok: test code, a panic is a failed test
-        let ItemKind::Kernel(k) = &many.kind else { panic!() };
+        let ItemKind::Kernel(k) = &many.kind else {
+            panic!()
+        };
         assert_eq!(k.statements.len(), 3);
-        assert_eq!(k.statements[2].to_string(), "a = B(i,j) * C(i,j) - 2.5 * -D(i,j) + E(i,j)");
+        assert_eq!(
+            k.statements[2].to_string(),
+            "a = B(i,j) * C(i,j) - 2.5 * -D(i,j) + E(i,j)"
+        );
     }
 
     #[test]
     fn broken_text_still_yields_items() {
         let f = parse("kernel a { y(i) = A(i,j) * \n}\nkernel b { z(i) = x(i) }\ntensor q : f64[3] @ sparse\n\u{0}\u{1}garbage @@@");
         assert!(!f.errors.is_empty());
-        assert!(f.errors.iter().all(|e| !e.message.contains('\n')), "one line each: {:?}", f.errors);
+        assert!(
+            f.errors.iter().all(|e| !e.message.contains('\n')),
+            "one line each: {:?}",
+            f.errors
+        );
         assert!(f.items.iter().any(|i| i.name() == "b"));
         assert!(f.items.iter().any(|i| i.name() == "q"));
     }
 
     #[test]
     fn deep_expressions_are_errors_not_overflows() {
-        for body in [format!("{}x(i){}", "(".repeat(20_000), ")".repeat(20_000)), format!("{}x(i)", "-".repeat(20_000)), format!("x(i){}", " + x(i)".repeat(20_000))] {
-            let f = parse(&format!("kernel k {{ y(i) = {body} }}\nkernel ok {{ z(i) = x(i) }}"));
-            assert!(f.errors.iter().any(|e| e.message.contains("more than 200 levels")), "{:?}", f.errors);
+        for body in [
+            format!("{}x(i){}", "(".repeat(20_000), ")".repeat(20_000)),
+            format!("{}x(i)", "-".repeat(20_000)),
+            format!("x(i){}", " + x(i)".repeat(20_000)),
+        ] {
+            let f = parse(&format!(
+                "kernel k {{ y(i) = {body} }}\nkernel ok {{ z(i) = x(i) }}"
+            ));
+            assert!(
+                f.errors
+                    .iter()
+                    .any(|e| e.message.contains("more than 200 levels")),
+                "{:?}",
+                f.errors
+            );
             assert!(f.items.iter().any(|i| i.name() == "ok"));
         }
     }
@@ -322,11 +460,22 @@ mod tests {
             "",
             "@@@ kernel q { y(i) = x(i) }",
         ];
-        let (mut old_text, mut old_tree) = (String::new(), parse_incremental("", None, &mut || false).unwrap().1); // ok: test code, a panic is a failed test
+        let (mut old_text, mut old_tree) = (
+            String::new(),
+            parse_incremental("", None, &mut || false).unwrap().1,
+        ); // ok: test code, a panic is a failed test
         for t in texts.iter().chain(texts.iter().rev()) {
-            let (inc, tree) = parse_incremental(t, Some((&old_text, &old_tree)), &mut || false).unwrap(); // ok: test code, a panic is a failed test
+            let (inc, tree) =
+                parse_incremental(t, Some((&old_text, &old_tree)), &mut || false).unwrap(); // ok: test code, a panic is a failed test
             assert_eq!(inc, parse(t), "{t:?}");
-            assert_eq!(tree.root_node().to_sexp(), parse_incremental(t, None, &mut || false).unwrap().1.root_node().to_sexp()); // ok: test code, a panic is a failed test
+            assert_eq!(
+                tree.root_node().to_sexp(),
+                parse_incremental(t, None, &mut || false)
+                    .unwrap()
+                    .1
+                    .root_node()
+                    .to_sexp()
+            ); // ok: test code, a panic is a failed test
             (old_text, old_tree) = (t.to_string(), tree);
         }
     }

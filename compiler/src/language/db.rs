@@ -4,12 +4,12 @@
 //! tracked function keyed by the item it works on.
 
 use super::ast::*;
+use super::background::Background;
 use super::resolve::{tensor_format, Cause, Problem, Scope};
 use crate::coo::CooTensor;
 use crate::format::{Registry, TensorFormat};
 use crate::lower::{compile, Kernel};
 use crate::notation::Span;
-use super::background::Background;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -96,7 +96,12 @@ impl Default for Database {
                 }
             }
         })));
-        Database { storage, data: Arc::default(), work: Arc::default(), log }
+        Database {
+            storage,
+            data: Arc::default(),
+            work: Arc::default(),
+            log,
+        }
     }
 }
 
@@ -110,7 +115,17 @@ fn stamp_of(path: &Path) -> u64 {
     use std::os::unix::fs::MetadataExt;
     let mut h = std::collections::hash_map::DefaultHasher::new();
     match std::fs::metadata(path) {
-        Ok(m) => (m.is_file(), m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec()).hash(&mut h),
+        Ok(m) => (
+            m.is_file(),
+            m.dev(),
+            m.ino(),
+            m.len(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec(),
+        )
+            .hash(&mut h),
         Err(e) => e.kind().hash(&mut h),
     }
     h.finish()
@@ -141,7 +156,11 @@ impl Database {
     /// exactly the kernels that read them.
     pub fn refresh_data_files(&mut self) {
         use salsa::Setter;
-        let files: Vec<(OsString, DataFile)> = self.data.lock().map(|m| m.iter().map(|(p, f)| (p.clone(), *f)).collect()).unwrap_or_default();
+        let files: Vec<(OsString, DataFile)> = self
+            .data
+            .lock()
+            .map(|m| m.iter().map(|(p, f)| (p.clone(), *f)).collect())
+            .unwrap_or_default();
         for (path, f) in files {
             let s = stamp_of(Path::new(&path));
             if *f.stamp(self) != s {
@@ -157,7 +176,11 @@ impl Database {
     }
 
     pub fn take_log(&self) -> Vec<String> {
-        self.log.lock().ok().and_then(|mut l| l.as_mut().map(std::mem::take)).unwrap_or_default()
+        self.log
+            .lock()
+            .ok()
+            .and_then(|mut l| l.as_mut().map(std::mem::take))
+            .unwrap_or_default()
     }
 }
 
@@ -168,11 +191,24 @@ impl Database {
 #[salsa::tracked(returns(ref))]
 pub fn parse_file(db: &dyn Db, file: SourceFile) -> ParsedFile {
     let text = file.text(db);
-    let old = db.work().trees.lock().ok().and_then(|t| t.get(&file).cloned());
+    let old = db
+        .work()
+        .trees
+        .lock()
+        .ok()
+        .and_then(|t| t.get(&file).cloned());
     let mut stop = || catch_unwind(AssertUnwindSafe(|| db.unwind_if_revision_cancelled())).is_err();
-    let Some((parsed, tree)) = super::cst::parse_incremental(text, old.as_ref().map(|(t, tree)| (&**t, tree)), &mut stop) else {
+    let Some((parsed, tree)) =
+        super::cst::parse_incremental(text, old.as_ref().map(|(t, tree)| (&**t, tree)), &mut stop)
+    else {
         db.unwind_if_revision_cancelled();
-        return ParsedFile { errors: vec![super::ast::SyntaxError { span: Span::default(), message: "the parser gave up".into() }], ..Default::default() };
+        return ParsedFile {
+            errors: vec![super::ast::SyntaxError {
+                span: Span::default(),
+                message: "the parser gave up".into(),
+            }],
+            ..Default::default()
+        };
     };
     if let Ok(mut trees) = db.work().trees.lock() {
         trees.insert(file, (Arc::from(text.as_str()), tree));
@@ -208,7 +244,12 @@ pub fn kernel_index(db: &dyn Db, file: SourceFile) -> HashMap<String, usize> {
 /// edit inside a kernel leaves it equal.
 #[salsa::tracked(returns(ref))]
 pub fn declarations(db: &dyn Db, file: SourceFile) -> Declarations {
-    let items = parse_file(db, file).items.iter().filter(|i| !matches!(i.kind, ItemKind::Kernel(_))).cloned().collect();
+    let items = parse_file(db, file)
+        .items
+        .iter()
+        .filter(|i| !matches!(i.kind, ItemKind::Kernel(_)))
+        .cloned()
+        .collect();
     Declarations { items }
 }
 
@@ -221,7 +262,17 @@ impl Eq for Declarations {}
 /// Names of the kernels, in order.
 #[salsa::tracked(returns(ref))]
 pub fn kernel_names(db: &dyn Db, file: SourceFile) -> Vec<String> {
-    parse_file(db, file).items.iter().filter_map(|i| if let ItemKind::Kernel(k) = &i.kind { Some(k.name.name.clone()) } else { None }).collect()
+    parse_file(db, file)
+        .items
+        .iter()
+        .filter_map(|i| {
+            if let ItemKind::Kernel(k) = &i.kind {
+                Some(k.name.name.clone())
+            } else {
+                None
+            }
+        })
+        .collect()
 }
 
 // ------------------------------------------------------------- resolution
@@ -239,15 +290,31 @@ impl Eq for Resolved {}
 /// Resolve the tensors a kernel's statements use. Problems are spans in
 /// the declarations (absolute) or in the kernel (relative to its start).
 #[salsa::tracked(returns(ref))]
-pub fn resolve_kernel<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -> Result<Resolved, Vec<Problem>> {
+pub fn resolve_kernel<'db>(
+    db: &'db dyn Db,
+    file: SourceFile,
+    name: Name<'db>,
+) -> Result<Resolved, Vec<Problem>> {
     let Some(kernel) = kernel_decl(db, file, name) else {
-        return Err(vec![Problem::in_kernel(Span::default(), format!("no kernel `{}`", name.text(db)))]);
+        return Err(vec![Problem::in_kernel(
+            Span::default(),
+            format!("no kernel `{}`", name.text(db)),
+        )]);
     };
     let decls = declarations(db, file);
     let scope = Scope::new(&decls.items);
     let registry = Registry::builtin();
-    let dir = file.path(db).parent().map(Path::to_path_buf).unwrap_or_default();
-    let mut out = Resolved { formats: BTreeMap::new(), dims: BTreeMap::new(), sources: BTreeMap::new(), data_paths: BTreeMap::new() };
+    let dir = file
+        .path(db)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let mut out = Resolved {
+        formats: BTreeMap::new(),
+        dims: BTreeMap::new(),
+        sources: BTreeMap::new(),
+        data_paths: BTreeMap::new(),
+    };
     let mut problems = Vec::new();
     let mut symbols: BTreeMap<String, usize> = BTreeMap::new();
     // Sizes a data file would give but that file could not be read: not
@@ -264,12 +331,23 @@ pub fn resolve_kernel<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -
     }
     for (tname, use_span) in &used {
         let Some((decl, at)) = scope.tensors.get(tname) else {
-            problems.push(Problem::in_kernel(*use_span, format!("unknown tensor `{tname}` (declare it: tensor {tname} : f64[...] @ FORMAT)")));
+            problems.push(Problem::in_kernel(
+                *use_span,
+                format!(
+                    "unknown tensor `{tname}` (declare it: tensor {tname} : f64[...] @ FORMAT)"
+                ),
+            ));
             continue;
         };
         let at = *at;
         if decl.elem.name != "f64" {
-            problems.push(Problem::at_decl(shift(decl.elem.span, at), format!("element type `{}` is not supported (only f64)", decl.elem.name)));
+            problems.push(Problem::at_decl(
+                shift(decl.elem.span, at),
+                format!(
+                    "element type `{}` is not supported (only f64)",
+                    decl.elem.name
+                ),
+            ));
         }
         match tensor_format(decl, &scope, at, &registry) {
             Ok(f) => {
@@ -285,15 +363,32 @@ pub fn resolve_kernel<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -
                 match super::sources::load_file(db, data) {
                     Ok(t) => {
                         if t.order() != decl.shape.len() {
-                            problems.push(Problem::at_decl(shift(src.span, at), format!("{} holds an order-{} tensor but `{tname}` has {} dimensions", full.display(), t.order(), decl.shape.len())));
+                            problems.push(Problem::at_decl(
+                                shift(src.span, at),
+                                format!(
+                                    "{} holds an order-{} tensor but `{tname}` has {} dimensions",
+                                    full.display(),
+                                    t.order(),
+                                    decl.shape.len()
+                                ),
+                            ));
                         }
                         for (d, n) in decl.shape.iter().zip(&t.dims) {
                             bind(&mut symbols, d, *n, at, &mut problems);
                         }
                     }
                     Err(e) => {
-                        problems.push(Problem::at_decl(shift(src.span, at), e.clone()).because(Cause::DataFile(full.clone())));
-                        blocked.extend(decl.shape.iter().filter_map(|d| if let Dim::Sym(s) = d { Some(s.name.clone()) } else { None }));
+                        problems.push(
+                            Problem::at_decl(shift(src.span, at), e.clone())
+                                .because(Cause::DataFile(full.clone())),
+                        );
+                        blocked.extend(decl.shape.iter().filter_map(|d| {
+                            if let Dim::Sym(s) = d {
+                                Some(s.name.clone())
+                            } else {
+                                None
+                            }
+                        }));
                     }
                 }
                 out.data_paths.insert(tname.clone(), full);
@@ -305,12 +400,20 @@ pub fn resolve_kernel<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -
         .iter()
         .filter_map(|(t, _)| scope.tensors.get(t))
         .flat_map(|(d, _)| d.shape.iter())
-        .filter_map(|d| if let Dim::Sym(s) = d { Some(s.name.clone()) } else { None })
+        .filter_map(|d| {
+            if let Dim::Sym(s) = d {
+                Some(s.name.clone())
+            } else {
+                None
+            }
+        })
         .filter(|s| !symbols.contains_key(s))
         .collect();
     for (tname, (decl, at)) in &scope.tensors {
         let binds = decl.shape.iter().any(|d| matches!(d, Dim::Sym(s) if wanted.contains(&s.name) && !symbols.contains_key(&s.name)));
-        let Some(path) = decl.source.as_ref().and_then(super::sources::file_argument) else { continue };
+        let Some(path) = decl.source.as_ref().and_then(super::sources::file_argument) else {
+            continue;
+        };
         if !binds || used.iter().any(|(u, _)| u == tname) {
             continue;
         }
@@ -332,7 +435,9 @@ pub fn resolve_kernel<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -
                         Some(n) => dims.push(*n),
                         None => {
                             let span = shift(s.span, *at);
-                            let first = unknown.get(&s.name).is_none_or(|(other, _)| span.start < other.start);
+                            let first = unknown
+                                .get(&s.name)
+                                .is_none_or(|(other, _)| span.start < other.start);
                             if first && !blocked.contains(&s.name) {
                                 unknown.insert(s.name.clone(), (span, tname.clone()));
                             }
@@ -361,12 +466,24 @@ fn shift(s: Span, base: usize) -> Span {
     Span::new(s.start + base, s.end + base)
 }
 
-fn bind(symbols: &mut BTreeMap<String, usize>, d: &Dim, n: usize, at: usize, problems: &mut Vec<Problem>) {
+fn bind(
+    symbols: &mut BTreeMap<String, usize>,
+    d: &Dim,
+    n: usize,
+    at: usize,
+    problems: &mut Vec<Problem>,
+) {
     match d {
-        Dim::Num(m, span) if *m != n => problems.push(Problem::at_decl(shift(*span, at), format!("declared size {m} but the file has {n}"))),
+        Dim::Num(m, span) if *m != n => problems.push(Problem::at_decl(
+            shift(*span, at),
+            format!("declared size {m} but the file has {n}"),
+        )),
         Dim::Num(..) => {}
         Dim::Sym(s) => match symbols.get(&s.name) {
-            Some(&m) if m != n => problems.push(Problem::at_decl(shift(s.span, at), format!("`{}` is {m} elsewhere but {n} here", s.name))),
+            Some(&m) if m != n => problems.push(Problem::at_decl(
+                shift(s.span, at),
+                format!("`{}` is {m} elsewhere but {n} here", s.name),
+            )),
             Some(_) => {}
             None => {
                 symbols.insert(s.name.clone(), n);
@@ -384,7 +501,12 @@ pub struct Compiled {
 }
 impl PartialEq for Compiled {
     fn eq(&self, other: &Self) -> bool {
-        self.statements.len() == other.statements.len() && self.statements.iter().zip(&other.statements).all(|(a, b)| a.function == b.function)
+        self.statements.len() == other.statements.len()
+            && self
+                .statements
+                .iter()
+                .zip(&other.statements)
+                .all(|(a, b)| a.function == b.function)
     }
 }
 impl Eq for Compiled {}
@@ -392,28 +514,58 @@ impl Eq for Compiled {}
 /// Compile every statement of a kernel (iteration graphs, lattices, loop
 /// IR). Errors carry spans relative to the kernel's start.
 #[salsa::tracked(returns(ref))]
-pub fn compile_kernel<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -> Result<Compiled, Vec<Problem>> {
+pub fn compile_kernel<'db>(
+    db: &'db dyn Db,
+    file: SourceFile,
+    name: Name<'db>,
+) -> Result<Compiled, Vec<Problem>> {
     let resolved = resolve_kernel(db, file, name).clone()?;
-    let Some(kernel) = kernel_decl(db, file, name) else { return Err(Vec::new()) };
+    let Some(kernel) = kernel_decl(db, file, name) else {
+        return Err(Vec::new());
+    };
     // Compiling can take long: on a thread of its own, so an edit meanwhile
     // cancels this query instead of waiting (see `background`).
-    let key = format!("{:?}\n{:?}\n{:?}\n{:?}", name.text(db), kernel.statements, resolved.formats, resolved.dims);
+    let key = format!(
+        "{:?}\n{:?}\n{:?}\n{:?}",
+        name.text(db),
+        kernel.statements,
+        resolved.formats,
+        resolved.dims
+    );
     let (kname, statements) = (name.text(db).clone(), kernel.statements.clone());
     let work = move || compile_statements(&kname, &statements, &resolved);
-    db.work().compiles.clone().run(db, key, work).unwrap_or_else(|e| Err(vec![Problem::in_kernel(Span::default(), e)]))
+    db.work()
+        .compiles
+        .clone()
+        .run(db, key, work)
+        .unwrap_or_else(|e| Err(vec![Problem::in_kernel(Span::default(), e)]))
 }
 
-fn compile_statements(kernel: &str, statements: &[crate::notation::Assignment], resolved: &Resolved) -> Result<Compiled, Vec<Problem>> {
+fn compile_statements(
+    kernel: &str,
+    statements: &[crate::notation::Assignment],
+    resolved: &Resolved,
+) -> Result<Compiled, Vec<Problem>> {
     let mut compiled = Vec::new();
     let mut problems = Vec::new();
     for (n, st) in statements.iter().enumerate() {
-        match compile(&format!("{kernel}_{n}"), st, &resolved.formats, &resolved.dims) {
+        match compile(
+            &format!("{kernel}_{n}"),
+            st,
+            &resolved.formats,
+            &resolved.dims,
+        ) {
             Ok(k) => compiled.push(k),
-            Err(e) => problems.push(Problem::in_kernel(e.span().unwrap_or(st.span), e.to_string())),
+            Err(e) => problems.push(Problem::in_kernel(
+                e.span().unwrap_or(st.span),
+                e.to_string(),
+            )),
         }
     }
     if problems.is_empty() {
-        Ok(Compiled { statements: compiled })
+        Ok(Compiled {
+            statements: compiled,
+        })
     } else {
         Err(problems)
     }
@@ -421,10 +573,23 @@ fn compile_statements(kernel: &str, statements: &[crate::notation::Assignment], 
 
 /// The kernel's emitted C, every statement in order.
 #[salsa::tracked(returns(ref))]
-pub fn emitted_c<'db>(db: &'db dyn Db, file: SourceFile, name: Name<'db>) -> Result<String, String> {
+pub fn emitted_c<'db>(
+    db: &'db dyn Db,
+    file: SourceFile,
+    name: Name<'db>,
+) -> Result<String, String> {
     match compile_kernel(db, file, name) {
-        Ok(c) => Ok(c.statements.iter().map(|k| crate::ir::c::function(&k.function)).collect::<Vec<_>>().join("\n")),
-        Err(p) => Err(p.iter().map(|p| p.message.clone()).collect::<Vec<_>>().join("; ")),
+        Ok(c) => Ok(c
+            .statements
+            .iter()
+            .map(|k| crate::ir::c::function(&k.function))
+            .collect::<Vec<_>>()
+            .join("\n")),
+        Err(p) => Err(p
+            .iter()
+            .map(|p| p.message.clone())
+            .collect::<Vec<_>>()
+            .join("; ")),
     }
 }
 
@@ -443,22 +608,56 @@ pub fn diagnostics_before_compiling(db: &dyn Db, file: SourceFile) -> Vec<Diagno
 
 fn diagnostics_with(db: &dyn Db, file: SourceFile, compiling: bool) -> Vec<Diagnostic> {
     let parsed = parse_file(db, file);
-    let mut found: Vec<(Diagnostic, Option<Cause>)> =
-        parsed.errors.iter().map(|e| (Diagnostic { span: e.span, message: e.message.clone(), severity: Severity::Error }, None)).collect();
+    let mut found: Vec<(Diagnostic, Option<Cause>)> = parsed
+        .errors
+        .iter()
+        .map(|e| {
+            (
+                Diagnostic {
+                    span: e.span,
+                    message: e.message.clone(),
+                    severity: Severity::Error,
+                },
+                None,
+            )
+        })
+        .collect();
     let mut kernels_seen: Vec<&str> = Vec::new();
     for it in &parsed.items {
-        let ItemKind::Kernel(k) = &it.kind else { continue };
+        let ItemKind::Kernel(k) = &it.kind else {
+            continue;
+        };
         let base = it.span.start;
         // Queries are keyed by name and answer for the first kernel of that
         // name; a second one is an error of its own (and its relative spans
         // must not be shifted by the wrong base).
         if kernels_seen.contains(&k.name.name.as_str()) {
-            found.push((Diagnostic { span: shift(k.name.span, base), message: format!("kernel `{}` is declared twice (rename one)", k.name.name), severity: Severity::Error }, None));
+            found.push((
+                Diagnostic {
+                    span: shift(k.name.span, base),
+                    message: format!("kernel `{}` is declared twice (rename one)", k.name.name),
+                    severity: Severity::Error,
+                },
+                None,
+            ));
             continue;
         }
         kernels_seen.push(&k.name.name);
         let name = Name::new(db, k.name.name.clone());
-        let abs = |p: &Problem| (Diagnostic { span: if p.in_kernel { shift(p.span, base) } else { p.span }, message: p.message.clone(), severity: Severity::Error }, p.cause.clone());
+        let abs = |p: &Problem| {
+            (
+                Diagnostic {
+                    span: if p.in_kernel {
+                        shift(p.span, base)
+                    } else {
+                        p.span
+                    },
+                    message: p.message.clone(),
+                    severity: Severity::Error,
+                },
+                p.cause.clone(),
+            )
+        };
         match resolve_kernel(db, file, name) {
             Err(ps) => found.extend(ps.iter().map(abs)),
             Ok(_) if compiling => {
@@ -466,9 +665,22 @@ fn diagnostics_with(db: &dyn Db, file: SourceFile, compiling: bool) -> Vec<Diagn
                     Err(ps) => found.extend(ps.iter().map(abs)),
                     // A kernel that runs only by converting an operand
                     // first says so, at the access.
-                    Ok(c) => found.extend(c.statements.iter().flat_map(|s| &s.conversions).filter(|conv| conv.needed).map(|conv| {
-                        (Diagnostic { span: shift(conv.span, base), message: conv.describe(), severity: Severity::Warning }, None)
-                    })),
+                    Ok(c) => found.extend(
+                        c.statements
+                            .iter()
+                            .flat_map(|s| &s.conversions)
+                            .filter(|conv| conv.needed)
+                            .map(|conv| {
+                                (
+                                    Diagnostic {
+                                        span: shift(conv.span, base),
+                                        message: conv.describe(),
+                                        severity: Severity::Warning,
+                                    },
+                                    None,
+                                )
+                            }),
+                    ),
                 }
             }
             Ok(_) => {}
@@ -493,7 +705,11 @@ pub fn load_data(db: &dyn Db, file: DataFile) -> Result<LoadedData, String> {
     let stamp = file.stamp(db);
     let path = file.path(db).clone();
     let key = format!("{:?}\n{stamp}", path.as_os_str());
-    db.work().loads.clone().run(db, key, move || read_data_file(&path)).and_then(|r| r)
+    db.work()
+        .loads
+        .clone()
+        .run(db, key, move || read_data_file(&path))
+        .and_then(|r| r)
 }
 
 /// Read a data file, refusing anything but a regular file first: opening a
@@ -505,7 +721,9 @@ fn read_data_file(path: &Path) -> Result<LoadedData, String> {
         Ok(m) if !m.is_file() => return Err(format!("{shown}: cannot open: not a regular file")),
         Ok(_) => {}
     }
-    crate::io::read_tensor(path).map(|t| LoadedData(Arc::new(t))).map_err(|e| e.to_string())
+    crate::io::read_tensor(path)
+        .map(|t| LoadedData(Arc::new(t)))
+        .map_err(|e| e.to_string())
 }
 
 /// Loaded tensor data, compared by identity (a re-read is a change).
@@ -545,11 +763,17 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap(); // ok: test code, a panic is a failed test
         let fifo = dir.join("pipe.mtx");
         let _ = std::fs::remove_file(&fifo);
-        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success()); // ok: test code, a panic is a failed test
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()); // ok: test code, a panic is a failed test
         let db = Database::default();
         let e = load(&db, &fifo).unwrap_err();
         assert!(e.contains("not a regular file"), "{e}");
-        assert!(load(&db, Path::new("/dev/zero")).unwrap_err().contains("not a regular file"));
+        assert!(load(&db, Path::new("/dev/zero"))
+            .unwrap_err()
+            .contains("not a regular file"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

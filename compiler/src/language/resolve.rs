@@ -29,10 +29,20 @@ pub enum Cause {
 
 impl Problem {
     pub fn at_decl(span: Span, message: String) -> Self {
-        Problem { span, message, in_kernel: false, cause: None }
+        Problem {
+            span,
+            message,
+            in_kernel: false,
+            cause: None,
+        }
     }
     pub fn in_kernel(span: Span, message: String) -> Self {
-        Problem { span, message, in_kernel: true, cause: None }
+        Problem {
+            span,
+            message,
+            in_kernel: true,
+            cause: None,
+        }
     }
     pub fn because(mut self, cause: Cause) -> Self {
         self.cause = Some(cause);
@@ -53,10 +63,14 @@ impl Scope {
         for it in items {
             match &it.kind {
                 ItemKind::Format(f) => {
-                    s.formats.entry(f.name.name.clone()).or_insert((f.clone(), it.span.start));
+                    s.formats
+                        .entry(f.name.name.clone())
+                        .or_insert((f.clone(), it.span.start));
                 }
                 ItemKind::Tensor(t) => {
-                    s.tensors.entry(t.name.name.clone()).or_insert((t.clone(), it.span.start));
+                    s.tensors
+                        .entry(t.name.name.clone())
+                        .or_insert((t.clone(), it.span.start));
                 }
                 ItemKind::Kernel(_) => {}
             }
@@ -71,32 +85,67 @@ fn shift(s: Span, base: usize) -> Span {
 
 /// The text `parse_format` understands for a format reference, following
 /// declared formats.
-pub fn format_text(f: &FormatRef, scope: &Scope, base: usize, depth: usize) -> Result<String, Problem> {
+pub fn format_text(
+    f: &FormatRef,
+    scope: &Scope,
+    base: usize,
+    depth: usize,
+) -> Result<String, Problem> {
     match f {
         FormatRef::Levels { levels, order, .. } => {
-            let list: Vec<String> =
-                levels.iter().map(|l| if l.props.is_empty() { l.name.name.clone() } else { format!("{}({})", l.name.name, l.props.join(",")) }).collect();
+            let list: Vec<String> = levels
+                .iter()
+                .map(|l| {
+                    if l.props.is_empty() {
+                        l.name.name.clone()
+                    } else {
+                        format!("{}({})", l.name.name, l.props.join(","))
+                    }
+                })
+                .collect();
             let mut text = list.join(",");
             if let Some(o) = order {
                 text.push(':');
-                text.push_str(&o.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(","));
+                text.push_str(
+                    &o.iter()
+                        .map(|d| d.to_string())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                );
             }
             Ok(text)
         }
         FormatRef::Named { name, args } => {
             if let Some((decl, at)) = scope.formats.get(&name.name) {
                 if depth > 8 {
-                    return Err(Problem::at_decl(shift(name.span, base), format!("format `{}` refers to itself", name.name)));
+                    return Err(Problem::at_decl(
+                        shift(name.span, base),
+                        format!("format `{}` refers to itself", name.name),
+                    ));
                 }
                 return format_text(&decl.format, scope, *at, depth + 1);
             }
-            Ok(if args.is_empty() { name.name.clone() } else { format!("{}({})", name.name, args.join(",")) })
+            Ok(if args.is_empty() {
+                name.name.clone()
+            } else {
+                format!("{}({})", name.name, args.join(","))
+            })
         }
     }
 }
 
 /// Resolve a tensor's format for its order.
-pub fn tensor_format(t: &TensorDecl, scope: &Scope, base: usize, registry: &Registry) -> Result<TensorFormat, Problem> {
+pub fn tensor_format(
+    t: &TensorDecl,
+    scope: &Scope,
+    base: usize,
+    registry: &Registry,
+) -> Result<TensorFormat, Problem> {
     let text = format_text(&t.format, scope, base, 0)?;
-    parse_format(&text, t.shape.len(), registry).map_err(|e| Problem::at_decl(shift(t.format.span(), base), format!("format of `{}`: {e}", t.name.name)))
+    parse_format(&text, t.shape.len(), registry).map_err(|e| {
+        Problem::at_decl(
+            shift(t.format.span(), base),
+            format!("format of `{}`: {e}", t.name.name),
+        )
+    })
 }

@@ -4,8 +4,8 @@
 
 use super::db::{compile_kernel, resolve_kernel, Db, Name, SourceFile};
 use super::sources::{generate_data, load_file};
-use crate::coo::{CooTensor, SplitMix};
 use crate::backend::TierPolicy;
+use crate::coo::{CooTensor, SplitMix};
 use crate::execute::{prepare, Timing};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,7 +37,10 @@ pub struct KernelRun {
 
 impl KernelRun {
     pub fn median_ms(&self) -> f64 {
-        self.statements.iter().map(|s| s.timing.median().as_secs_f64() * 1e3).sum()
+        self.statements
+            .iter()
+            .map(|s| s.timing.median().as_secs_f64() * 1e3)
+            .sum()
     }
     /// The tiers that ran the statements: `cc`, `cranelift`, or both
     /// (`cc+cranelift`).
@@ -49,25 +52,49 @@ impl KernelRun {
     }
     pub fn gbytes_per_s(&self) -> f64 {
         let bytes: usize = self.statements.iter().map(|s| s.bytes).sum();
-        let secs: f64 = self.statements.iter().map(|s| s.timing.median().as_secs_f64()).sum();
-        if secs > 0.0 { bytes as f64 / secs / 1e9 } else { 0.0 }
+        let secs: f64 = self
+            .statements
+            .iter()
+            .map(|s| s.timing.median().as_secs_f64())
+            .sum();
+        if secs > 0.0 {
+            bytes as f64 / secs / 1e9
+        } else {
+            0.0
+        }
     }
 }
 
 fn tensor_bytes(t: &crate::storage::Tensor) -> usize {
-    t.vals.len() * 8 + t.levels.iter().flat_map(|l| l.arrays.values()).map(|a| a.len() * 4).sum::<usize>()
+    t.vals.len() * 8
+        + t.levels
+            .iter()
+            .flat_map(|l| l.arrays.values())
+            .map(|a| a.len() * 4)
+            .sum::<usize>()
 }
 
 /// Data for every input of the kernel: files through the database,
 /// generated sources seeded per tensor, zero tensors for results.
-fn gather(db: &dyn Db, resolved: &super::db::Resolved) -> Result<BTreeMap<String, CooTensor>, String> {
+fn gather(
+    db: &dyn Db,
+    resolved: &super::db::Resolved,
+) -> Result<BTreeMap<String, CooTensor>, String> {
     let mut data = BTreeMap::new();
     for (name, src) in &resolved.sources {
         let dims = resolved.dims.get(name).cloned().unwrap_or_default();
         let t = match (resolved.data_paths.get(name), src) {
             (Some(path), _) => load_file(db, db.data_file(path))?.as_ref().clone(),
-            (None, Some(src)) => generate_data(src, &dims).map_err(|e| format!("tensor `{name}`: {e}"))?,
-            (None, None) => crate::execute::random_operand(name, &dims, 1.0, &mut SplitMix(name.bytes().map(u64::from).sum())).map_err(|e| e.to_string())?,
+            (None, Some(src)) => {
+                generate_data(src, &dims).map_err(|e| format!("tensor `{name}`: {e}"))?
+            }
+            (None, None) => crate::execute::random_operand(
+                name,
+                &dims,
+                1.0,
+                &mut SplitMix(name.bytes().map(u64::from).sum()),
+            )
+            .map_err(|e| e.to_string())?,
         };
         data.insert(name.clone(), t);
     }
@@ -77,12 +104,37 @@ fn gather(db: &dyn Db, resolved: &super::db::Resolved) -> Result<BTreeMap<String
 /// Run kernel `name` of `file`: `runs` timed runs per statement after a
 /// warm-up, each on up to `threads`, on the tier `tiers` picks. `cancel`
 /// stops between statements.
-pub fn run_kernel(db: &dyn Db, file: SourceFile, name: &str, runs: usize, threads: crate::threads::Threads, tiers: TierPolicy, cancel: &AtomicBool) -> Result<KernelRun, String> {
+pub fn run_kernel(
+    db: &dyn Db,
+    file: SourceFile,
+    name: &str,
+    runs: usize,
+    threads: crate::threads::Threads,
+    tiers: TierPolicy,
+    cancel: &AtomicBool,
+) -> Result<KernelRun, String> {
     let key = Name::new(db, name.to_string());
-    let resolved = resolve_kernel(db, file, key).as_ref().map_err(|ps| ps.iter().map(|p| p.message.clone()).collect::<Vec<_>>().join("; "))?.clone();
-    let compiled = compile_kernel(db, file, key).as_ref().map_err(|ps| ps.iter().map(|p| p.message.clone()).collect::<Vec<_>>().join("; "))?;
+    let resolved = resolve_kernel(db, file, key)
+        .as_ref()
+        .map_err(|ps| {
+            ps.iter()
+                .map(|p| p.message.clone())
+                .collect::<Vec<_>>()
+                .join("; ")
+        })?
+        .clone();
+    let compiled = compile_kernel(db, file, key).as_ref().map_err(|ps| {
+        ps.iter()
+            .map(|p| p.message.clone())
+            .collect::<Vec<_>>()
+            .join("; ")
+    })?;
     let mut data = gather(db, &resolved)?;
-    let mut out = KernelRun { kernel: name.to_string(), statements: Vec::new(), cc_worth_building: false };
+    let mut out = KernelRun {
+        kernel: name.to_string(),
+        statements: Vec::new(),
+        cc_worth_building: false,
+    };
     for k in &compiled.statements {
         if cancel.load(Ordering::Relaxed) {
             return Err("cancelled".into());
@@ -90,9 +142,25 @@ pub fn run_kernel(db: &dyn Db, file: SourceFile, name: &str, runs: usize, thread
         let a = &k.assignment;
         let out_name = a.lhs.tensor.clone();
         let out_dims = resolved.dims.get(&out_name).cloned().unwrap_or_default();
-        let inputs: BTreeMap<String, CooTensor> = a.rhs.accesses().iter().filter_map(|acc| data.get(&acc.tensor).map(|t| (acc.tensor.clone(), t.clone()))).collect();
+        let inputs: BTreeMap<String, CooTensor> = a
+            .rhs
+            .accesses()
+            .iter()
+            .filter_map(|acc| {
+                data.get(&acc.tensor)
+                    .map(|t| (acc.tensor.clone(), t.clone()))
+            })
+            .collect();
         let initial = data.get(&out_name).cloned();
-        let mut p = prepare(name, a, &resolved.formats, &inputs, &out_dims, initial.as_ref()).map_err(|e| e.to_string())?;
+        let mut p = prepare(
+            name,
+            a,
+            &resolved.formats,
+            &inputs,
+            &out_dims,
+            initial.as_ref(),
+        )
+        .map_err(|e| e.to_string())?;
         p.threads = threads;
         if let Some(code) = tiers.cc_code(&p.kernel.function)? {
             p.compiled = code;
@@ -122,10 +190,28 @@ pub fn run_kernel(db: &dyn Db, file: SourceFile, name: &str, runs: usize, thread
 /// Build (into the on-disk cache) the cc tier of every statement of kernel
 /// `name` that has none yet, as its runs would compile it; the number
 /// built. Statements run in order so that each sees its inputs.
-pub fn build_cc_tier(db: &dyn Db, file: SourceFile, name: &str, cancel: &AtomicBool) -> Result<usize, String> {
+pub fn build_cc_tier(
+    db: &dyn Db,
+    file: SourceFile,
+    name: &str,
+    cancel: &AtomicBool,
+) -> Result<usize, String> {
     let key = Name::new(db, name.to_string());
-    let resolved = resolve_kernel(db, file, key).as_ref().map_err(|ps| ps.iter().map(|p| p.message.clone()).collect::<Vec<_>>().join("; "))?.clone();
-    let compiled = compile_kernel(db, file, key).as_ref().map_err(|ps| ps.iter().map(|p| p.message.clone()).collect::<Vec<_>>().join("; "))?;
+    let resolved = resolve_kernel(db, file, key)
+        .as_ref()
+        .map_err(|ps| {
+            ps.iter()
+                .map(|p| p.message.clone())
+                .collect::<Vec<_>>()
+                .join("; ")
+        })?
+        .clone();
+    let compiled = compile_kernel(db, file, key).as_ref().map_err(|ps| {
+        ps.iter()
+            .map(|p| p.message.clone())
+            .collect::<Vec<_>>()
+            .join("; ")
+    })?;
     let mut data = gather(db, &resolved)?;
     let mut built = 0;
     for k in &compiled.statements {
@@ -133,10 +219,30 @@ pub fn build_cc_tier(db: &dyn Db, file: SourceFile, name: &str, cancel: &AtomicB
             return Err("cancelled".into());
         }
         let a = &k.assignment;
-        let out_dims = resolved.dims.get(&a.lhs.tensor).cloned().unwrap_or_default();
-        let inputs: BTreeMap<String, CooTensor> = a.rhs.accesses().iter().filter_map(|acc| data.get(&acc.tensor).map(|t| (acc.tensor.clone(), t.clone()))).collect();
+        let out_dims = resolved
+            .dims
+            .get(&a.lhs.tensor)
+            .cloned()
+            .unwrap_or_default();
+        let inputs: BTreeMap<String, CooTensor> = a
+            .rhs
+            .accesses()
+            .iter()
+            .filter_map(|acc| {
+                data.get(&acc.tensor)
+                    .map(|t| (acc.tensor.clone(), t.clone()))
+            })
+            .collect();
         let initial = data.get(&a.lhs.tensor).cloned();
-        let mut p = prepare(name, a, &resolved.formats, &inputs, &out_dims, initial.as_ref()).map_err(|e| e.to_string())?;
+        let mut p = prepare(
+            name,
+            a,
+            &resolved.formats,
+            &inputs,
+            &out_dims,
+            initial.as_ref(),
+        )
+        .map_err(|e| e.to_string())?;
         if !crate::backend::cc::is_cached(&p.kernel.function) {
             crate::backend::cc::build(&p.kernel.function)?;
             built += 1;
@@ -147,4 +253,3 @@ pub fn build_cc_tier(db: &dyn Db, file: SourceFile, name: &str, cancel: &AtomicB
     }
     Ok(built)
 }
-

@@ -18,7 +18,10 @@ impl<'p> Lowerer<'p> {
     pub(super) fn chain_head(&self, k: usize) -> usize {
         let levels = &self.p.output().format.levels;
         let mut h = k;
-        while h > 0 && levels[h].properties().branchless && matches!(levels[h - 1].assembly(), Assembly::Append(_)) {
+        while h > 0
+            && levels[h].properties().branchless
+            && matches!(levels[h - 1].assembly(), Assembly::Append(_))
+        {
             h -= 1;
         }
         h
@@ -27,7 +30,10 @@ impl<'p> Lowerer<'p> {
     fn chain_tail(&self, h: usize) -> usize {
         let levels = &self.p.output().format.levels;
         let mut t = h;
-        while t + 1 < levels.len() && levels[t + 1].properties().branchless && matches!(levels[t + 1].assembly(), Assembly::Append(_)) {
+        while t + 1 < levels.len()
+            && levels[t + 1].properties().branchless
+            && matches!(levels[t + 1].assembly(), Assembly::Append(_))
+        {
             t += 1;
         }
         t
@@ -48,7 +54,11 @@ impl<'p> Lowerer<'p> {
             }
             ResultAssembly::Direct => {}
         }
-        o.level_vars.iter().enumerate().skip(st.pos[0].len()).any(|(k, &x)| x == v && matches!(o.format.levels[k].assembly(), Assembly::Append(_)))
+        o.level_vars
+            .iter()
+            .enumerate()
+            .skip(st.pos[0].len())
+            .any(|(k, &x)| x == v && matches!(o.format.levels[k].assembly(), Assembly::Append(_)))
     }
 
     /// Initialise the result's levels and values.
@@ -106,7 +116,9 @@ impl<'p> Lowerer<'p> {
             let vals = ArrayRef::vals(&o.tensor);
             self.e.reserve(vals.clone(), parent_size.clone());
             if !accumulate {
-                self.e.for_("pz", Expr::Int(0), parent_size, |e, q| e.store(vals.clone(), q, Expr::Float(0.0)));
+                self.e.for_("pz", Expr::Int(0), parent_size, |e, q| {
+                    e.store(vals.clone(), q, Expr::Float(0.0))
+                });
             }
         }
         if let ResultAssembly::Workspace(row) = self.p.assembly {
@@ -119,7 +131,9 @@ impl<'p> Lowerer<'p> {
     /// when the last level goes through one.
     pub(super) fn result_values(&self) -> ArrayRef {
         match self.p.assembly {
-            ResultAssembly::Workspace(_) => super::workspace::Workspace::of(&self.p.output().tensor).vals,
+            ResultAssembly::Workspace(_) => {
+                super::workspace::Workspace::of(&self.p.output().tensor).vals
+            }
             _ => ArrayRef::vals(&self.p.output().tensor),
         }
     }
@@ -152,7 +166,12 @@ impl<'p> Lowerer<'p> {
 
     /// Resolve the result's levels whose variables are now bound: locate and
     /// insert, or append (after the nested loops tell what they produced).
-    pub(super) fn output_levels(&mut self, next: usize, mut st: State, expr: LExpr) -> Result<(), LowerError> {
+    pub(super) fn output_levels(
+        &mut self,
+        next: usize,
+        mut st: State,
+        expr: LExpr,
+    ) -> Result<(), LowerError> {
         let p = self.p;
         let o = p.output();
         let k = st.pos[0].len();
@@ -177,19 +196,35 @@ impl<'p> Lowerer<'p> {
                 ins.insert_coord(&c, &mut self.e, pos.clone(), coord);
                 let insert = self.e.close();
                 if !insert.is_empty() {
-                    self.e.push(Stmt::If { cond: Expr::not(found), then: insert, els: Vec::new() });
+                    self.e.push(Stmt::If {
+                        cond: Expr::not(found),
+                        then: insert,
+                        els: Vec::new(),
+                    });
                 }
                 st.pos[0].push(pos.clone());
-                let child_appends = o.format.levels.get(k + 1).is_some_and(|l| matches!(l.assembly(), Assembly::Append(_)));
+                let child_appends = o
+                    .format
+                    .levels
+                    .get(k + 1)
+                    .is_some_and(|l| matches!(l.assembly(), Assembly::Append(_)));
                 if child_appends {
                     let counter = self.out_sizes[&(k + 1)].clone();
-                    let begin = self.e.let_var(&format!("{}{}_begin", o.tensor, k + 2), counter.clone());
+                    let begin = self
+                        .e
+                        .let_var(&format!("{}{}_begin", o.tensor, k + 2), counter.clone());
                     self.output_levels(next, st, expr)?;
                     if self.p.assembly.is_workspace() && k + 2 == o.level_vars.len() {
                         self.flush_workspace();
                     }
                     if let Assembly::Append(app) = o.format.levels[k + 1].assembly() {
-                        app.append_edges(&LevelCtx::new(&o.tensor, k + 1), &mut self.e, pos, begin, counter);
+                        app.append_edges(
+                            &LevelCtx::new(&o.tensor, k + 1),
+                            &mut self.e,
+                            pos,
+                            begin,
+                            counter,
+                        );
                     }
                     Ok(())
                 } else {
@@ -208,20 +243,29 @@ impl<'p> Lowerer<'p> {
                 if last {
                     let sum = self.e.let_var("tsum", Expr::Float(0.0));
                     st.sink = Sink::Temp(sum.clone());
-                    let coords: Vec<Expr> = (h..=t).map(|l| st.bound[&o.level_vars[l]].clone()).collect();
+                    let coords: Vec<Expr> = (h..=t)
+                        .map(|l| st.bound[&o.level_vars[l]].clone())
+                        .collect();
                     self.next_var(next, st, expr)?;
                     self.append_chain(h, t, &at, &coords);
                     let vals = ArrayRef::vals(&o.tensor);
-                    self.e.reserve(vals.clone(), Expr::add(at.clone(), Expr::Int(1)));
+                    self.e
+                        .reserve(vals.clone(), Expr::add(at.clone(), Expr::Int(1)));
                     self.e.store(vals, at.clone(), sum);
                     self.e.set(&at, Expr::add(at.clone(), Expr::Int(1)));
                     Ok(())
                 } else {
                     let Some(child) = self.out_sizes.get(&(t + 1)).cloned() else {
-                        return Err(LowerError::Internal("append chain without a child counter".into()));
+                        return Err(LowerError::Internal(
+                            "append chain without a child counter".into(),
+                        ));
                     };
-                    let begin = self.e.let_var(&format!("{}{}_begin", o.tensor, t + 2), child.clone());
-                    let coords: Vec<Expr> = (h..=t).map(|l| st.bound[&o.level_vars[l]].clone()).collect();
+                    let begin = self
+                        .e
+                        .let_var(&format!("{}{}_begin", o.tensor, t + 2), child.clone());
+                    let coords: Vec<Expr> = (h..=t)
+                        .map(|l| st.bound[&o.level_vars[l]].clone())
+                        .collect();
                     self.output_levels(next, st, expr)?;
                     if self.p.assembly.is_workspace() && t + 2 == o.level_vars.len() {
                         self.flush_workspace();
@@ -229,11 +273,21 @@ impl<'p> Lowerer<'p> {
                     self.e.open();
                     self.append_chain(h, t, &at, &coords);
                     if let Assembly::Append(app) = o.format.levels[t + 1].assembly() {
-                        app.append_edges(&LevelCtx::new(&o.tensor, t + 1), &mut self.e, at.clone(), begin.clone(), child.clone());
+                        app.append_edges(
+                            &LevelCtx::new(&o.tensor, t + 1),
+                            &mut self.e,
+                            at.clone(),
+                            begin.clone(),
+                            child.clone(),
+                        );
                     }
                     self.e.set(&at, Expr::add(at.clone(), Expr::Int(1)));
                     let then = self.e.close();
-                    self.e.push(Stmt::If { cond: Expr::cmp(crate::ir::CmpOp::Gt, child, begin), then, els: Vec::new() });
+                    self.e.push(Stmt::If {
+                        cond: Expr::cmp(crate::ir::CmpOp::Gt, child, begin),
+                        then,
+                        els: Vec::new(),
+                    });
                     Ok(())
                 }
             }
@@ -245,7 +299,12 @@ impl<'p> Lowerer<'p> {
         let o = self.p.output();
         for (l, coord) in (h..=t).zip(coords) {
             if let Assembly::Append(app) = o.format.levels[l].assembly() {
-                app.append_coord(&LevelCtx::new(&o.tensor, l), &mut self.e, at.clone(), coord.clone());
+                app.append_coord(
+                    &LevelCtx::new(&o.tensor, l),
+                    &mut self.e,
+                    at.clone(),
+                    coord.clone(),
+                );
             }
         }
     }
@@ -259,7 +318,11 @@ impl<'p> Lowerer<'p> {
                 self.accumulating_stores += 1;
                 let vals = self.result_values();
                 let pos = st.pos[0].last().cloned().unwrap_or(Expr::Int(0));
-                self.e.store(vals.clone(), pos.clone(), Expr::add(Expr::load(vals, pos), value));
+                self.e.store(
+                    vals.clone(),
+                    pos.clone(),
+                    Expr::add(Expr::load(vals, pos), value),
+                );
             }
         }
     }
@@ -274,7 +337,13 @@ impl<'p> Lowerer<'p> {
     /// whose factors include values that may be fill, the product is 0
     /// unless each of those is nonzero: fill is no entry, and `0 * inf`
     /// must not become a NaN the tensor does not hold.
-    fn value_with(&mut self, st: &State, e: &LExpr, known: &mut BTreeMap<OperandId, Expr>, top: bool) -> Expr {
+    fn value_with(
+        &mut self,
+        st: &State,
+        e: &LExpr,
+        known: &mut BTreeMap<OperandId, Expr>,
+        top: bool,
+    ) -> Expr {
         if let LExpr::Bin(BinOp::Mul, ..) = e {
             if top {
                 let mut fill = Vec::new();
@@ -292,7 +361,12 @@ impl<'p> Lowerer<'p> {
                 }
             }
         }
-        let top_of = |x: &LExpr| !matches!((e, x), (LExpr::Bin(BinOp::Mul, ..), LExpr::Bin(BinOp::Mul, ..)));
+        let top_of = |x: &LExpr| {
+            !matches!(
+                (e, x),
+                (LExpr::Bin(BinOp::Mul, ..), LExpr::Bin(BinOp::Mul, ..))
+            )
+        };
         match e {
             LExpr::Const(v) => Expr::Float(*v),
             LExpr::Neg(x) => {
@@ -320,7 +394,11 @@ impl<'p> Lowerer<'p> {
                     let v = self.stored_value(st, *op);
                     self.e.set(&x, v);
                     let then = self.e.close();
-                    self.e.push(Stmt::If { cond: found, then, els: Vec::new() });
+                    self.e.push(Stmt::If {
+                        cond: found,
+                        then,
+                        els: Vec::new(),
+                    });
                     x
                 }
             },
@@ -336,7 +414,11 @@ impl<'p> Lowerer<'p> {
                 self.fill_factors(b, out);
             }
             LExpr::Neg(x) => self.fill_factors(x, out),
-            LExpr::Access(op) if self.p.operands[*op].format.values_may_hold_fill() && !out.contains(op) => out.push(*op),
+            LExpr::Access(op)
+                if self.p.operands[*op].format.values_may_hold_fill() && !out.contains(op) =>
+            {
+                out.push(*op)
+            }
             _ => {}
         }
     }
@@ -350,7 +432,9 @@ impl<'p> Lowerer<'p> {
             // Duplicates at the bottom level: sum their values.
             Some(end) if st.pos[op].len() == o.level_vars.len() => {
                 let s = self.e.let_var("dupsum", Expr::Float(0.0));
-                self.e.for_("pdup", pos, end.clone(), |e, q| e.set(&s, Expr::add(s.clone(), Expr::load(vals.clone(), q))));
+                self.e.for_("pdup", pos, end.clone(), |e, q| {
+                    e.set(&s, Expr::add(s.clone(), Expr::load(vals.clone(), q)))
+                });
                 s
             }
             _ => Expr::load(vals, pos),

@@ -43,7 +43,10 @@ pub struct Conversion {
 impl Conversion {
     /// What the user is told: which operand is converted, to what, and why.
     pub fn describe(&self) -> String {
-        format!("`{}` is converted to {} before each run, because {}", self.source, self.format_text, self.reason)
+        format!(
+            "`{}` is converted to {} before each run, because {}",
+            self.source, self.format_text, self.reason
+        )
     }
 }
 
@@ -60,7 +63,11 @@ pub(super) fn compile_converting(
     formats: &BTreeMap<String, TensorFormat>,
     dims: &BTreeMap<String, Vec<usize>>,
     refusal: LowerError,
-    compile: &dyn Fn(&Assignment, &BTreeMap<String, TensorFormat>, &BTreeMap<String, Vec<usize>>) -> Result<Kernel, LowerError>,
+    compile: &dyn Fn(
+        &Assignment,
+        &BTreeMap<String, TensorFormat>,
+        &BTreeMap<String, Vec<usize>>,
+    ) -> Result<Kernel, LowerError>,
 ) -> Result<Kernel, LowerError> {
     search(a, formats, dims, refusal, compile, MAX_CONVERSIONS)
 }
@@ -78,7 +85,11 @@ fn search(
     formats: &BTreeMap<String, TensorFormat>,
     dims: &BTreeMap<String, Vec<usize>>,
     refusal: LowerError,
-    compile: &dyn Fn(&Assignment, &BTreeMap<String, TensorFormat>, &BTreeMap<String, Vec<usize>>) -> Result<Kernel, LowerError>,
+    compile: &dyn Fn(
+        &Assignment,
+        &BTreeMap<String, TensorFormat>,
+        &BTreeMap<String, Vec<usize>>,
+    ) -> Result<Kernel, LowerError>,
     depth: usize,
 ) -> Result<Kernel, LowerError> {
     let accesses: Vec<&Access> = a.rhs.accesses();
@@ -87,7 +98,9 @@ fn search(
     // tensor read in two orders, `B(i,j) * B(j,i)`).
     let mut groups: Vec<Vec<usize>> = Vec::new();
     for (n, acc) in accesses.iter().enumerate() {
-        let all: Vec<usize> = (0..accesses.len()).filter(|&m| accesses[m].tensor == acc.tensor).collect();
+        let all: Vec<usize> = (0..accesses.len())
+            .filter(|&m| accesses[m].tensor == acc.tensor)
+            .collect();
         if all.len() > 1 && all[0] == n {
             groups.push(all);
         }
@@ -100,9 +113,18 @@ fn search(
     let mut tries = Vec::new();
     for (g, group) in groups.iter().enumerate() {
         let acc = accesses[group[0]];
-        let (Some(format), Some(d)) = (formats.get(&acc.tensor), dims.get(&acc.tensor)) else { continue };
-        let elements = d.iter().try_fold(1usize, |p, &x| p.checked_mul(x)).unwrap_or(usize::MAX);
-        for (rank, alt) in alternatives(format, acc.indices.len(), elements).into_iter().take(PER_ACCESS).enumerate() {
+        let (Some(format), Some(d)) = (formats.get(&acc.tensor), dims.get(&acc.tensor)) else {
+            continue;
+        };
+        let elements = d
+            .iter()
+            .try_fold(1usize, |p, &x| p.checked_mul(x))
+            .unwrap_or(usize::MAX);
+        for (rank, alt) in alternatives(format, acc.indices.len(), elements)
+            .into_iter()
+            .take(PER_ACCESS)
+            .enumerate()
+        {
             tries.push((rank, groups.len() - g, group.clone(), alt));
         }
     }
@@ -119,11 +141,24 @@ fn search(
         f.insert(copy.clone(), alt.format.clone());
         let mut d = dims.clone();
         d.insert(copy.clone(), dims[&acc.tensor].clone());
-        let statement = Assignment { rhs: rename_accesses(&a.rhs, &group, &copy), ..a.clone() };
-        let conversion = Conversion { source: acc.tensor.clone(), copy, format: alt.format, format_text: alt.text, reason: refusal.to_string(), span: acc.span, needed: true };
+        let statement = Assignment {
+            rhs: rename_accesses(&a.rhs, &group, &copy),
+            ..a.clone()
+        };
+        let conversion = Conversion {
+            source: acc.tensor.clone(),
+            copy,
+            format: alt.format,
+            format_text: alt.text,
+            reason: refusal.to_string(),
+            span: acc.span,
+            needed: true,
+        };
         match compile(&statement, &f, &d) {
             Ok(kernel) => return Ok(with_conversion(a, conversion, kernel)),
-            Err(e) if depth > 1 && e.is_refusal() && e != refusal && progress.len() < FOLLOWED => progress.push((statement, f, d, e, conversion)),
+            Err(e) if depth > 1 && e.is_refusal() && e != refusal && progress.len() < FOLLOWED => {
+                progress.push((statement, f, d, e, conversion))
+            }
             Err(_) => {}
         }
     }
@@ -147,9 +182,15 @@ pub(super) fn compile_as_permutation(
     formats: &BTreeMap<String, TensorFormat>,
     dims: &BTreeMap<String, Vec<usize>>,
     refusal: &LowerError,
-    compile: &dyn Fn(&Assignment, &BTreeMap<String, TensorFormat>, &BTreeMap<String, Vec<usize>>) -> Result<Kernel, LowerError>,
+    compile: &dyn Fn(
+        &Assignment,
+        &BTreeMap<String, TensorFormat>,
+        &BTreeMap<String, Vec<usize>>,
+    ) -> Result<Kernel, LowerError>,
 ) -> Option<Kernel> {
-    let Expr::Access(source) = &a.rhs else { return None };
+    let Expr::Access(source) = &a.rhs else {
+        return None;
+    };
     if a.accumulate || source.tensor == a.lhs.tensor || !dims.contains_key(&source.tensor) {
         return None;
     }
@@ -163,14 +204,31 @@ pub(super) fn compile_as_permutation(
     f.insert(copy.clone(), format.clone());
     let mut d = dims.clone();
     d.insert(copy.clone(), dims[&source.tensor].clone());
-    let statement = Assignment { rhs: Expr::Access(Access { tensor: copy.clone(), ..source.clone() }), ..a.clone() };
+    let statement = Assignment {
+        rhs: Expr::Access(Access {
+            tensor: copy.clone(),
+            ..source.clone()
+        }),
+        ..a.clone()
+    };
     let kernel = compile(&statement, &f, &d).ok()?;
     if kernel.buffer.is_some() || !kernel.conversions.is_empty() || !kernel.temporaries.is_empty() {
         return None;
     }
     let format_text = crate::format::alternatives::written(&format, source.indices.len());
-    let conversion = Conversion { source: source.tensor.clone(), copy, format, format_text, reason: refusal.to_string(), span: source.span, needed: false };
-    Some(Kernel { result_is_copy: true, ..with_conversion(a, conversion, kernel) })
+    let conversion = Conversion {
+        source: source.tensor.clone(),
+        copy,
+        format,
+        format_text,
+        reason: refusal.to_string(),
+        span: source.span,
+        needed: false,
+    };
+    Some(Kernel {
+        result_is_copy: true,
+        ..with_conversion(a, conversion, kernel)
+    })
 }
 
 /// The result's levels, each storing the operand's mode that the result's
@@ -178,8 +236,15 @@ pub(super) fn compile_as_permutation(
 /// None for a result with hidden levels or indices that are not a
 /// permutation of the operand's.
 fn permuted_levels(result: &TensorFormat, lhs: &Access, source: &Access) -> Option<TensorFormat> {
-    let CoordMap::Modes(modes) = &result.map else { return None };
-    let names = |acc: &Access| acc.indices.iter().map(|i| i.name.clone()).collect::<Vec<_>>();
+    let CoordMap::Modes(modes) = &result.map else {
+        return None;
+    };
+    let names = |acc: &Access| {
+        acc.indices
+            .iter()
+            .map(|i| i.name.clone())
+            .collect::<Vec<_>>()
+    };
     let (out, src) = (names(lhs), names(source));
     let mut sorted = out.clone();
     sorted.sort();
@@ -189,8 +254,17 @@ fn permuted_levels(result: &TensorFormat, lhs: &Access, source: &Access) -> Opti
     if sorted.len() != out.len() || sorted != src_sorted {
         return None;
     }
-    let map: Vec<usize> = modes.iter().map(|&m| src.iter().position(|v| *v == out[m])).collect::<Option<_>>()?;
-    TensorFormat::new(result.levels.clone(), CoordMap::Modes(map), out.len(), "converted copy").ok()
+    let map: Vec<usize> = modes
+        .iter()
+        .map(|&m| src.iter().position(|v| *v == out[m]))
+        .collect::<Option<_>>()?;
+    TensorFormat::new(
+        result.levels.clone(),
+        CoordMap::Modes(map),
+        out.len(),
+        "converted copy",
+    )
+    .ok()
 }
 
 /// A sparse operand merged with another inside a loop over a variable it
@@ -212,30 +286,69 @@ pub(super) fn densify_remerged(
     dims: &BTreeMap<String, Vec<usize>>,
     entries: Option<&BTreeMap<String, usize>>,
     kernel: Kernel,
-    compile: &dyn Fn(&Assignment, &BTreeMap<String, TensorFormat>, &BTreeMap<String, Vec<usize>>) -> Result<Kernel, LowerError>,
+    compile: &dyn Fn(
+        &Assignment,
+        &BTreeMap<String, TensorFormat>,
+        &BTreeMap<String, Vec<usize>>,
+    ) -> Result<Kernel, LowerError>,
 ) -> Kernel {
-    let ([nest], true) = (kernel.nests.as_slice(), only_products(&a.rhs)) else { return kernel };
+    let ([nest], true) = (kernel.nests.as_slice(), only_products(&a.rhs)) else {
+        return kernel;
+    };
     let order = &nest.graph.order;
-    let level_at = |o: &super::operands::Operand, v: &super::vars::IndexVar| o.level_vars.iter().position(|x| x == v).map(|k| o.format.levels[k].clone());
+    let level_at = |o: &super::operands::Operand, v: &super::vars::IndexVar| {
+        o.level_vars
+            .iter()
+            .position(|x| x == v)
+            .map(|k| o.format.levels[k].clone())
+    };
     // Costly to reach again for each outer coordinate: a level merged with
     // another operand's (restarting from its first entry), or a hashed one
     // probed where a dense copy is one load.
-    let costly = |o: &super::operands::Operand, v: &super::vars::IndexVar, p: &super::operands::Operand| match (level_at(o, v), level_at(p, v)) {
-        (Some(mine), Some(theirs)) => !mine.is_dense() && (mine.locate().is_some() || theirs.locate().is_none()),
-        _ => false,
-    };
+    let costly =
+        |o: &super::operands::Operand, v: &super::vars::IndexVar, p: &super::operands::Operand| {
+            match (level_at(o, v), level_at(p, v)) {
+                (Some(mine), Some(theirs)) => {
+                    !mine.is_dense() && (mine.locate().is_some() || theirs.locate().is_none())
+                }
+                _ => false,
+            }
+        };
     // An operand already read from a copy (sorted, say) is densified from
     // its source instead.
-    let source = |o: &super::operands::Operand| kernel.conversions.iter().find(|c| c.copy == o.tensor).map_or(o.tensor.clone(), |c| c.source.clone());
+    let source = |o: &super::operands::Operand| {
+        kernel
+            .conversions
+            .iter()
+            .find(|c| c.copy == o.tensor)
+            .map_or(o.tensor.clone(), |c| c.source.clone())
+    };
     let remerged = nest.problem.inputs().iter().find_map(|o| {
-        let first = o.level_vars.first().and_then(|v| order.iter().position(|x| x == v))?;
+        let first = o
+            .level_vars
+            .first()
+            .and_then(|v| order.iter().position(|x| x == v))?;
         let outer_without = order[..first].iter().any(|u| !o.level_vars.contains(u));
-        let dense: Vec<bool> = o.level_vars.iter().map(|v| nest.problem.inputs().iter().any(|p| source(p) != source(o) && costly(o, v, p))).collect();
+        let dense: Vec<bool> = o
+            .level_vars
+            .iter()
+            .map(|v| {
+                nest.problem
+                    .inputs()
+                    .iter()
+                    .any(|p| source(p) != source(o) && costly(o, v, p))
+            })
+            .collect();
         let copy = dense_copy(o, &dense, dims.get(&source(o))?)?;
         (outer_without && copy.1 <= crate::format::alternatives::DENSE_LIMIT).then_some((o, copy))
     });
-    let Some((o, (copy_format, copy_size))) = remerged else { return kernel };
-    let outer = order.iter().find(|u| !o.level_vars.contains(u)).map_or(String::new(), |&u| nest.problem.vars.name(u).to_string());
+    let Some((o, (copy_format, copy_size))) = remerged else {
+        return kernel;
+    };
+    let outer = order
+        .iter()
+        .find(|u| !o.level_vars.contains(u))
+        .map_or(String::new(), |&u| nest.problem.vars.name(u).to_string());
     let tensor = source(o);
     if let Some(entries) = entries {
         if !copy_pays_here(dims, entries, nest, o, &tensor, copy_size, &source) {
@@ -243,7 +356,9 @@ pub(super) fn densify_remerged(
         }
     }
     let accesses = a.rhs.accesses();
-    let group: Vec<usize> = (0..accesses.len()).filter(|&n| accesses[n].tensor == tensor).collect();
+    let group: Vec<usize> = (0..accesses.len())
+        .filter(|&n| accesses[n].tensor == tensor)
+        .collect();
     let mut copy = format!("{tensor}_converted");
     while formats.contains_key(&copy) || dims.contains_key(&copy) {
         copy.push('_');
@@ -252,15 +367,30 @@ pub(super) fn densify_remerged(
     f.insert(copy.clone(), copy_format.clone());
     let mut d = dims.clone();
     d.insert(copy.clone(), dims[&tensor].clone());
-    let statement = Assignment { rhs: rename_accesses(&a.rhs, &group, &copy), ..a.clone() };
-    let how = if o.fully_locatable() { "probed through its hash table" } else { "merged again from its start" };
+    let statement = Assignment {
+        rhs: rename_accesses(&a.rhs, &group, &copy),
+        ..a.clone()
+    };
+    let how = if o.fully_locatable() {
+        "probed through its hash table"
+    } else {
+        "merged again from its start"
+    };
     let text = crate::format::alternatives::written(&copy_format, copy_format.order());
     match compile(&statement, &f, &d) {
         // The copy must not cost the result its assembly (a buffer where
         // the loops wrote it directly).
         Ok(k) if k.buffer.is_none() <= kernel.buffer.is_none() && k.conversions.is_empty() => {
             let reason = format!("it would be {how} for every `{outer}`; the copy's dense levels are read by locate instead");
-            let conversion = Conversion { source: tensor, copy, format: copy_format, format_text: text, reason, span: accesses[group[0]].span, needed: false };
+            let conversion = Conversion {
+                source: tensor,
+                copy,
+                format: copy_format,
+                format_text: text,
+                reason,
+                span: accesses[group[0]].span,
+                needed: false,
+            };
             with_conversion(a, conversion, k)
         }
         _ => kernel,
@@ -272,22 +402,43 @@ pub(super) fn densify_remerged(
 /// (the product of the extents down to the last of them), given the
 /// tensor's dimensions; `None` when no level is marked, the format has
 /// hidden levels, or the copy would be the format itself.
-fn dense_copy(o: &super::operands::Operand, dense: &[bool], dims: &[usize]) -> Option<(TensorFormat, usize)> {
+fn dense_copy(
+    o: &super::operands::Operand,
+    dense: &[bool],
+    dims: &[usize],
+) -> Option<(TensorFormat, usize)> {
     dense.iter().rposition(|&d| d)?;
     // Levels kept as stored must still describe the copy's entries: a
     // singleton (one coordinate per parent position) or a non-unique level
     // does not below a dense one, so such a copy is dense throughout.
-    let keeps_fit = o.format.levels.iter().zip(dense).all(|(l, &d)| d || (l.properties().unique && !l.properties().branchless));
+    let keeps_fit = o
+        .format
+        .levels
+        .iter()
+        .zip(dense)
+        .all(|(l, &d)| d || (l.properties().unique && !l.properties().branchless));
     let dense: Vec<bool> = dense.iter().map(|&d| d || !keeps_fit).collect();
     let last = dense.iter().rposition(|&d| d)?;
-    let CoordMap::Modes(modes) = &o.format.map else { return None };
-    let size = modes[..=last].iter().try_fold(1usize, |n, &m| n.checked_mul(*dims.get(m)?))?;
-    let levels: Vec<String> = o.format.levels.iter().zip(&dense).map(|(l, &d)| if d { "dense".to_string() } else { l.spec() }).collect();
+    let CoordMap::Modes(modes) = &o.format.map else {
+        return None;
+    };
+    let size = modes[..=last]
+        .iter()
+        .try_fold(1usize, |n, &m| n.checked_mul(*dims.get(m)?))?;
+    let levels: Vec<String> = o
+        .format
+        .levels
+        .iter()
+        .zip(&dense)
+        .map(|(l, &d)| if d { "dense".to_string() } else { l.spec() })
+        .collect();
     let text = match o.format.map.mode_order_text() {
         Some(m) => format!("{}:{m}", levels.join(",")),
         None => levels.join(","),
     };
-    let format = crate::format::parse_format(&text, o.format.order(), &crate::format::Registry::builtin()).ok()?;
+    let format =
+        crate::format::parse_format(&text, o.format.order(), &crate::format::Registry::builtin())
+            .ok()?;
     (format != o.format).then_some((format, size))
 }
 
@@ -304,21 +455,45 @@ fn copy_pays_here(
     source: &dyn Fn(&super::operands::Operand) -> String,
 ) -> bool {
     let order = &nest.graph.order;
-    let first = o.level_vars.first().and_then(|v| order.iter().position(|x| x == v)).unwrap_or(0);
-    let outer: Vec<_> = order[..first].iter().filter(|u| !o.level_vars.contains(u)).collect();
-    let others: Vec<_> = nest.problem.inputs().iter().filter(|p| source(p) != tensor).collect();
-    let fewest = |ps: &mut dyn Iterator<Item = &&super::operands::Operand>| ps.filter_map(|p| entries.get(&source(p)).copied()).min();
+    let first = o
+        .level_vars
+        .first()
+        .and_then(|v| order.iter().position(|x| x == v))
+        .unwrap_or(0);
+    let outer: Vec<_> = order[..first]
+        .iter()
+        .filter(|u| !o.level_vars.contains(u))
+        .collect();
+    let others: Vec<_> = nest
+        .problem
+        .inputs()
+        .iter()
+        .filter(|p| source(p) != tensor)
+        .collect();
+    let fewest = |ps: &mut dyn Iterator<Item = &&super::operands::Operand>| {
+        ps.filter_map(|p| entries.get(&source(p)).copied()).min()
+    };
     // A product visits an outer coordinate only where every factor with
     // its variable has an entry there, and no more often than it has
     // coordinates; it probes a hashed `o` once per entry of the others.
     // An extent is a constant or a tensor's dimension (`Problem::vars`).
     let extent = |u: &&super::vars::IndexVar| match nest.problem.vars.extent(**u) {
         crate::ir::Expr::Int(n) => usize::try_from(*n).ok(),
-        crate::ir::Expr::Param(crate::ir::ParamRef { tensor, slot: crate::ir::ParamSlot::Dim(d) }) => dims.get(tensor)?.get(*d).copied(),
+        crate::ir::Expr::Param(crate::ir::ParamRef {
+            tensor,
+            slot: crate::ir::ParamSlot::Dim(d),
+        }) => dims.get(tensor)?.get(*d).copied(),
         _ => None,
     };
-    let coordinates = outer.iter().map(extent).try_fold(1usize, |n, x| x.map(|x| n.saturating_mul(x)));
-    let with_outer = fewest(&mut others.iter().filter(|p| p.level_vars.iter().any(|v| outer.contains(&v))));
+    let coordinates = outer
+        .iter()
+        .map(extent)
+        .try_fold(1usize, |n, x| x.map(|x| n.saturating_mul(x)));
+    let with_outer = fewest(
+        &mut others
+            .iter()
+            .filter(|p| p.level_vars.iter().any(|v| outer.contains(&v))),
+    );
     let visits = match o.fully_locatable() {
         true => fewest(&mut others.iter()),
         false => [with_outer, coordinates].into_iter().flatten().min(),
@@ -360,7 +535,11 @@ fn only_products(e: &Expr) -> bool {
 fn with_conversion(a: &Assignment, conversion: Conversion, kernel: Kernel) -> Kernel {
     let mut conversions = vec![conversion];
     conversions.extend(kernel.conversions.iter().cloned());
-    Kernel { assignment: a.clone(), conversions, ..kernel }
+    Kernel {
+        assignment: a.clone(),
+        conversions,
+        ..kernel
+    }
 }
 
 /// `e` with its accesses numbered `which` (in `Expr::accesses` order)
@@ -372,7 +551,10 @@ fn rename_accesses(e: &Expr, which: &[usize], to: &str) -> Expr {
                 let here = n.contains(seen);
                 *seen += 1;
                 if here {
-                    Expr::Access(Access { tensor: to.to_string(), ..a.clone() })
+                    Expr::Access(Access {
+                        tensor: to.to_string(),
+                        ..a.clone()
+                    })
                 } else {
                     e.clone()
                 }

@@ -26,7 +26,10 @@ type Resolved = (IterId, Expr, Option<Expr>, Expr, bool);
 /// operands (the others are present by the case that computes `e`).
 fn present(e: &LExpr, found: &BTreeMap<IterId, Expr>) -> Expr {
     match e {
-        LExpr::Access(i) => found.get(&IterId::Operand(*i)).cloned().unwrap_or(Expr::Bool(true)),
+        LExpr::Access(i) => found
+            .get(&IterId::Operand(*i))
+            .cloned()
+            .unwrap_or(Expr::Bool(true)),
         LExpr::Const(_) => Expr::Bool(true),
         LExpr::Neg(x) => present(x, found),
         LExpr::Bin(BinOp::Mul, a, b) => Expr::and(present(a, found), present(b, found)),
@@ -37,7 +40,13 @@ fn present(e: &LExpr, found: &BTreeMap<IterId, Expr>) -> Expr {
 impl<'p> Lowerer<'p> {
     /// Where iterators emit, for the loop over `v`.
     pub(super) fn cx<'a>(&'a mut self, st: &'a State, v: IndexVar) -> Cx<'a, 'p> {
-        Cx { p: self.p, e: &mut self.e, st, var: v, coords: &mut self.coords }
+        Cx {
+            p: self.p,
+            e: &mut self.e,
+            st,
+            var: v,
+            coords: &mut self.coords,
+        }
     }
 
     /// `Emitter::bind` for a coordinate of `v`: a new variable is noted
@@ -67,12 +76,24 @@ impl<'p> Lowerer<'p> {
                 }
             }
             Expr::Bool(false) => {}
-            cond => self.e.push(Stmt::If { cond, then: body, els: Vec::new() }),
+            cond => self.e.push(Stmt::If {
+                cond,
+                then: body,
+                els: Vec::new(),
+            }),
         }
     }
 
     /// One iterator, one point: a loop of the iterator's shape.
-    pub(super) fn single_loop(&mut self, d: usize, v: IndexVar, st: &State, lattice: &Lattice, s: &Strategy, its: &Its<'p>) -> Result<(), LowerError> {
+    pub(super) fn single_loop(
+        &mut self,
+        d: usize,
+        v: IndexVar,
+        st: &State,
+        lattice: &Lattice,
+        s: &Strategy,
+        its: &Its<'p>,
+    ) -> Result<(), LowerError> {
         let pt = &lattice.points[0];
         let it = &its[&s.coiter[0]];
         let bounds = it.begin(&mut self.cx(st, v));
@@ -82,7 +103,10 @@ impl<'p> Lowerer<'p> {
                 // Exactly one position: the cursor is bound, not looped.
                 let at = self.e.bind(&name, bounds.at);
                 self.note_cursor(v, it.as_ref(), &at);
-                let cur = Cursor { at: at.clone(), end: Expr::add(at, Expr::Int(1)) };
+                let cur = Cursor {
+                    at: at.clone(),
+                    end: Expr::add(at, Expr::Int(1)),
+                };
                 let step = it.coordinate(&mut self.cx(st, v), &cur);
                 self.e.open();
                 self.single_cases(d, v, st, lattice, pt, s, (it.id(), step.clone()), its)?;
@@ -92,7 +116,10 @@ impl<'p> Lowerer<'p> {
             Shape::While => {
                 let at = self.e.let_var(&name, bounds.at);
                 self.note_cursor(v, it.as_ref(), &at);
-                let cur = Cursor { at: at.clone(), end: bounds.end };
+                let cur = Cursor {
+                    at: at.clone(),
+                    end: bounds.end,
+                };
                 self.e.open();
                 let step = it.coordinate(&mut self.cx(st, v), &cur);
                 let next = it.advance(&cur, &step);
@@ -102,12 +129,18 @@ impl<'p> Lowerer<'p> {
                 self.guard(step.found, body);
                 self.e.set(&at, next);
                 let body = self.e.close();
-                self.e.push(Stmt::While { cond: it.valid(&cur), body });
+                self.e.push(Stmt::While {
+                    cond: it.valid(&cur),
+                    body,
+                });
             }
             Shape::For => {
                 let var = self.e.fresh(&name, crate::ir::Ty::I64);
                 self.note_cursor(v, it.as_ref(), &Expr::Var(var));
-                let cur = Cursor { at: Expr::Var(var), end: bounds.end.clone() };
+                let cur = Cursor {
+                    at: Expr::Var(var),
+                    end: bounds.end.clone(),
+                };
                 self.e.open();
                 let step = it.coordinate(&mut self.cx(st, v), &cur);
                 self.e.open();
@@ -118,7 +151,12 @@ impl<'p> Lowerer<'p> {
                 if d == 0 {
                     self.record_outer(var, v, it.as_ref());
                 }
-                self.e.push(Stmt::For { var, lo: bounds.at, hi: bounds.end, body });
+                self.e.push(Stmt::For {
+                    var,
+                    lo: bounds.at,
+                    hi: bounds.end,
+                    body,
+                });
             }
         }
         Ok(())
@@ -127,7 +165,17 @@ impl<'p> Lowerer<'p> {
     /// Cases of a single-iterator loop: located operands decide which
     /// dominated point applies.
     #[allow(clippy::too_many_arguments)]
-    fn single_cases(&mut self, d: usize, v: IndexVar, st: &State, lattice: &Lattice, pt: &Point, s: &Strategy, it: (IterId, Step), its: &Its<'p>) -> Result<(), LowerError> {
+    fn single_cases(
+        &mut self,
+        d: usize,
+        v: IndexVar,
+        st: &State,
+        lattice: &Lattice,
+        pt: &Point,
+        s: &Strategy,
+        it: (IterId, Step),
+        its: &Its<'p>,
+    ) -> Result<(), LowerError> {
         let (id, step) = it;
         let coord = self.bind_coord(v, step.coord);
         let located = self.locate_all(s, v, &coord, st, its)?;
@@ -137,19 +185,39 @@ impl<'p> Lowerer<'p> {
         }
         let st = &st;
         let mut steps = BTreeMap::new();
-        steps.insert(id, Step { coord: coord.clone(), pos: step.pos, found: Expr::Bool(true), run_end: step.run_end });
+        steps.insert(
+            id,
+            Step {
+                coord: coord.clone(),
+                pos: step.pos,
+                found: Expr::Bool(true),
+                run_end: step.run_end,
+            },
+        );
         if lattice.linear {
             return self.linear_case(d, v, &coord, st, pt, s, &steps, &located, its);
         }
         // A full driver visits every coordinate, so every dominated case can
         // apply; otherwise only cases holding the iterated operand can.
-        let cases: Vec<&Point> = lattice.cases(pt).into_iter().filter(|q| s.driver == Some(id) || q.iters.contains(&id)).collect();
+        let cases: Vec<&Point> = lattice
+            .cases(pt)
+            .into_iter()
+            .filter(|q| s.driver == Some(id) || q.iters.contains(&id))
+            .collect();
         self.emit_cases(d, v, &coord, st, &cases, s, &steps, &located, its, 0)
     }
 
     /// A loop per lattice point, co-iterating its operands two-way-merge
     /// style, with a case per dominated point.
-    pub(super) fn merge_loops(&mut self, d: usize, v: IndexVar, st: &State, lattice: &Lattice, strategies: &[Strategy], its: &Its<'p>) -> Result<(), LowerError> {
+    pub(super) fn merge_loops(
+        &mut self,
+        d: usize,
+        v: IndexVar,
+        st: &State,
+        lattice: &Lattice,
+        strategies: &[Strategy],
+        its: &Its<'p>,
+    ) -> Result<(), LowerError> {
         let mut cursors: BTreeMap<IterId, Cursor> = BTreeMap::new();
         for s in strategies {
             for op in &s.coiter {
@@ -159,7 +227,13 @@ impl<'p> Lowerer<'p> {
                     let name = it.cursor_name(&self.cx(st, v));
                     let at = self.e.let_var(&name, bounds.at);
                     self.note_cursor(v, it.as_ref(), &at);
-                    cursors.insert(*op, Cursor { at, end: bounds.end });
+                    cursors.insert(
+                        *op,
+                        Cursor {
+                            at,
+                            end: bounds.end,
+                        },
+                    );
                 }
             }
         }
@@ -176,9 +250,13 @@ impl<'p> Lowerer<'p> {
             // coordinates left; exhausted ones read past every coordinate.
             let any = lattice.linear && s.driver.is_none();
             let cond = if any {
-                bounded.iter().fold(Expr::Bool(false), |acc, op| Expr::or(acc, valid(op)))
+                bounded
+                    .iter()
+                    .fold(Expr::Bool(false), |acc, op| Expr::or(acc, valid(op)))
             } else {
-                bounded.iter().fold(Expr::Bool(true), |acc, op| Expr::and(acc, valid(op)))
+                bounded
+                    .iter()
+                    .fold(Expr::Bool(true), |acc, op| Expr::and(acc, valid(op)))
             };
             let exhausted = if any { i64::MAX } else { -1 };
             self.e.open();
@@ -186,13 +264,22 @@ impl<'p> Lowerer<'p> {
             for op in &s.coiter {
                 let guarded = any || !bounded.contains(op);
                 let (it, cur) = (&its[op], &cursors[op]);
-                let step = if guarded { it.coordinate_guarded(&mut self.cx(st, v), cur, exhausted) } else { it.coordinate(&mut self.cx(st, v), cur) };
+                let step = if guarded {
+                    it.coordinate_guarded(&mut self.cx(st, v), cur, exhausted)
+                } else {
+                    it.coordinate(&mut self.cx(st, v), cur)
+                };
                 steps.insert(*op, step);
             }
             // The merged coordinate: the driver's, or the smallest.
             let coord = match s.driver {
                 Some(dr) => steps[&dr].coord.clone(),
-                None => s.coiter.iter().map(|op| steps[op].coord.clone()).reduce(Expr::min).unwrap_or(Expr::Int(0)),
+                None => s
+                    .coiter
+                    .iter()
+                    .map(|op| steps[op].coord.clone())
+                    .reduce(Expr::min)
+                    .unwrap_or(Expr::Int(0)),
             };
             let coord = self.bind_coord(v, coord);
             let located = self.locate_all(s, v, &coord, st, its)?;
@@ -204,14 +291,27 @@ impl<'p> Lowerer<'p> {
             }
             // Advance every iterator that produced this coordinate; the
             // driver last, since the coordinate may be its cursor.
-            let mut order: Vec<IterId> = s.coiter.iter().copied().filter(|op| Some(*op) != s.driver).collect();
+            let mut order: Vec<IterId> = s
+                .coiter
+                .iter()
+                .copied()
+                .filter(|op| Some(*op) != s.driver)
+                .collect();
             order.extend(s.driver);
             for op in &order {
                 let cur = &cursors[op];
                 let step = &steps[op];
                 let next = its[op].advance(cur, step);
                 let always = Some(*op) == s.driver || s.coiter.len() == 1;
-                let advance = if always { next } else { Expr::select(Expr::eq(step.coord.clone(), coord.clone()), next, cur.at.clone()) };
+                let advance = if always {
+                    next
+                } else {
+                    Expr::select(
+                        Expr::eq(step.coord.clone(), coord.clone()),
+                        next,
+                        cur.at.clone(),
+                    )
+                };
                 self.e.set(&cur.at, advance);
             }
             let body = self.e.close();
@@ -245,9 +345,19 @@ impl<'p> Lowerer<'p> {
             if Some(*op) != s.driver && s.coiter.len() > 1 {
                 f = Expr::and(Expr::eq(step.coord.clone(), coord.clone()), f);
             }
-            let f = if f.is_trivial() { f } else { self.e.let_var("present", f) };
+            let f = if f.is_trivial() {
+                f
+            } else {
+                self.e.let_var("present", f)
+            };
             found_of.insert(*op, f.clone());
-            resolved.push((*op, step.pos.clone(), step.run_end.clone(), f, ranged(its, op)));
+            resolved.push((
+                *op,
+                step.pos.clone(),
+                step.run_end.clone(),
+                f,
+                ranged(its, op),
+            ));
         }
         for (op, (pos, found)) in located {
             found_of.insert(*op, found.clone());
@@ -284,7 +394,13 @@ impl<'p> Lowerer<'p> {
                 cond = Expr::and(cond, Expr::eq(step.coord.clone(), coord.clone()));
             }
             cond = Expr::and(cond, step.found.clone());
-            resolved.push((*op, step.pos.clone(), step.run_end.clone(), Expr::Bool(true), ranged(its, op)));
+            resolved.push((
+                *op,
+                step.pos.clone(),
+                step.run_end.clone(),
+                Expr::Bool(true),
+                ranged(its, op),
+            ));
         }
         for op in q.iters.iter() {
             if let Some((pos, found)) = located.get(op) {
@@ -323,24 +439,46 @@ impl<'p> Lowerer<'p> {
     /// The body of one case: bind the coordinate and the positions of the
     /// operands present, then assemble the result and recurse.
     #[allow(clippy::too_many_arguments)]
-    fn case(&mut self, d: usize, v: IndexVar, coord: Expr, st: &State, q: &Point, resolved: &[Resolved], its: &Its<'p>) -> Result<(), LowerError> {
+    fn case(
+        &mut self,
+        d: usize,
+        v: IndexVar,
+        coord: Expr,
+        st: &State,
+        q: &Point,
+        resolved: &[Resolved],
+        its: &Its<'p>,
+    ) -> Result<(), LowerError> {
         let mut st = st.clone();
         st.bound.insert(v, coord.clone());
         for (op, pos, run_end, found, ranged) in resolved {
             // Iterators over a level resolve it; a dimension resolves none.
-            let Some((o, _)) = its.get(op).and_then(|it| it.level()) else { continue };
+            let Some((o, _)) = its.get(op).and_then(|it| it.level()) else {
+                continue;
+            };
             st.pos[o].push(pos.clone());
             st.run_end[o] = run_end.clone();
             // A position in a range under the parent implies the parent was
             // present: reads below need not test it again (the guards a
             // linear union's outer level would leave in every inner case).
-            st.found[o] = if *ranged { found.clone() } else { Expr::and(st.found[o].clone(), found.clone()) };
+            st.found[o] = if *ranged {
+                found.clone()
+            } else {
+                Expr::and(st.found[o].clone(), found.clone())
+            };
         }
         self.after_bind(d + 1, st, q.expr.clone())
     }
 
     /// Locate, at the merged coordinate, every operand the strategy locates.
-    fn locate_all(&mut self, s: &Strategy, v: IndexVar, coord: &Expr, st: &State, its: &Its<'p>) -> Result<BTreeMap<IterId, (Expr, Expr)>, LowerError> {
+    fn locate_all(
+        &mut self,
+        s: &Strategy,
+        v: IndexVar,
+        coord: &Expr,
+        st: &State,
+        its: &Its<'p>,
+    ) -> Result<BTreeMap<IterId, (Expr, Expr)>, LowerError> {
         let mut out = BTreeMap::new();
         for op in &s.located {
             let Some(it) = its.get(op) else { continue };
@@ -356,5 +494,10 @@ impl<'p> Lowerer<'p> {
 /// parent (`iterate::level`'s `raw_bounds`, empty where the parent is
 /// absent), or over a sorted copy of such a range.
 fn ranged(its: &Its<'_>, op: &IterId) -> bool {
-    its.get(op).is_some_and(|it| matches!(it.kind(), super::iterate::Kind::Position(_) | super::iterate::Kind::Scratch))
+    its.get(op).is_some_and(|it| {
+        matches!(
+            it.kind(),
+            super::iterate::Kind::Position(_) | super::iterate::Kind::Scratch
+        )
+    })
 }

@@ -35,10 +35,22 @@ struct Shown<'a> {
 
 impl fmt::Display for Shown<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "loop order: {}", self.vars.join(&self.graph.order, " -> "))?;
+        writeln!(
+            f,
+            "loop order: {}",
+            self.vars.join(&self.graph.order, " -> ")
+        )?;
         writeln!(f, "tensor paths:")?;
         for (name, path) in &self.graph.paths {
-            writeln!(f, "  {name}: {}", if path.is_empty() { "(scalar)".into() } else { self.vars.join(path, " -> ") })?;
+            writeln!(
+                f,
+                "  {name}: {}",
+                if path.is_empty() {
+                    "(scalar)".into()
+                } else {
+                    self.vars.join(path, " -> ")
+                }
+            )?;
         }
         Ok(())
     }
@@ -56,7 +68,10 @@ fn deps(p: &Problem, v: IndexVar) -> Vec<IndexVar> {
 }
 
 fn output_appends(o: &Operand) -> bool {
-    o.format.levels.iter().any(|l| matches!(l.assembly(), Assembly::Append(_)))
+    o.format
+        .levels
+        .iter()
+        .any(|l| matches!(l.assembly(), Assembly::Append(_)))
 }
 
 fn path_edges(p: &Problem, o: &Operand, out: &mut Vec<Edge>) {
@@ -119,7 +134,10 @@ fn topo(p: &Problem, edges: &[Edge]) -> Result<Vec<IndexVar>, Vec<IndexVar>> {
     let all = nodes(p);
     let out_vars = &p.output().level_vars;
     let rank = |v: &IndexVar| -> usize {
-        out_vars.iter().position(|x| x == v).unwrap_or(usize::MAX / 2 + all.iter().position(|x| x == v).unwrap_or(0))
+        out_vars
+            .iter()
+            .position(|x| x == v)
+            .unwrap_or(usize::MAX / 2 + all.iter().position(|x| x == v).unwrap_or(0))
     };
     let mut indeg: BTreeMap<&IndexVar, usize> = all.iter().map(|v| (v, 0)).collect();
     for (_, b, _) in edges {
@@ -130,7 +148,10 @@ fn topo(p: &Problem, edges: &[Edge]) -> Result<Vec<IndexVar>, Vec<IndexVar>> {
     let mut order = Vec::new();
     let mut done: BTreeSet<IndexVar> = BTreeSet::new();
     while order.len() < all.len() {
-        let next = all.iter().filter(|v| !done.contains(*v) && indeg[v] == 0).min_by_key(|v| rank(v));
+        let next = all
+            .iter()
+            .filter(|v| !done.contains(*v) && indeg[v] == 0)
+            .min_by_key(|v| rank(v));
         let Some(v) = next else {
             return Err(all.iter().filter(|v| !done.contains(*v)).cloned().collect());
         };
@@ -148,32 +169,59 @@ fn topo(p: &Problem, edges: &[Edge]) -> Result<Vec<IndexVar>, Vec<IndexVar>> {
 }
 
 pub fn build(p: &Problem) -> Result<IterationGraph, LowerError> {
-    let paths = p.operands.iter().map(|o| (o.describe(), o.level_vars.clone())).collect();
+    let paths = p
+        .operands
+        .iter()
+        .map(|o| (o.describe(), o.level_vars.clone()))
+        .collect();
     let hard = BTreeSet::new();
     let first = edges(p, &hard);
     let stuck = match topo(p, &first) {
-        Ok(order) => return Ok(IterationGraph { order, soft: Vec::new(), paths }),
+        Ok(order) => {
+            return Ok(IterationGraph {
+                order,
+                soft: Vec::new(),
+                paths,
+            })
+        }
         Err(stuck) => stuck,
     };
     // Let operands reachable by locate alone give up their order.
-    let soft: BTreeSet<OperandId> = p.inputs().iter().filter(|o| o.fully_locatable()).map(|o| o.id).collect();
+    let soft: BTreeSet<OperandId> = p
+        .inputs()
+        .iter()
+        .filter(|o| o.fully_locatable())
+        .map(|o| o.id)
+        .collect();
     if !soft.is_empty() {
         if let Ok(order) = topo(p, &edges(p, &soft)) {
-            return Ok(IterationGraph { order, soft: soft.into_iter().collect(), paths });
+            return Ok(IterationGraph {
+                order,
+                soft: soft.into_iter().collect(),
+                paths,
+            });
         }
     }
     Err(cycle_error(p, &first, &stuck))
 }
 
 fn cycle_error(p: &Problem, edges: &[Edge], stuck: &[IndexVar]) -> LowerError {
-    let mut involved: Vec<OperandId> = edges.iter().filter(|(a, b, _)| stuck.contains(a) && stuck.contains(b)).map(|e| e.2).collect();
+    let mut involved: Vec<OperandId> = edges
+        .iter()
+        .filter(|(a, b, _)| stuck.contains(a) && stuck.contains(b))
+        .map(|e| e.2)
+        .collect();
     involved.sort_unstable();
     involved.dedup();
     let mut names: Vec<String> = Vec::new();
     for &i in &involved {
         let o = &p.operands[i];
         let why = if o.output { ", assembled in order" } else { "" };
-        let name = format!("{} visits {}{why}", o.describe(), p.vars.join(&o.level_vars, " before "));
+        let name = format!(
+            "{} visits {}{why}",
+            o.describe(),
+            p.vars.join(&o.level_vars, " before ")
+        );
         // A tensor read twice the same way is named once.
         if !names.contains(&name) {
             names.push(name);
@@ -188,14 +236,31 @@ fn cycle_error(p: &Problem, edges: &[Edge], stuck: &[IndexVar]) -> LowerError {
         let without: Vec<Edge> = edges.iter().filter(|e| e.2 != i).cloned().collect();
         if let Ok(order) = topo(p, &without) {
             let mut dims: Vec<usize> = (0..o.access.indices.len()).collect();
-            dims.sort_by_key(|&d| order.iter().position(|v| *v == o.dim_vars[d]).unwrap_or(usize::MAX));
-            let mode = dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",");
-            suggestion = format!("; store {} with mode order {mode} (-f {}:{}:{mode})", o.tensor, o.tensor, o.format.level_list());
+            dims.sort_by_key(|&d| {
+                order
+                    .iter()
+                    .position(|v| *v == o.dim_vars[d])
+                    .unwrap_or(usize::MAX)
+            });
+            let mode = dims
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(",");
+            suggestion = format!(
+                "; store {} with mode order {mode} (-f {}:{}:{mode})",
+                o.tensor,
+                o.tensor,
+                o.format.level_list()
+            );
             break;
         }
     }
     if suggestion.is_empty() && involved.iter().any(|&i| p.operands[i].output) {
         suggestion = "; use a dense or hash result, which can be written in any order".into();
     }
-    LowerError::NoLoopOrder { detail: format!("{}{suggestion}", names.join(" but ")), span: p.assignment.span }
+    LowerError::NoLoopOrder {
+        detail: format!("{}{suggestion}", names.join(" but ")),
+        span: p.assignment.span,
+    }
 }

@@ -103,7 +103,9 @@ const MAX_BODIES: u128 = 4096;
 /// levels below and including it, would emit too much code.
 fn too_many_bodies(points: usize, levels_left: u32) -> bool {
     let per_level = (points as u128).saturating_mul(points as u128);
-    per_level.checked_pow(levels_left.max(1)).is_none_or(|n| n > MAX_BODIES)
+    per_level
+        .checked_pow(levels_left.max(1))
+        .is_none_or(|n| n > MAX_BODIES)
 }
 
 /// Lattice points `build` would produce, saturating.
@@ -155,11 +157,27 @@ fn neg(e: LExpr) -> LExpr {
 fn build(e: &LExpr, its: &BTreeSet<OperandId>) -> Vec<Point> {
     match e {
         LExpr::Access(i) => {
-            let iters = if its.contains(i) { [IterId::Operand(*i)].into() } else { BTreeSet::new() };
-            vec![Point { iters, expr: e.clone() }]
+            let iters = if its.contains(i) {
+                [IterId::Operand(*i)].into()
+            } else {
+                BTreeSet::new()
+            };
+            vec![Point {
+                iters,
+                expr: e.clone(),
+            }]
         }
-        LExpr::Const(_) => vec![Point { iters: BTreeSet::new(), expr: e.clone() }],
-        LExpr::Neg(x) => build(x, its).into_iter().map(|p| Point { iters: p.iters, expr: neg(p.expr) }).collect(),
+        LExpr::Const(_) => vec![Point {
+            iters: BTreeSet::new(),
+            expr: e.clone(),
+        }],
+        LExpr::Neg(x) => build(x, its)
+            .into_iter()
+            .map(|p| Point {
+                iters: p.iters,
+                expr: neg(p.expr),
+            })
+            .collect(),
         LExpr::Bin(op, a, b) => {
             let (la, lb) = (build(a, its), build(b, its));
             let mut out = Vec::new();
@@ -174,8 +192,15 @@ fn build(e: &LExpr, its: &BTreeSet<OperandId>) -> Vec<Point> {
             if *op != BinOp::Mul {
                 out.extend(la.iter().cloned());
                 for pb in lb {
-                    let expr = if *op == BinOp::Sub { neg(pb.expr) } else { pb.expr };
-                    out.push(Point { iters: pb.iters, expr });
+                    let expr = if *op == BinOp::Sub {
+                        neg(pb.expr)
+                    } else {
+                        pb.expr
+                    };
+                    out.push(Point {
+                        iters: pb.iters,
+                        expr,
+                    });
                 }
             }
             out
@@ -186,10 +211,18 @@ fn build(e: &LExpr, its: &BTreeSet<OperandId>) -> Vec<Point> {
 impl Lattice {
     /// The lattice of `e` for a variable iterated by the operands `its`;
     /// `full` are those whose level holds every coordinate.
-    pub fn new(e: &LExpr, its: &BTreeSet<OperandId>, full: &BTreeSet<OperandId>, levels_left: u32) -> Lattice {
+    pub fn new(
+        e: &LExpr,
+        its: &BTreeSet<OperandId>,
+        full: &BTreeSet<OperandId>,
+        levels_left: u32,
+    ) -> Lattice {
         let ts = terms(e);
         let merged = e.operands().intersection(its).count();
-        let pure_union = merged > 2 && ts.iter().all(|t| t.operands().intersection(its).count() <= 1);
+        let pure_union = merged > 2
+            && ts
+                .iter()
+                .all(|t| t.operands().intersection(its).count() <= 1);
         if pure_union || too_many_bodies(count_points(e), levels_left) {
             return Lattice::linear(e, its);
         }
@@ -212,7 +245,8 @@ impl Lattice {
         // time, grow as cases^levels (a 3-D COO sum: 7.7 ms, 4.2 ms merged
         // linearly at its two outer levels, run time unchanged). Only the
         // innermost level, where the time goes, gets a loop per point.
-        let sparse_union = points.len() > 1 && e.operands().intersection(its).all(|o| !full.contains(o));
+        let sparse_union =
+            points.len() > 1 && e.operands().intersection(its).all(|o| !full.contains(o));
         if sparse_union && levels_left >= 2 {
             return Lattice::linear(e, its);
         }
@@ -220,30 +254,52 @@ impl Lattice {
         // Property-based simplification: a loop that would start once a
         // full operand is exhausted never runs, since by then every
         // coordinate has been visited.
-        let full_here: BTreeSet<IterId> = points.iter().flat_map(|p| p.iters.iter().copied()).filter(|i| i.operand().is_none_or(|o| full.contains(&o))).collect();
+        let full_here: BTreeSet<IterId> = points
+            .iter()
+            .flat_map(|p| p.iters.iter().copied())
+            .filter(|i| i.operand().is_none_or(|o| full.contains(&o)))
+            .collect();
         if !full_here.is_empty() {
             points.retain(|p| full_here.is_subset(&p.iters));
         }
-        Lattice { points, all, linear: false }
+        Lattice {
+            points,
+            all,
+            linear: false,
+        }
     }
 
     /// One guarded merge loop over the operands of `e` in `its`.
     fn linear(e: &LExpr, its: &BTreeSet<OperandId>) -> Lattice {
-        let mut iters: BTreeSet<IterId> = e.operands().intersection(its).map(|&o| IterId::Operand(o)).collect();
+        let mut iters: BTreeSet<IterId> = e
+            .operands()
+            .intersection(its)
+            .map(|&o| IterId::Operand(o))
+            .collect();
         // Where no merged operand is present, a constant or located
         // factors may still make the expression nonzero: then the loop
         // covers the whole dimension.
         if iters.is_empty() || nonzero_without(e, its) {
             iters.insert(IterId::Dimension);
         }
-        let point = Point { iters, expr: e.clone() };
-        Lattice { points: vec![point.clone()], all: vec![point], linear: true }
+        let point = Point {
+            iters,
+            expr: e.clone(),
+        };
+        Lattice {
+            points: vec![point.clone()],
+            all: vec![point],
+            linear: true,
+        }
     }
 
     /// Points dominated by `p` (subsets of its operands), in lattice order:
     /// the cases of `p`'s loop.
     pub fn cases(&self, p: &Point) -> Vec<&Point> {
-        self.all.iter().filter(|q| q.iters.is_subset(&p.iters)).collect()
+        self.all
+            .iter()
+            .filter(|q| q.iters.is_subset(&p.iters))
+            .collect()
     }
 
     /// Add the dimension pseudo-operand to every point.
@@ -257,8 +313,17 @@ impl Lattice {
 impl fmt::Display for Lattice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for p in &self.points {
-            let its: Vec<String> = p.iters.iter().map(|i| i.operand().map_or("dim".into(), |o| o.to_string())).collect();
-            writeln!(f, "[{}] {}", its.join(", "), p.expr.display(&|o| o.to_string()))?;
+            let its: Vec<String> = p
+                .iters
+                .iter()
+                .map(|i| i.operand().map_or("dim".into(), |o| o.to_string()))
+                .collect();
+            writeln!(
+                f,
+                "[{}] {}",
+                its.join(", "),
+                p.expr.display(&|o| o.to_string())
+            )?;
         }
         Ok(())
     }

@@ -7,7 +7,9 @@
 //! loops through the iterator protocol (`lower::iterate`).
 
 use super::ids::{IterId, OperandId};
-use super::iterate::{level_iterator, Dedup, DimensionIter, Fused, Kind, LoopIterator, PositionIter, Reorder};
+use super::iterate::{
+    level_iterator, Dedup, DimensionIter, Fused, Kind, LoopIterator, PositionIter, Reorder,
+};
 use super::lattice::{LExpr, Lattice, Point};
 use super::plan::{LoopPlan, VarPlan};
 use super::vars::IndexVar;
@@ -24,13 +26,21 @@ pub(super) type Its<'p> = BTreeMap<IterId, Box<dyn LoopIterator<'p> + 'p>>;
 /// `ordered(i)` tells whether operand `i` enumerates coordinates in order;
 /// when both factors of a product could be located, the ordered one is
 /// iterated (an appended result needs order).
-fn coiter(e: &LExpr, point: &BTreeSet<OperandId>, locatable: &dyn Fn(OperandId) -> bool, ordered: &dyn Fn(OperandId) -> bool) -> BTreeSet<OperandId> {
+fn coiter(
+    e: &LExpr,
+    point: &BTreeSet<OperandId>,
+    locatable: &dyn Fn(OperandId) -> bool,
+    ordered: &dyn Fn(OperandId) -> bool,
+) -> BTreeSet<OperandId> {
     match e {
         LExpr::Access(i) if point.contains(i) => [*i].into(),
         LExpr::Access(_) | LExpr::Const(_) => BTreeSet::new(),
         LExpr::Neg(x) => coiter(x, point, locatable, ordered),
         LExpr::Bin(BinOp::Mul, a, b) => {
-            let (ca, cb) = (coiter(a, point, locatable, ordered), coiter(b, point, locatable, ordered));
+            let (ca, cb) = (
+                coiter(a, point, locatable, ordered),
+                coiter(b, point, locatable, ordered),
+            );
             if ca.is_empty() {
                 return cb;
             }
@@ -43,10 +53,16 @@ fn coiter(e: &LExpr, point: &BTreeSet<OperandId>, locatable: &dyn Fn(OperandId) 
                 (true, true) if !all_ord(&ca) && all_ord(&cb) => cb,
                 (_, true) => ca,
                 (true, false) => cb,
-                (false, false) => ca.union(&cb.iter().copied().filter(|&i| !locatable(i)).collect()).copied().collect(),
+                (false, false) => ca
+                    .union(&cb.iter().copied().filter(|&i| !locatable(i)).collect())
+                    .copied()
+                    .collect(),
             }
         }
-        LExpr::Bin(_, a, b) => coiter(a, point, locatable, ordered).union(&coiter(b, point, locatable, ordered)).copied().collect(),
+        LExpr::Bin(_, a, b) => coiter(a, point, locatable, ordered)
+            .union(&coiter(b, point, locatable, ordered))
+            .copied()
+            .collect(),
     }
 }
 
@@ -76,9 +92,17 @@ impl<'p> Lowerer<'p> {
                 its.push(level_iterator(o, k));
             } else if o.level_vars[k.min(o.level_vars.len())..].contains(&v) {
                 if !o.fully_locatable() {
-                    return Err(LowerError::Internal(format!("{} reaches {} out of order", o.describe(), p.name(v))));
+                    return Err(LowerError::Internal(format!(
+                        "{} reaches {} out of order",
+                        o.describe(),
+                        p.name(v)
+                    )));
                 }
-                its.push(Box::new(DimensionIter::new(IterId::Operand(op), p.name(v), Some(&o.tensor))));
+                its.push(Box::new(DimensionIter::new(
+                    IterId::Operand(op),
+                    p.name(v),
+                    Some(&o.tensor),
+                )));
             }
         }
         let out_needs = self.output_needs(&st, v);
@@ -92,22 +116,51 @@ impl<'p> Lowerer<'p> {
         // the lattice's full-level simplification can never drop a point
         // whose coordinates a located operand was meant to cover.
         let ids: BTreeSet<OperandId> = its.iter().filter_map(|i| i.id().operand()).collect();
-        let locatable = |i: OperandId| its.iter().any(|it| it.id() == IterId::Operand(i) && it.props().locatable);
-        let ordered = |i: OperandId| its.iter().any(|it| it.id() == IterId::Operand(i) && it.props().level.ordered);
+        let locatable = |i: OperandId| {
+            its.iter()
+                .any(|it| it.id() == IterId::Operand(i) && it.props().locatable)
+        };
+        let ordered = |i: OperandId| {
+            its.iter()
+                .any(|it| it.id() == IterId::Operand(i) && it.props().level.ordered)
+        };
         let merged = coiter(&expr, &ids, &locatable, &ordered);
-        let located_everywhere: Vec<IterId> = ids.difference(&merged).map(|&o| IterId::Operand(o)).collect();
-        let full: BTreeSet<OperandId> = its.iter().filter_map(|i| i.id().operand().filter(|o| i.props().level.full && merged.contains(o))).collect();
+        let located_everywhere: Vec<IterId> = ids
+            .difference(&merged)
+            .map(|&o| IterId::Operand(o))
+            .collect();
+        let full: BTreeSet<OperandId> = its
+            .iter()
+            .filter_map(|i| {
+                i.id()
+                    .operand()
+                    .filter(|o| i.props().level.full && merged.contains(o))
+            })
+            .collect();
         let levels_left = u32::try_from(self.order.len() - d).unwrap_or(u32::MAX);
         let mut lattice = Lattice::new(&expr, &merged, &full, levels_left);
-        if its.is_empty() || lattice.points.iter().any(|pt| pt.iters.contains(&IterId::Dimension)) {
+        if its.is_empty()
+            || lattice
+                .points
+                .iter()
+                .any(|pt| pt.iters.contains(&IterId::Dimension))
+        {
             if lattice.points.is_empty() || !lattice.points[0].iters.contains(&IterId::Dimension) {
                 lattice.add_dimension();
             }
-            its.push(Box::new(DimensionIter::new(IterId::Dimension, p.name(v), None)));
+            its.push(Box::new(DimensionIter::new(
+                IterId::Dimension,
+                p.name(v),
+                None,
+            )));
         }
         let by_op: Its<'p> = its.into_iter().map(|i| (i.id(), i)).collect();
         let mut st = st;
-        let strategies: Vec<Strategy> = lattice.points.iter().map(|pt| self.strategy(pt, &by_op, &located_everywhere)).collect();
+        let strategies: Vec<Strategy> = lattice
+            .points
+            .iter()
+            .map(|pt| self.strategy(pt, &by_op, &located_everywhere))
+            .collect();
         let by_op = self.adapt(v, &lattice, &strategies, by_op, &st)?;
         self.record_plan(v, &lattice, &strategies, &by_op);
         let single = lattice.points.len() == 1 && strategies[0].coiter.len() == 1;
@@ -115,7 +168,10 @@ impl<'p> Lowerer<'p> {
             let next_out = p.output().level_vars[st.pos[0].len()];
             // A plain loop over a full level by coordinate visits each
             // coordinate once (iterators by position may repeat or skip).
-            let plain = single && by_op.get(&strategies[0].coiter[0]).is_some_and(|it| it.props().level.full && matches!(it.kind(), Kind::Value(_) | Kind::Dimension));
+            let plain = single
+                && by_op.get(&strategies[0].coiter[0]).is_some_and(|it| {
+                    it.props().level.full && matches!(it.kind(), Kind::Value(_) | Kind::Dimension)
+                });
             if next_out != v || !plain {
                 st.exact = false;
             }
@@ -131,7 +187,8 @@ impl<'p> Lowerer<'p> {
     /// yet bound).
     fn output_needs(&self, st: &State, v: IndexVar) -> bool {
         let o = self.p.output();
-        o.level_vars[st.pos[0].len().min(o.level_vars.len())..].contains(&v) && !st.bound.contains_key(&v)
+        o.level_vars[st.pos[0].len().min(o.level_vars.len())..].contains(&v)
+            && !st.bound.contains_key(&v)
     }
 
     /// The point's operands are merged (the Coiter rule already left the
@@ -147,7 +204,12 @@ impl<'p> Lowerer<'p> {
         for (op, it) in its {
             // Out-of-order operands stand in for their dimension only in
             // unions, where they keep every coordinate alive.
-            if matches!(it.kind(), Kind::Dimension) && *op != IterId::Dimension && pt.iters.contains(op) && !co.contains(op) && !locatable(*op) {
+            if matches!(it.kind(), Kind::Dimension)
+                && *op != IterId::Dimension
+                && pt.iters.contains(op)
+                && !co.contains(op)
+                && !locatable(*op)
+            {
                 co.insert(*op);
             }
         }
@@ -158,19 +220,36 @@ impl<'p> Lowerer<'p> {
         }
         // Full levels: co-iterate one (a driver enumerating every coordinate)
         // and locate the other locatable ones (section 5.2).
-        let fulls: Vec<IterId> = co.iter().copied().filter(|i| its.get(i).is_some_and(|it| it.props().level.full)).collect();
+        let fulls: Vec<IterId> = co
+            .iter()
+            .copied()
+            .filter(|i| its.get(i).is_some_and(|it| it.props().level.full))
+            .collect();
         let driver = fulls
             .iter()
             .copied()
-            .find(|i| its.get(i).is_some_and(|it| matches!(it.kind(), Kind::Value(_) | Kind::Dimension)))
+            .find(|i| {
+                its.get(i)
+                    .is_some_and(|it| matches!(it.kind(), Kind::Value(_) | Kind::Dimension))
+            })
             .or_else(|| fulls.first().copied());
         if let Some(dr) = driver {
             // The driver enumerates every coordinate: whatever can be
             // located need not be co-iterated.
             co.retain(|&i| i == dr || !locatable(i));
         }
-        let located = pt.iters.iter().copied().filter(|i| !co.contains(i)).chain(located_everywhere.iter().copied()).collect();
-        Strategy { coiter: co.into_iter().collect(), located, driver }
+        let located = pt
+            .iters
+            .iter()
+            .copied()
+            .filter(|i| !co.contains(i))
+            .chain(located_everywhere.iter().copied())
+            .collect();
+        Strategy {
+            coiter: co.into_iter().collect(),
+            located,
+            driver,
+        }
     }
 
     /// Iterator conversions (adapters): deduplicate non-unique levels that
@@ -178,7 +257,14 @@ impl<'p> Lowerer<'p> {
     /// (`Dedup`); visit an unordered level that must be enumerated in order
     /// through a sorted copy (`Reorder`); visit a branchless level alone in
     /// its loop without a loop (`Fused`).
-    fn adapt(&mut self, v: IndexVar, lattice: &Lattice, strategies: &[Strategy], mut its: Its<'p>, st: &State) -> Result<Its<'p>, LowerError> {
+    fn adapt(
+        &mut self,
+        v: IndexVar,
+        lattice: &Lattice,
+        strategies: &[Strategy],
+        mut its: Its<'p>,
+        st: &State,
+    ) -> Result<Its<'p>, LowerError> {
         let appended = self.appends_var(st, v);
         let mut dedup: BTreeSet<OperandId> = BTreeSet::new();
         let mut reorder: BTreeSet<OperandId> = BTreeSet::new();
@@ -209,14 +295,21 @@ impl<'p> Lowerer<'p> {
                     }
                 }
                 let Some(o) = op.operand() else { continue };
-                if !props.unique && matches!(it.kind(), Kind::Position(_)) && (needs_order || !self.fusable(o, st)) {
+                if !props.unique
+                    && matches!(it.kind(), Kind::Position(_))
+                    && (needs_order || !self.fusable(o, st))
+                {
                     self.check_chainable(o, it.as_ref(), pt)?;
                     dedup.insert(o);
                 }
             }
         }
         let p = self.p;
-        let position = |id: IterId, its: &Its<'p>| its.get(&id).and_then(|it| it.level()).and_then(|(o, k)| PositionIter::new(&p.operands[o], k));
+        let position = |id: IterId, its: &Its<'p>| {
+            its.get(&id)
+                .and_then(|it| it.level())
+                .and_then(|(o, k)| PositionIter::new(&p.operands[o], k))
+        };
         for o in dedup {
             if let Some(inner) = position(IterId::Operand(o), &its) {
                 its.insert(IterId::Operand(o), Box::new(Dedup(inner)));
@@ -226,10 +319,20 @@ impl<'p> Lowerer<'p> {
             let operand = &p.operands[o];
             let k = st.pos[o].len();
             // Scratch arrays apart from those of other accesses of the tensor.
-            let earlier = p.operands[..o.0].iter().filter(|x| x.tensor == operand.tensor).count();
-            let copy = if earlier == 0 { format!("sorted{}", k + 1) } else { format!("sorted{}_{earlier}", k + 1) };
+            let earlier = p.operands[..o.0]
+                .iter()
+                .filter(|x| x.tensor == operand.tensor)
+                .count();
+            let copy = if earlier == 0 {
+                format!("sorted{}", k + 1)
+            } else {
+                format!("sorted{}_{earlier}", k + 1)
+            };
             if let Some(inner) = position(IterId::Operand(o), &its) {
-                its.insert(IterId::Operand(o), Box::new(Reorder::new(inner, operand, k, &copy)));
+                its.insert(
+                    IterId::Operand(o),
+                    Box::new(Reorder::new(inner, operand, k, &copy)),
+                );
             }
         }
         // A branchless level alone in its loop has one position under its
@@ -237,7 +340,9 @@ impl<'p> Lowerer<'p> {
         if let ([_], [s]) = (lattice.points.as_slice(), strategies) {
             if let [id] = s.coiter.as_slice() {
                 let fuses = |it: &dyn LoopIterator<'p>| {
-                    let present = id.operand().is_none_or(|o| st.found[o] == Expr::Bool(true) && st.run_end[o].is_none());
+                    let present = id
+                        .operand()
+                        .is_none_or(|o| st.found[o] == Expr::Bool(true) && st.run_end[o].is_none());
                     present && it.props().level.branchless && !it.dedups()
                 };
                 if its.get(id).is_some_and(|it| fuses(it.as_ref())) {
@@ -256,17 +361,29 @@ impl<'p> Lowerer<'p> {
     /// segment is copied once; below a loop over a variable it lacks, it
     /// would be sorted again for every coordinate of that loop, and a copy
     /// converted once before the kernel costs less).
-    fn unreorderable(&self, op: Option<OperandId>, it: &dyn LoopIterator<'p>, v: IndexVar) -> Option<String> {
-        let Some(o) = op.map(|o| &self.p.operands[o]) else { return Some("a dimension has no order to restore".into()) };
+    fn unreorderable(
+        &self,
+        op: Option<OperandId>,
+        it: &dyn LoopIterator<'p>,
+        v: IndexVar,
+    ) -> Option<String> {
+        let Some(o) = op.map(|o| &self.p.operands[o]) else {
+            return Some("a dimension has no order to restore".into());
+        };
         if !it.props().level.unique {
-            return Some("reordering a non-unique level into a sorted copy is not implemented".into());
+            return Some(
+                "reordering a non-unique level into a sorted copy is not implemented".into(),
+            );
         }
         if !matches!(it.kind(), Kind::Position(_)) {
             return Some("only a level iterated by position can be reordered".into());
         }
         let d = self.order.iter().position(|&u| u == v).unwrap_or(0);
         match self.order[..d].iter().find(|u| !o.level_vars.contains(u)) {
-            Some(&u) => Some(format!("its sorted copy would be made again for every `{}`", self.p.name(u))),
+            Some(&u) => Some(format!(
+                "its sorted copy would be made again for every `{}`",
+                self.p.name(u)
+            )),
             None => None,
         }
     }
@@ -288,12 +405,16 @@ impl<'p> Lowerer<'p> {
         // appended level below would be assembled once per duplicate.
         let out = p.output();
         use super::operands::ResultAssembly;
-        let only_workspace_left = p.assembly.is_workspace() && st.pos[0].len() + 1 >= out.level_vars.len();
+        let only_workspace_left =
+            p.assembly.is_workspace() && st.pos[0].len() + 1 >= out.level_vars.len();
         let out_scatters = p.assembly == ResultAssembly::Buffer
             || only_workspace_left
             || out.format.levels[st.pos[0].len().min(out.format.levels.len())..]
-            .iter()
-            .all(|l| l.locate().is_some() && matches!(l.assembly(), crate::format::level::Assembly::Insert(_)));
+                .iter()
+                .all(|l| {
+                    l.locate().is_some()
+                        && matches!(l.assembly(), crate::format::level::Assembly::Insert(_))
+                });
         let later = &o.level_vars[k + 1..];
         let inputs_locatable = p.inputs().iter().filter(|x| x.id != op).all(|x| {
             let uses = x.level_vars.iter().any(|v| later.contains(v));
@@ -302,16 +423,29 @@ impl<'p> Lowerer<'p> {
         out_scatters && inputs_locatable
     }
 
-    fn check_chainable(&self, op: OperandId, it: &dyn LoopIterator<'p>, _pt: &Point) -> Result<(), LowerError> {
+    fn check_chainable(
+        &self,
+        op: OperandId,
+        it: &dyn LoopIterator<'p>,
+        _pt: &Point,
+    ) -> Result<(), LowerError> {
         let o = &self.p.operands[op];
-        let Some((_, k)) = it.level() else { return Ok(()) };
+        let Some((_, k)) = it.level() else {
+            return Ok(());
+        };
         let props = it.props().level;
         if k + 1 == o.format.levels.len() {
             return Ok(()); // bottom level: duplicates' values are summed
         }
         let child = &o.format.levels[k + 1];
         let cp = child.properties();
-        let chain_ok = matches!(child.iteration(), crate::format::level::Iteration::CoordPosition(_)) && cp.ordered && cp.compact && props.ordered && props.compact;
+        let chain_ok = matches!(
+            child.iteration(),
+            crate::format::level::Iteration::CoordPosition(_)
+        ) && cp.ordered
+            && cp.compact
+            && props.ordered
+            && props.compact;
         if !chain_ok {
             return Err(LowerError::Capability {
                 reason: format!(
@@ -325,10 +459,21 @@ impl<'p> Lowerer<'p> {
         Ok(())
     }
 
-    fn record_plan(&mut self, v: IndexVar, lattice: &Lattice, strategies: &[Strategy], its: &Its<'p>) {
+    fn record_plan(
+        &mut self,
+        v: IndexVar,
+        lattice: &Lattice,
+        strategies: &[Strategy],
+        its: &Its<'p>,
+    ) {
         let name = |i: &IterId| its.get(i).map_or("?".to_string(), |it| it.name());
         let p = self.p;
-        let opname = |i: IterId| i.operand().map_or_else(|| format!("dim({})", p.name(v)), |o| p.operands[o].access.to_string());
+        let opname = |i: IterId| {
+            i.operand().map_or_else(
+                || format!("dim({})", p.name(v)),
+                |o| p.operands[o].access.to_string(),
+            )
+        };
         let loops = lattice
             .points
             .iter()
@@ -338,7 +483,10 @@ impl<'p> Lowerer<'p> {
                 expr: pt.expr.display(&|i| p.operands[i].access.to_string()),
                 coiterated: s.coiter.iter().map(name).collect(),
                 located: s.located.iter().map(name).collect(),
-                fused: s.coiter.len() == 1 && its.get(&s.coiter[0]).is_some_and(|it| it.props().level.branchless && !it.dedups()),
+                fused: s.coiter.len() == 1
+                    && its
+                        .get(&s.coiter[0])
+                        .is_some_and(|it| it.props().level.branchless && !it.dedups()),
             })
             .collect();
         self.plans.push(VarPlan { var: v, loops });
@@ -349,23 +497,37 @@ impl<'p> Lowerer<'p> {
     }
 
     /// Locate `op`'s next level at coordinate `coord`: (position, found).
-    pub(super) fn locate(&mut self, op: OperandId, coord: Expr, st: &State) -> Result<(Expr, Expr), LowerError> {
+    pub(super) fn locate(
+        &mut self,
+        op: OperandId,
+        coord: Expr,
+        st: &State,
+    ) -> Result<(Expr, Expr), LowerError> {
         super::iterate::locate(self.p, &mut self.e, st, op, coord)
     }
 
     /// Everything that follows binding a variable: derived variables,
     /// late locates, the result's levels, then variable `next`.
-    pub(super) fn after_bind(&mut self, next: usize, mut st: State, expr: LExpr) -> Result<(), LowerError> {
+    pub(super) fn after_bind(
+        &mut self,
+        next: usize,
+        mut st: State,
+        expr: LExpr,
+    ) -> Result<(), LowerError> {
         let d = next;
         // Derived variables (blocked formats): var = outer * b + inner, only
         // inside the tensor (blocks past the edge hold padding).
         let p = self.p;
         for dv in p.vars.derived() {
-            let Some((outer, inner, b)) = p.vars.derivation(dv) else { continue };
+            let Some((outer, inner, b)) = p.vars.derivation(dv) else {
+                continue;
+            };
             if st.bound.contains_key(&dv) {
                 continue;
             }
-            if let (Some(o), Some(i)) = (st.bound.get(&outer).cloned(), st.bound.get(&inner).cloned()) {
+            if let (Some(o), Some(i)) =
+                (st.bound.get(&outer).cloned(), st.bound.get(&inner).cloned())
+            {
                 let val = self.bind_coord(dv, Expr::add(Expr::mul(o, Expr::Int(b)), i));
                 st.bound.insert(dv, val.clone());
                 let cond = Expr::lt(val, self.extent(dv));
@@ -392,7 +554,9 @@ impl<'p> Lowerer<'p> {
                 if k >= o.level_vars.len() {
                     continue;
                 }
-                let Some(c) = st.bound.get(&o.level_vars[k]).cloned() else { continue };
+                let Some(c) = st.bound.get(&o.level_vars[k]).cloned() else {
+                    continue;
+                };
                 let (pos, f) = self.locate(op, c, st)?;
                 st.pos[op].push(pos);
                 st.run_end[op] = None;
@@ -408,7 +572,12 @@ impl<'p> Lowerer<'p> {
     /// Continue with the next variable, first turning the sink into a scalar
     /// accumulator once the result position is known and only reductions
     /// remain.
-    pub(super) fn next_var(&mut self, next: usize, mut st: State, expr: LExpr) -> Result<(), LowerError> {
+    pub(super) fn next_var(
+        &mut self,
+        next: usize,
+        mut st: State,
+        expr: LExpr,
+    ) -> Result<(), LowerError> {
         let out_done = st.pos[0].len() == self.p.output().level_vars.len();
         let scatters = self.p.output_inserts() || self.p.assembly.is_workspace();
         if out_done && matches!(st.sink, Sink::Direct) && next < self.order.len() && scatters {
@@ -423,7 +592,11 @@ impl<'p> Lowerer<'p> {
                 self.e.store(vals, pos, t);
             } else {
                 self.accumulating_stores += 1;
-                self.e.store(vals.clone(), pos.clone(), Expr::add(Expr::load(vals, pos), t));
+                self.e.store(
+                    vals.clone(),
+                    pos.clone(),
+                    Expr::add(Expr::load(vals, pos), t),
+                );
             }
             return Ok(());
         }

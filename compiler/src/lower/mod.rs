@@ -10,8 +10,8 @@
 
 mod assemble;
 pub mod convert;
-pub mod graph;
 mod emit;
+pub mod graph;
 pub mod ids;
 mod iterate;
 pub mod lattice;
@@ -30,23 +30,33 @@ use crate::format::TensorFormat;
 use crate::ir::{Emitter, Expr, Function, VarId};
 use crate::notation::reduce::{additive_terms, distributed_terms, sums_hoist_with_private};
 use crate::notation::{Access, Assignment, Expr as NExpr, Span};
+use convert::Conversion;
 use graph::IterationGraph;
 use lattice::LExpr;
 use operands::{resolve, Problem, ResultAssembly, Row};
-use convert::Conversion;
 use plan::{NamedPlan, VarPlan};
 use std::collections::BTreeMap;
-use vars::IndexVar;
 use thiserror::Error;
+use vars::IndexVar;
 
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum LowerError {
     #[error("unknown tensor `{name}`")]
     UnknownTensor { name: String, span: Span },
     #[error("{access} is indexed by {indices} variables but the tensor has order {order}")]
-    Arity { access: String, order: usize, indices: usize, span: Span },
+    Arity {
+        access: String,
+        order: usize,
+        indices: usize,
+        span: Span,
+    },
     #[error("shape mismatch for index `{var}`: {first}, {second}")]
-    Shape { var: String, first: String, second: String, span: Span },
+    Shape {
+        var: String,
+        first: String,
+        second: String,
+        span: Span,
+    },
     #[error("no loop order works: {detail}")]
     NoLoopOrder { detail: String, span: Span },
     #[error("{reason}")]
@@ -63,7 +73,13 @@ impl LowerError {
     /// A kernel the compiler declines to build for these formats (as
     /// opposed to a mistake in the statement itself).
     pub fn is_refusal(&self) -> bool {
-        matches!(self, LowerError::NoLoopOrder { .. } | LowerError::Capability { .. } | LowerError::NeedsOrder { .. } | LowerError::Unsupported { .. })
+        matches!(
+            self,
+            LowerError::NoLoopOrder { .. }
+                | LowerError::Capability { .. }
+                | LowerError::NeedsOrder { .. }
+                | LowerError::Unsupported { .. }
+        )
     }
 
     pub fn span(&self) -> Option<Span> {
@@ -135,21 +151,38 @@ impl Kernel {
     }
     /// Every nest's plans, each with its nest's variable names.
     pub fn plans(&self) -> impl Iterator<Item = NamedPlan<'_>> {
-        self.nests.iter().flat_map(|n| n.plans.iter().map(|plan| NamedPlan { plan, vars: &n.problem.vars }))
+        self.nests.iter().flat_map(|n| {
+            n.plans.iter().map(|plan| NamedPlan {
+                plan,
+                vars: &n.problem.vars,
+            })
+        })
     }
     /// The workspace row the result's last level goes through, if any:
     /// the level's variable and what the row is, for the user.
     pub fn workspace(&self) -> Option<(String, String)> {
         let nest = self.nests.first()?;
-        let ResultAssembly::Workspace(row) = nest.problem.assembly else { return None };
+        let ResultAssembly::Workspace(row) = nest.problem.assembly else {
+            return None;
+        };
         let vars = &nest.problem.output().level_vars;
         let (&last, rows) = vars.split_last()?;
-        let (var, rows) = (nest.problem.name(last).to_string(), nest.problem.vars.join(rows, ", "));
+        let (var, rows) = (
+            nest.problem.name(last).to_string(),
+            nest.problem.vars.join(rows, ", "),
+        );
         let what = match row {
             Row::Dense => "a dense workspace row (values and a touched flag per coordinate, and the list of coordinates touched)",
             Row::Hashed => "a hashed workspace row (the level is too wide for a dense one: a hash table of the coordinates touched, their values in the order they came)",
         };
-        let order = if nest.problem.output().format.levels[vars.len() - 1].properties().ordered { "sorted and appended" } else { "appended" };
+        let order = if nest.problem.output().format.levels[vars.len() - 1]
+            .properties()
+            .ordered
+        {
+            "sorted and appended"
+        } else {
+            "appended"
+        };
         Some((var.clone(), format!("`{}` is assembled over `{var}` through {what}: the loops add to it in any order, and after each `{rows}` its coordinates are {order} to the result", self.output())))
     }
 }
@@ -200,7 +233,11 @@ pub(crate) struct Lowerer<'p> {
 impl Problem {
     /// Whether every level of the result can be written by insert.
     pub fn output_inserts(&self) -> bool {
-        self.output().format.levels.iter().all(|l| matches!(l.assembly(), Assembly::Insert(_)))
+        self.output()
+            .format
+            .levels
+            .iter()
+            .all(|l| matches!(l.assembly(), Assembly::Insert(_)))
     }
 }
 
@@ -208,11 +245,19 @@ impl Problem {
 /// variables are private to the access and summed where it is (DIA's
 /// diagonals are summed per access), which reduction placement must know.
 fn has_hidden_levels(acc: &Access, formats: &BTreeMap<String, TensorFormat>) -> bool {
-    formats.get(&acc.tensor).is_some_and(|f| (0..f.levels.len()).any(|k| matches!(f.map.level_var(k), crate::format::LevelVar::Hidden(_))))
+    formats.get(&acc.tensor).is_some_and(|f| {
+        (0..f.levels.len())
+            .any(|k| matches!(f.map.level_var(k), crate::format::LevelVar::Hidden(_)))
+    })
 }
 
 /// Compile `a` given each tensor's format and dimensions.
-pub fn compile(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> Result<Kernel, LowerError> {
+pub fn compile(
+    name: &str,
+    a: &Assignment,
+    formats: &BTreeMap<String, TensorFormat>,
+    dims: &BTreeMap<String, Vec<usize>>,
+) -> Result<Kernel, LowerError> {
     compile_with(name, a, formats, dims, None)
 }
 
@@ -243,8 +288,15 @@ fn compile_with(
         None => (a, formats, dims),
     };
     let kernel = compile_resolved(name, statement, formats, dims)?;
-    let kernel = convert::densify_remerged(statement, formats, dims, entries, kernel, &|s, f, d| compile_resolved(name, s, f, d));
-    let mut kernel = Kernel { assignment: a.clone(), prior: prior.map(|p| p.name), ..kernel };
+    let kernel =
+        convert::densify_remerged(statement, formats, dims, entries, kernel, &|s, f, d| {
+            compile_resolved(name, s, f, d)
+        });
+    let mut kernel = Kernel {
+        assignment: a.clone(),
+        prior: prior.map(|p| p.name),
+        ..kernel
+    };
     inline_fixed_sizes(&mut kernel);
     Ok(kernel)
 }
@@ -277,13 +329,22 @@ fn inline_fixed_sizes(kernel: &mut Kernel) {
 /// A statement whose result is not read on its right-hand side: assembled
 /// directly or through a buffer; else with a temporary for a sum nested in
 /// a product's addition; else over converted operands.
-fn compile_resolved(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> Result<Kernel, LowerError> {
+fn compile_resolved(
+    name: &str,
+    a: &Assignment,
+    formats: &BTreeMap<String, TensorFormat>,
+    dims: &BTreeMap<String, Vec<usize>>,
+) -> Result<Kernel, LowerError> {
     match compile_or_buffer(name, a, formats, dims, true) {
         Err(e) if e.is_refusal() => {
-            if let Some(kernel) = temporary::compile_with_temporary(a, formats, dims, &|s, f, d| compile_resolved(name, s, f, d)) {
+            if let Some(kernel) = temporary::compile_with_temporary(a, formats, dims, &|s, f, d| {
+                compile_resolved(name, s, f, d)
+            }) {
                 return Ok(kernel);
             }
-            convert::compile_converting(a, formats, dims, e, &|s, f, d| compile_or_buffer(name, s, f, d, false))
+            convert::compile_converting(a, formats, dims, e, &|s, f, d| {
+                compile_or_buffer(name, s, f, d, false)
+            })
         }
         r => r,
     }
@@ -297,16 +358,26 @@ fn compile_resolved(name: &str, a: &Assignment, formats: &BTreeMap<String, Tenso
 /// operand read in an order the others conflict with is converted first
 /// where that lets the loops assemble the result directly (not inside a
 /// conversion search, which converts operands itself).
-fn compile_or_buffer(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>, reorder: bool) -> Result<Kernel, LowerError> {
+fn compile_or_buffer(
+    name: &str,
+    a: &Assignment,
+    formats: &BTreeMap<String, TensorFormat>,
+    dims: &BTreeMap<String, Vec<usize>>,
+    reorder: bool,
+) -> Result<Kernel, LowerError> {
     let refusal = match compile_statement(name, a, formats, dims, ResultAssembly::Direct) {
         Err(e) if e.is_refusal() && !a.lhs.indices.is_empty() => e,
         r => return r,
     };
-    if let Some(kernel) = convert::compile_as_permutation(a, formats, dims, &refusal, &|s, f, d| compile_statement(name, s, f, d, ResultAssembly::Direct)) {
+    if let Some(kernel) = convert::compile_as_permutation(a, formats, dims, &refusal, &|s, f, d| {
+        compile_statement(name, s, f, d, ResultAssembly::Direct)
+    }) {
         return Ok(kernel);
     }
     if let Some(row) = workspace_row(a, formats, dims) {
-        if let Ok(kernel) = compile_statement(name, a, formats, dims, ResultAssembly::Workspace(row)) {
+        if let Ok(kernel) =
+            compile_statement(name, a, formats, dims, ResultAssembly::Workspace(row))
+        {
             return Ok(kernel);
         }
     }
@@ -316,9 +387,18 @@ fn compile_or_buffer(name: &str, a: &Assignment, formats: &BTreeMap<String, Tens
     // order, for less than buffering and sorting every entry of the result.
     // Not with a sum: the order the copy allows can take far more steps
     // (SpGEMM into COO would become inner products over every (i, j)).
-    let sums = a.rhs.accesses().iter().flat_map(|acc| &acc.indices).any(|x| !a.lhs.indices.iter().any(|y| y.name == x.name));
+    let sums = a
+        .rhs
+        .accesses()
+        .iter()
+        .flat_map(|acc| &acc.indices)
+        .any(|x| !a.lhs.indices.iter().any(|y| y.name == x.name));
     if reorder && !sums && matches!(refusal, LowerError::NoLoopOrder { .. }) {
-        if let Ok(kernel) = convert::compile_converting(a, formats, dims, refusal.clone(), &|s, f, d| compile_statement(name, s, f, d, ResultAssembly::Direct)) {
+        if let Ok(kernel) =
+            convert::compile_converting(a, formats, dims, refusal.clone(), &|s, f, d| {
+                compile_statement(name, s, f, d, ResultAssembly::Direct)
+            })
+        {
             return Ok(kernel);
         }
     }
@@ -327,16 +407,31 @@ fn compile_or_buffer(name: &str, a: &Assignment, formats: &BTreeMap<String, Tens
     while formats.contains_key(&buffer) {
         buffer.push('_');
     }
-    let Ok(format) = crate::format::coordinate_buffer(a.lhs.indices.len()) else { return Err(refusal) };
+    let Ok(format) = crate::format::coordinate_buffer(a.lhs.indices.len()) else {
+        return Err(refusal);
+    };
     let mut formats = formats.clone();
     formats.insert(buffer.clone(), format.clone());
     let mut dims = dims.clone();
     if let Some(d) = dims.get(out).cloned() {
         dims.insert(buffer.clone(), d);
     }
-    let through = Assignment { lhs: Access { tensor: buffer.clone(), ..a.lhs.clone() }, ..a.clone() };
+    let through = Assignment {
+        lhs: Access {
+            tensor: buffer.clone(),
+            ..a.lhs.clone()
+        },
+        ..a.clone()
+    };
     match compile_statement(name, &through, &formats, &dims, ResultAssembly::Buffer) {
-        Ok(kernel) => Ok(Kernel { assignment: a.clone(), buffer: Some(ResultBuffer { name: buffer, format }), ..kernel }),
+        Ok(kernel) => Ok(Kernel {
+            assignment: a.clone(),
+            buffer: Some(ResultBuffer {
+                name: buffer,
+                format,
+            }),
+            ..kernel
+        }),
         // A result in any order still fails: the reason lies in the inputs
         // (say so), unless it is about the buffer, which the user never
         // wrote (messages about the inputs quote only the right-hand side).
@@ -358,7 +453,11 @@ const WORKSPACE_ROW_LIMIT: usize = 1 << 22;
 /// visit each row once, in order, `workspace_fits`); dense when that
 /// dimension is narrow enough, else hashed. A last level that appends
 /// with its parent (COO's singleton) has no rows of its own.
-fn workspace_row(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> Option<Row> {
+fn workspace_row(
+    a: &Assignment,
+    formats: &BTreeMap<String, TensorFormat>,
+    dims: &BTreeMap<String, Vec<usize>>,
+) -> Option<Row> {
     let f = formats.get(&a.lhs.tensor)?;
     let n = f.levels.len();
     let rows_fit = |l: &std::sync::Arc<dyn crate::format::level::LevelFormat>| match l.assembly() {
@@ -366,13 +465,20 @@ fn workspace_row(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims:
         Assembly::Append(_) => l.properties().unique,
         Assembly::None => false,
     };
-    let last_fits = n >= 2 && matches!(f.levels[n - 1].assembly(), Assembly::Append(_)) && !f.levels[n - 1].properties().branchless;
+    let last_fits = n >= 2
+        && matches!(f.levels[n - 1].assembly(), Assembly::Append(_))
+        && !f.levels[n - 1].properties().branchless;
     let levels_fit = last_fits && f.levels[..n - 1].iter().all(rows_fit);
-    let crate::format::LevelVar::Dim(k) = f.map.level_var(n - 1) else { return None };
+    let crate::format::LevelVar::Dim(k) = f.map.level_var(n - 1) else {
+        return None;
+    };
     if !levels_fit {
         return None;
     }
-    let limit = std::env::var("TENSOR_WORKSPACE_ROW_LIMIT").ok().and_then(|s| s.parse().ok()).unwrap_or(WORKSPACE_ROW_LIMIT);
+    let limit = std::env::var("TENSOR_WORKSPACE_ROW_LIMIT")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(WORKSPACE_ROW_LIMIT);
     match dims.get(&a.lhs.tensor).and_then(|d| d.get(k)) {
         Some(&width) if width > limit => Some(Row::Hashed),
         _ => Some(Row::Dense),
@@ -390,38 +496,71 @@ fn workspace_fits(p: &Problem, graph: &IterationGraph) -> Result<(), LowerError>
         return Ok(());
     }
     Err(LowerError::Unsupported {
-        reason: format!("the loops ({}) do not visit the result's rows ({}) outermost", p.vars.join(&graph.order, ", "), p.vars.join(&vars[..n - 1], ", ")),
+        reason: format!(
+            "the loops ({}) do not visit the result's rows ({}) outermost",
+            p.vars.join(&graph.order, ", "),
+            p.vars.join(&vars[..n - 1], ", ")
+        ),
         span: p.assignment.span,
     })
 }
 
-fn compile_statement(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>, assembly: ResultAssembly) -> Result<Kernel, LowerError> {
+fn compile_statement(
+    name: &str,
+    a: &Assignment,
+    formats: &BTreeMap<String, TensorFormat>,
+    dims: &BTreeMap<String, Vec<usize>>,
+    assembly: ResultAssembly,
+) -> Result<Kernel, LowerError> {
     compile_statement_expanding(name, a, formats, dims, assembly, true)
 }
 
-fn compile_statement_expanding(name: &str, a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>, assembly: ResultAssembly, expand: bool) -> Result<Kernel, LowerError> {
+fn compile_statement_expanding(
+    name: &str,
+    a: &Assignment,
+    formats: &BTreeMap<String, TensorFormat>,
+    dims: &BTreeMap<String, Vec<usize>>,
+    assembly: ResultAssembly,
+    expand: bool,
+) -> Result<Kernel, LowerError> {
     let hoists = sums_hoist_with_private(a, &|acc| has_hidden_levels(acc, formats));
     if !hoists && expand {
         // `(A(i,j)*x(j) + b(i)) * a`: multiplied out, the sum is a term of
         // its own. Kept only when that compiles; else the statement's own
         // reason is given.
-        if let Some(expanded) = crate::notation::expand::expand_summed_products(a, &|acc| has_hidden_levels(acc, formats)) {
-            if let Ok(kernel) = compile_statement_expanding(name, &expanded, formats, dims, assembly, false) {
-                return Ok(Kernel { assignment: a.clone(), ..kernel });
+        if let Some(expanded) = crate::notation::expand::expand_summed_products(a, &|acc| {
+            has_hidden_levels(acc, formats)
+        }) {
+            if let Ok(kernel) =
+                compile_statement_expanding(name, &expanded, formats, dims, assembly, false)
+            {
+                return Ok(Kernel {
+                    assignment: a.clone(),
+                    ..kernel
+                });
             }
         }
     }
     if !hoists {
-        return compile_parts(name, a, split_terms(a, formats, dims, assembly.any_order())?, formats, dims, assembly);
+        return compile_parts(
+            name,
+            a,
+            split_terms(a, formats, dims, assembly.any_order())?,
+            formats,
+            dims,
+            assembly,
+        );
     }
     match compile_parts(name, a, vec![a.clone()], formats, dims, assembly) {
         // Terms that cannot share one loop nest (an unordered operand in a
         // union, operands that want opposite loop orders): with a result
         // that takes updates in any order, each term runs as its own nest.
-        Err(e) if e.is_refusal() && additive_terms(&a.rhs).len() > 1 => match split_terms(a, formats, dims, assembly.any_order()) {
-            Ok(parts) => compile_parts(name, a, parts, formats, dims, assembly).map_err(|_| e),
-            Err(_) => Err(e),
-        },
+        Err(e) if e.is_refusal() && additive_terms(&a.rhs).len() > 1 => {
+            match split_terms(a, formats, dims, assembly.any_order()) {
+                Ok(parts) => compile_parts(name, a, parts, formats, dims, assembly).map_err(|_| e),
+                Err(_) => Err(e),
+            }
+        }
         r => r,
     }
 }
@@ -458,16 +597,39 @@ fn compile_parts(
         if assembly.is_workspace() {
             workspace_fits(&p, &graph)?;
         }
-        let mut l = Lowerer { p: &p, order: graph.order.clone(), e, plans: Vec::new(), out_sizes: std::mem::take(&mut out_sizes), accumulating_stores: 0, exact_stores: 0, row: None, outer: None, coords: Vec::new() };
+        let mut l = Lowerer {
+            p: &p,
+            order: graph.order.clone(),
+            e,
+            plans: Vec::new(),
+            out_sizes: std::mem::take(&mut out_sizes),
+            accumulating_stores: 0,
+            exact_stores: 0,
+            row: None,
+            outer: None,
+            coords: Vec::new(),
+        };
         l.e.comment(format!("{part}"));
         let body_start = l.e.mark();
         if !buffered || n == 0 {
             l.prologue()?;
         }
         let n_ops = p.operands.len();
-        let dense_result = p.output().format.levels.iter().all(|lv| lv.properties().full && matches!(lv.assembly(), Assembly::Insert(_)));
+        let dense_result = p
+            .output()
+            .format
+            .levels
+            .iter()
+            .all(|lv| lv.properties().full && matches!(lv.assembly(), Assembly::Insert(_)));
         let exact = parts.len() == 1 && !part.accumulate && dense_result;
-        let st = State { bound: BTreeMap::new(), pos: vec![Vec::new(); n_ops], run_end: vec![None; n_ops], found: vec![Expr::Bool(true); n_ops], sink: Sink::Direct, exact };
+        let st = State {
+            bound: BTreeMap::new(),
+            pos: vec![Vec::new(); n_ops],
+            run_end: vec![None; n_ops],
+            found: vec![Expr::Bool(true); n_ops],
+            sink: Sink::Direct,
+            exact,
+        };
         l.after_bind(0, st, LExpr::from_notation(&part.rhs))?;
         if !buffered || n == last {
             l.epilogue();
@@ -481,7 +643,12 @@ fn compile_parts(
         out_sizes = std::mem::take(&mut l.out_sizes);
         outer = l.outer.take();
         e = l.e;
-        nests.push(Nest { problem: p.clone(), graph, plans, coords });
+        nests.push(Nest {
+            problem: p.clone(),
+            graph,
+            plans,
+            coords,
+        });
     }
     // One nest only: the shares of several nests would have to agree on
     // which thread owns which rows.
@@ -495,17 +662,33 @@ fn compile_parts(
     if std::env::var_os("TENSOR_NO_UNROLL").is_none() {
         crate::ir::unroll::two_accumulators(&mut function);
     }
-    Ok(Kernel { assignment: a.clone(), nests, function, prior: None, buffer: None, conversions: Vec::new(), temporaries: Vec::new(), result_is_copy: false })
+    Ok(Kernel {
+        assignment: a.clone(),
+        nests,
+        function,
+        prior: None,
+        buffer: None,
+        conversions: Vec::new(),
+        temporaries: Vec::new(),
+        result_is_copy: false,
+    })
 }
 
 /// `y(i) = A(i,j)*x(j) + z(i)` as `y(i) = A(i,j)*x(j); y(i) += z(i)`: valid
 /// when the result can be updated in place (insert levels). A sum spanning
 /// several terms is distributed over them (`notation::reduce::distributed_terms`).
-fn split_terms(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>, any_order: bool) -> Result<Vec<Assignment>, LowerError> {
+fn split_terms(
+    a: &Assignment,
+    formats: &BTreeMap<String, TensorFormat>,
+    dims: &BTreeMap<String, Vec<usize>>,
+    any_order: bool,
+) -> Result<Vec<Assignment>, LowerError> {
     let out_inserts = any_order
-        || formats
-            .get(&a.lhs.tensor)
-            .is_some_and(|f| f.levels.iter().all(|l| matches!(l.assembly(), Assembly::Insert(_))));
+        || formats.get(&a.lhs.tensor).is_some_and(|f| {
+            f.levels
+                .iter()
+                .all(|l| matches!(l.assembly(), Assembly::Insert(_)))
+        });
     let extent = |v: &str| {
         a.rhs.accesses().iter().find_map(|acc| {
             let k = acc.indices.iter().position(|i| i.name == v)?;
@@ -535,8 +718,17 @@ fn split_terms(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &
         .enumerate()
         .map(|(n, (positive, term))| {
             let span = term.span();
-            let rhs = if positive { term } else { NExpr::Neg(Box::new(term), span) };
-            Assignment { lhs: a.lhs.clone(), accumulate: a.accumulate || n > 0, rhs, span: a.span }
+            let rhs = if positive {
+                term
+            } else {
+                NExpr::Neg(Box::new(term), span)
+            };
+            Assignment {
+                lhs: a.lhs.clone(),
+                accumulate: a.accumulate || n > 0,
+                rhs,
+                span: a.span,
+            }
         })
         .collect())
 }

@@ -108,17 +108,36 @@ impl Problem {
 }
 
 /// Build the operands of `a` given each tensor's format and dimensions.
-pub fn resolve(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> Result<Problem, LowerError> {
+pub fn resolve(
+    a: &Assignment,
+    formats: &BTreeMap<String, TensorFormat>,
+    dims: &BTreeMap<String, Vec<usize>>,
+) -> Result<Problem, LowerError> {
     let mut operands = Vec::new();
     let mut vars = IndexVars::default();
     // Each user variable by name, with the extent it was first given and
     // the access that gave it (for a mismatch's message).
     let mut user: BTreeMap<String, (IndexVar, usize, String)> = BTreeMap::new();
-    let accesses: Vec<(&Access, bool)> = std::iter::once((&a.lhs, true)).chain(a.rhs.accesses().into_iter().map(|x| (x, false))).collect();
+    let accesses: Vec<(&Access, bool)> = std::iter::once((&a.lhs, true))
+        .chain(a.rhs.accesses().into_iter().map(|x| (x, false)))
+        .collect();
     let mut seen_tensors: BTreeMap<String, usize> = BTreeMap::new();
     for (id, (acc, output)) in accesses.into_iter().enumerate() {
-        let format = formats.get(&acc.tensor).cloned().ok_or_else(|| LowerError::UnknownTensor { name: acc.tensor.clone(), span: acc.span })?;
-        let tdims = dims.get(&acc.tensor).cloned().ok_or_else(|| LowerError::UnknownTensor { name: acc.tensor.clone(), span: acc.span })?;
+        let format =
+            formats
+                .get(&acc.tensor)
+                .cloned()
+                .ok_or_else(|| LowerError::UnknownTensor {
+                    name: acc.tensor.clone(),
+                    span: acc.span,
+                })?;
+        let tdims = dims
+            .get(&acc.tensor)
+            .cloned()
+            .ok_or_else(|| LowerError::UnknownTensor {
+                name: acc.tensor.clone(),
+                span: acc.span,
+            })?;
         if tdims.len() != acc.indices.len() || format.order() != acc.indices.len() {
             return Err(LowerError::Arity {
                 access: acc.to_string(),
@@ -132,11 +151,20 @@ pub fn resolve(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &
             let n = tdims[d];
             match user.get(&idx.name) {
                 Some((_, m, other)) if *m != n => {
-                    return Err(LowerError::Shape { var: idx.name.clone(), first: format!("{other} gives {m}"), second: format!("{} gives {n}", acc), span: idx.span })
+                    return Err(LowerError::Shape {
+                        var: idx.name.clone(),
+                        first: format!("{other} gives {m}"),
+                        second: format!("{} gives {n}", acc),
+                        span: idx.span,
+                    })
                 }
                 Some((v, _, _)) => dim_vars.push(*v),
                 None => {
-                    let v = vars.add(idx.name.clone(), VarKind::User, Expr::Param(ParamRef::dim(&acc.tensor, d)));
+                    let v = vars.add(
+                        idx.name.clone(),
+                        VarKind::User,
+                        Expr::Param(ParamRef::dim(&acc.tensor, d)),
+                    );
                     user.insert(idx.name.clone(), (v, n, acc.to_string()));
                     dim_vars.push(v);
                 }
@@ -145,7 +173,11 @@ pub fn resolve(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &
         // Repeated uses of one tensor show distinct hidden variable names.
         let nth = seen_tensors.entry(acc.tensor.clone()).or_insert(0);
         *nth += 1;
-        let suffix = if *nth > 1 { format!("{}{}", acc.tensor, nth) } else { acc.tensor.clone() };
+        let suffix = if *nth > 1 {
+            format!("{}{}", acc.tensor, nth)
+        } else {
+            acc.tensor.clone()
+        };
         let mut level_vars = Vec::new();
         let mut hidden_levels = false;
         for k in 0..format.levels.len() {
@@ -154,7 +186,14 @@ pub fn resolve(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &
                 LevelVar::Hidden(h) => {
                     hidden_levels = true;
                     let extent = Expr::Param(ParamRef::level(&acc.tensor, k, "N"));
-                    level_vars.push(vars.add(format!("{h}{suffix}"), VarKind::Hidden { operand: OperandId(id), level: k }, extent));
+                    level_vars.push(vars.add(
+                        format!("{h}{suffix}"),
+                        VarKind::Hidden {
+                            operand: OperandId(id),
+                            level: k,
+                        },
+                        extent,
+                    ));
                 }
             }
         }
@@ -175,12 +214,28 @@ pub fn resolve(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &
                 span: acc.span,
             });
         }
-        operands.push(Operand { id: OperandId(id), tensor: acc.tensor.clone(), format, level_vars, dim_vars, output, access: acc.clone() });
+        operands.push(Operand {
+            id: OperandId(id),
+            tensor: acc.tensor.clone(),
+            format,
+            level_vars,
+            dim_vars,
+            output,
+            access: acc.clone(),
+        });
     }
     for v in a.lhs.vars() {
         if !a.rhs.vars().iter().any(|r| r == v) && !user.contains_key(v) {
-            return Err(LowerError::Unsupported { reason: format!("index `{v}` of the result appears nowhere else"), span: a.lhs.span });
+            return Err(LowerError::Unsupported {
+                reason: format!("index `{v}` of the result appears nowhere else"),
+                span: a.lhs.span,
+            });
         }
     }
-    Ok(Problem { assignment: a.clone(), operands, vars, assembly: ResultAssembly::Direct })
+    Ok(Problem {
+        assignment: a.clone(),
+        operands,
+        vars,
+        assembly: ResultAssembly::Direct,
+    })
 }

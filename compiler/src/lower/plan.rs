@@ -65,9 +65,30 @@ impl fmt::Display for NamedPlan<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "index {}:", self.var())?;
         for (n, l) in self.plan.loops.iter().enumerate() {
-            writeln!(f, "  point {n}: [{}] computes {}", l.operands.join(", "), l.expr)?;
-            writeln!(f, "    co-iterate: {}", if l.coiterated.is_empty() { "-".into() } else { l.coiterated.join(", ") })?;
-            writeln!(f, "    locate:     {}", if l.located.is_empty() { "-".into() } else { l.located.join(", ") })?;
+            writeln!(
+                f,
+                "  point {n}: [{}] computes {}",
+                l.operands.join(", "),
+                l.expr
+            )?;
+            writeln!(
+                f,
+                "    co-iterate: {}",
+                if l.coiterated.is_empty() {
+                    "-".into()
+                } else {
+                    l.coiterated.join(", ")
+                }
+            )?;
+            writeln!(
+                f,
+                "    locate:     {}",
+                if l.located.is_empty() {
+                    "-".into()
+                } else {
+                    l.located.join(", ")
+                }
+            )?;
             if l.fused {
                 writeln!(f, "    fused: no loop of its own (branchless level)")?;
             }

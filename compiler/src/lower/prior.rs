@@ -25,22 +25,37 @@ pub(super) struct Prior {
 
 fn rename(e: &Expr, from: &str, to: &str) -> Expr {
     match e {
-        Expr::Access(a) if a.tensor == from => Expr::Access(Access { tensor: to.to_string(), ..a.clone() }),
+        Expr::Access(a) if a.tensor == from => Expr::Access(Access {
+            tensor: to.to_string(),
+            ..a.clone()
+        }),
         Expr::Access(_) | Expr::Const(..) => e.clone(),
         Expr::Neg(x, s) => Expr::Neg(Box::new(rename(x, from, to)), *s),
-        Expr::Bin(op, x, y, s) => Expr::Bin(*op, Box::new(rename(x, from, to)), Box::new(rename(y, from, to)), *s),
+        Expr::Bin(op, x, y, s) => Expr::Bin(
+            *op,
+            Box::new(rename(x, from, to)),
+            Box::new(rename(y, from, to)),
+            *s,
+        ),
     }
 }
 
 /// `Some` when `a` must read its result's prior contents as an operand.
-pub(super) fn read_prior(a: &Assignment, formats: &BTreeMap<String, TensorFormat>, dims: &BTreeMap<String, Vec<usize>>) -> Option<Prior> {
+pub(super) fn read_prior(
+    a: &Assignment,
+    formats: &BTreeMap<String, TensorFormat>,
+    dims: &BTreeMap<String, Vec<usize>>,
+) -> Option<Prior> {
     let out = &a.lhs.tensor;
     let format = formats.get(out)?;
     let reads_self = a.rhs.accesses().iter().any(|x| &x.tensor == out);
     // Only a dense result can be updated in place: an appended level cannot
     // merge old entries with new ones, and a hashed level packed from the
     // old entries is sized for them, not for what the kernel adds.
-    let dense = format.levels.iter().all(|l| l.properties().full && matches!(l.assembly(), Assembly::Insert(_)));
+    let dense = format
+        .levels
+        .iter()
+        .all(|l| l.properties().full && matches!(l.assembly(), Assembly::Insert(_)));
     if !reads_self && !(a.accumulate && !dense) {
         return None;
     }
@@ -50,7 +65,10 @@ pub(super) fn read_prior(a: &Assignment, formats: &BTreeMap<String, TensorFormat
     }
     let mut rhs = rename(&a.rhs, out, &name);
     if a.accumulate {
-        let old = Expr::Access(Access { tensor: name.clone(), ..a.lhs.clone() });
+        let old = Expr::Access(Access {
+            tensor: name.clone(),
+            ..a.lhs.clone()
+        });
         let span = a.rhs.span();
         rhs = Expr::Bin(BinOp::Add, Box::new(old), Box::new(rhs), span);
     }
@@ -60,5 +78,14 @@ pub(super) fn read_prior(a: &Assignment, formats: &BTreeMap<String, TensorFormat
     if let Some(d) = dims.get(out).cloned() {
         dims.insert(name.clone(), d);
     }
-    Some(Prior { assignment: Assignment { accumulate: false, rhs, ..a.clone() }, name, formats, dims })
+    Some(Prior {
+        assignment: Assignment {
+            accumulate: false,
+            rhs,
+            ..a.clone()
+        },
+        name,
+        formats,
+        dims,
+    })
 }

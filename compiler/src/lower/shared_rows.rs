@@ -41,10 +41,18 @@ pub(super) fn compile_sharing_rows(
         super::workspace_fits(&p, &graph)?;
         problems.push((p, graph));
     }
-    let Some((first, first_graph)) = problems.first() else { return Err(LowerError::Internal("no terms".into())) };
+    let Some((first, first_graph)) = problems.first() else {
+        return Err(LowerError::Internal("no terms".into()));
+    };
     let out = first.output();
-    let rows_full = out.format.levels.first().is_some_and(|l| l.properties().full);
-    let Some(Assembly::Append(app)) = out.format.levels.get(1).map(|l| l.assembly()) else { return Err(unsupported(a)) };
+    let rows_full = out
+        .format
+        .levels
+        .first()
+        .is_some_and(|l| l.properties().full);
+    let Some(Assembly::Append(app)) = out.format.levels.get(1).map(|l| l.assembly()) else {
+        return Err(unsupported(a));
+    };
     if out.level_vars.len() != 2 || !rows_full {
         return Err(unsupported(a));
     }
@@ -60,14 +68,24 @@ pub(super) fn compile_sharing_rows(
     let (at, found) = l.locate(super::ids::OperandId::OUTPUT, Expr::Var(i), &st)?;
     if let Some(Assembly::Insert(ins)) = out.format.levels.first().map(|l| l.assembly()) {
         l.e.open();
-        ins.insert_coord(&LevelCtx::new(&out.tensor, 0), &mut l.e, at.clone(), Expr::Var(i));
+        ins.insert_coord(
+            &LevelCtx::new(&out.tensor, 0),
+            &mut l.e,
+            at.clone(),
+            Expr::Var(i),
+        );
         let insert = l.e.close();
         if !insert.is_empty() {
-            l.e.push(Stmt::If { cond: Expr::not(found), then: insert, els: Vec::new() });
+            l.e.push(Stmt::If {
+                cond: Expr::not(found),
+                then: insert,
+                els: Vec::new(),
+            });
         }
     }
     let counter = l.out_sizes[&1].clone();
-    let begin = l.e.let_var(&format!("{}2_begin", out.tensor), counter.clone());
+    let begin =
+        l.e.let_var(&format!("{}2_begin", out.tensor), counter.clone());
     let (mut e, mut out_sizes, mut row_state) = (l.e, l.out_sizes, l.row);
     let mut nests = Vec::new();
     for (part, (p, graph)) in parts.iter().zip(&problems) {
@@ -78,27 +96,64 @@ pub(super) fn compile_sharing_rows(
         let st = state(p, Expr::Var(i), vec![at.clone()]);
         // The row is bound: what follows is the part's nest below it.
         l.after_bind(1, st, LExpr::from_notation(&part.rhs))?;
-        nests.push(Nest { problem: p.clone(), graph: graph.clone(), plans: std::mem::take(&mut l.plans), coords: std::mem::take(&mut l.coords) });
+        nests.push(Nest {
+            problem: p.clone(),
+            graph: graph.clone(),
+            plans: std::mem::take(&mut l.plans),
+            coords: std::mem::take(&mut l.coords),
+        });
         (e, out_sizes, row_state) = (l.e, l.out_sizes, l.row);
     }
     let mut l = lowerer(first, first_graph, e, out_sizes, row_state);
     l.flush_workspace();
     app.append_edges(&LevelCtx::new(&out.tensor, 1), &mut l.e, at, begin, counter);
     let body = l.e.close();
-    l.e.push(Stmt::For { var: i, lo: Expr::Int(0), hi: extent, body });
+    l.e.push(Stmt::For {
+        var: i,
+        lo: Expr::Int(0),
+        hi: extent,
+        body,
+    });
     l.epilogue();
     // The rows are shared among threads as a single nest's would be.
-    let parallel = super::parallel::share_outer(&mut l.e, first, &super::parallel::OuterLoop::rows(i, rows));
+    let parallel =
+        super::parallel::share_outer(&mut l.e, first, &super::parallel::OuterLoop::rows(i, rows));
     let mut function = l.e.finish(name);
     function.parallel = parallel;
     if std::env::var_os("TENSOR_NO_UNROLL").is_none() {
         crate::ir::unroll::two_accumulators(&mut function);
     }
-    Ok(Kernel { assignment: a.clone(), nests, function, prior: None, buffer: None, conversions: Vec::new(), temporaries: Vec::new(), result_is_copy: false })
+    Ok(Kernel {
+        assignment: a.clone(),
+        nests,
+        function,
+        prior: None,
+        buffer: None,
+        conversions: Vec::new(),
+        temporaries: Vec::new(),
+        result_is_copy: false,
+    })
 }
 
-fn lowerer<'p>(p: &'p Problem, graph: &IterationGraph, e: Emitter, out_sizes: BTreeMap<usize, Expr>, row: Option<super::workspace::RowState>) -> Lowerer<'p> {
-    Lowerer { p, order: graph.order.clone(), e, plans: Vec::new(), out_sizes, accumulating_stores: 0, exact_stores: 0, row, outer: None, coords: Vec::new() }
+fn lowerer<'p>(
+    p: &'p Problem,
+    graph: &IterationGraph,
+    e: Emitter,
+    out_sizes: BTreeMap<usize, Expr>,
+    row: Option<super::workspace::RowState>,
+) -> Lowerer<'p> {
+    Lowerer {
+        p,
+        order: graph.order.clone(),
+        e,
+        plans: Vec::new(),
+        out_sizes,
+        accumulating_stores: 0,
+        exact_stores: 0,
+        row,
+        outer: None,
+        coords: Vec::new(),
+    }
 }
 
 /// What the part's nest starts from: the row bound to `i`, the result at
@@ -108,7 +163,14 @@ fn state(p: &Problem, i: Expr, out: Vec<Expr>) -> State {
     let mut pos = vec![Vec::new(); n];
     pos[0] = out;
     let bound = [(p.output().level_vars[0], i)].into_iter().collect();
-    State { bound, pos, run_end: vec![None; n], found: vec![Expr::Bool(true); n], sink: Sink::Direct, exact: false }
+    State {
+        bound,
+        pos,
+        run_end: vec![None; n],
+        found: vec![Expr::Bool(true); n],
+        sink: Sink::Direct,
+        exact: false,
+    }
 }
 
 fn unsupported(a: &Assignment) -> LowerError {

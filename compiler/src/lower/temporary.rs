@@ -20,14 +20,22 @@ type Dims = BTreeMap<String, Vec<usize>>;
 /// The statement computed through a temporary, when it has a sum that
 /// needs one and both statements compile; `None` otherwise (the caller
 /// keeps its own reason).
-pub(super) fn compile_with_temporary(a: &Assignment, formats: &Formats, dims: &Dims, compile: &dyn Fn(&Assignment, &Formats, &Dims) -> Result<Kernel, LowerError>) -> Option<Kernel> {
+pub(super) fn compile_with_temporary(
+    a: &Assignment,
+    formats: &Formats,
+    dims: &Dims,
+    compile: &dyn Fn(&Assignment, &Formats, &Dims) -> Result<Kernel, LowerError>,
+) -> Option<Kernel> {
     let whole = uses(&a.rhs);
     let reductions = a.reduction_vars();
     let summed = find(&a.rhs, &reductions, &whole, Context::default())?;
     // The variables the sum keeps, in order of first use, each with a
     // dimension of an operand (not the result) that gives its extent.
     let inside = uses(summed);
-    let inner: Vec<&String> = reductions.iter().filter(|v| inside.get(*v) == whole.get(*v)).collect();
+    let inner: Vec<&String> = reductions
+        .iter()
+        .filter(|v| inside.get(*v) == whole.get(*v))
+        .collect();
     let mut kept: Vec<(String, ParamRef, usize)> = Vec::new();
     for acc in summed.accesses() {
         for (d, index) in acc.indices.iter().enumerate() {
@@ -39,7 +47,14 @@ pub(super) fn compile_with_temporary(a: &Assignment, formats: &Formats, dims: &D
             if acc.tensor == a.lhs.tensor {
                 return None;
             }
-            kept.push((v.clone(), ParamRef { tensor: acc.tensor.clone(), slot: ParamSlot::Dim(d) }, extent));
+            kept.push((
+                v.clone(),
+                ParamRef {
+                    tensor: acc.tensor.clone(),
+                    slot: ParamSlot::Dim(d),
+                },
+                extent,
+            ));
         }
     }
     let mut temp = format!("{}_t", a.lhs.tensor);
@@ -47,21 +62,50 @@ pub(super) fn compile_with_temporary(a: &Assignment, formats: &Formats, dims: &D
         temp.push('_');
     }
     let span = summed.span();
-    let access = Access { tensor: temp.clone(), indices: kept.iter().map(|(v, _, _)| Index { name: v.clone(), span }).collect(), span };
-    let first = Assignment { lhs: access.clone(), accumulate: false, rhs: summed.clone(), span };
-    let second = Assignment { rhs: replace(&a.rhs, summed, &Expr::Access(access)), ..a.clone() };
+    let access = Access {
+        tensor: temp.clone(),
+        indices: kept
+            .iter()
+            .map(|(v, _, _)| Index {
+                name: v.clone(),
+                span,
+            })
+            .collect(),
+        span,
+    };
+    let first = Assignment {
+        lhs: access.clone(),
+        accumulate: false,
+        rhs: summed.clone(),
+        span,
+    };
+    let second = Assignment {
+        rhs: replace(&a.rhs, summed, &Expr::Access(access)),
+        ..a.clone()
+    };
     let mut formats = formats.clone();
-    formats.insert(temp.clone(), parse_format("dense", kept.len(), &Registry::builtin()).ok()?);
+    formats.insert(
+        temp.clone(),
+        parse_format("dense", kept.len(), &Registry::builtin()).ok()?,
+    );
     let mut dims = dims.clone();
     dims.insert(temp.clone(), kept.iter().map(|(_, _, n)| *n).collect());
     let k1 = compile(&first, &formats, &dims).ok()?;
     let k2 = compile(&second, &formats, &dims).ok()?;
     // The temporary's kernel runs as written: no copies, no buffer.
-    if k1.buffer.is_some() || k1.prior.is_some() || !k1.conversions.is_empty() || k2.prior.is_some() {
+    if k1.buffer.is_some() || k1.prior.is_some() || !k1.conversions.is_empty() || k2.prior.is_some()
+    {
         return None;
     }
     let extents: Vec<ParamRef> = kept.into_iter().map(|(_, p, _)| p).collect();
-    let function = join(&k1.function, &k2.function, &Temporary { tensor: &temp, extents: &extents });
+    let function = join(
+        &k1.function,
+        &k2.function,
+        &Temporary {
+            tensor: &temp,
+            extents: &extents,
+        },
+    );
     // `join` numbers the second kernel's IR variables after the first's.
     let offset = k1.function.vars.len() as crate::ir::VarId;
     let mut nests = k1.nests;
@@ -72,7 +116,16 @@ pub(super) fn compile_with_temporary(a: &Assignment, formats: &Formats, dims: &D
     let mut temporaries = k1.temporaries;
     temporaries.push(first);
     temporaries.extend(k2.temporaries);
-    Some(Kernel { assignment: a.clone(), nests, function, prior: None, buffer: k2.buffer, conversions: k2.conversions, temporaries, result_is_copy: false })
+    Some(Kernel {
+        assignment: a.clone(),
+        nests,
+        function,
+        prior: None,
+        buffer: k2.buffer,
+        conversions: k2.conversions,
+        temporaries,
+        result_is_copy: false,
+    })
 }
 
 /// How many times each variable is used (one per index of an access).
@@ -97,11 +150,18 @@ struct Context {
 /// The outermost node where a sum is placed (every use of a reduction
 /// variable lies in it, and in both operands of a binary node), inside an
 /// addition that is a factor of a product.
-fn find<'e>(e: &'e Expr, reductions: &[String], whole: &BTreeMap<String, usize>, cx: Context) -> Option<&'e Expr> {
+fn find<'e>(
+    e: &'e Expr,
+    reductions: &[String],
+    whole: &BTreeMap<String, usize>,
+    cx: Context,
+) -> Option<&'e Expr> {
     let all_uses_here = |v: &String| whole.get(v).is_some_and(|&n| uses(e).get(v) == Some(&n));
     let sum_here = match e {
         Expr::Access(_) => reductions.iter().any(all_uses_here),
-        Expr::Bin(_, x, y, _) => reductions.iter().any(|v| all_uses_here(v) && uses(x).contains_key(v) && uses(y).contains_key(v)),
+        Expr::Bin(_, x, y, _) => reductions
+            .iter()
+            .any(|v| all_uses_here(v) && uses(x).contains_key(v) && uses(y).contains_key(v)),
         Expr::Const(..) | Expr::Neg(..) => false,
     };
     if sum_here && cx.in_factor_addition {
@@ -111,8 +171,14 @@ fn find<'e>(e: &'e Expr, reductions: &[String], whole: &BTreeMap<String, usize>,
         Expr::Neg(x, _) => find(x, reductions, whole, cx),
         Expr::Bin(op, x, y, _) => {
             let inner = match op {
-                BinOp::Mul => Context { in_product: true, ..cx },
-                BinOp::Add | BinOp::Sub => Context { in_factor_addition: cx.in_factor_addition || cx.in_product, ..cx },
+                BinOp::Mul => Context {
+                    in_product: true,
+                    ..cx
+                },
+                BinOp::Add | BinOp::Sub => Context {
+                    in_factor_addition: cx.in_factor_addition || cx.in_product,
+                    ..cx
+                },
             };
             find(x, reductions, whole, inner).or_else(|| find(y, reductions, whole, inner))
         }
@@ -127,7 +193,12 @@ fn replace(e: &Expr, target: &Expr, with: &Expr) -> Expr {
     }
     match e {
         Expr::Neg(x, s) => Expr::Neg(Box::new(replace(x, target, with)), *s),
-        Expr::Bin(op, x, y, s) => Expr::Bin(*op, Box::new(replace(x, target, with)), Box::new(replace(y, target, with)), *s),
+        Expr::Bin(op, x, y, s) => Expr::Bin(
+            *op,
+            Box::new(replace(x, target, with)),
+            Box::new(replace(y, target, with)),
+            *s,
+        ),
         Expr::Access(_) | Expr::Const(..) => e.clone(),
     }
 }

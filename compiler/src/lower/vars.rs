@@ -22,7 +22,11 @@ pub enum VarKind {
     Hidden { operand: OperandId, level: usize },
     /// Written in the statement but computed from two hidden block
     /// variables of one operand: `outer * b + inner`.
-    Derived { outer: IndexVar, inner: IndexVar, b: i64 },
+    Derived {
+        outer: IndexVar,
+        inner: IndexVar,
+        b: i64,
+    },
 }
 
 /// One index variable's entry.
@@ -75,7 +79,8 @@ impl IndexVars {
     /// The variable the user wrote as `name` (not a hidden one, whatever
     /// its name): where the notation, or the editor, names a variable.
     pub fn user(&self, name: &str) -> Option<IndexVar> {
-        self.ids().find(|&v| self.name(v) == name && !self.is_hidden(v))
+        self.ids()
+            .find(|&v| self.name(v) == name && !self.is_hidden(v))
     }
 
     pub fn is_hidden(&self, v: IndexVar) -> bool {
@@ -110,12 +115,17 @@ impl IndexVars {
     /// Whether `v` is one of the block variables a derived variable is
     /// computed from.
     pub fn derives_another(&self, v: IndexVar) -> bool {
-        self.derived().filter_map(|d| self.derivation(d)).any(|(o, i, _)| o == v || i == v)
+        self.derived()
+            .filter_map(|d| self.derivation(d))
+            .any(|(o, i, _)| o == v || i == v)
     }
 
     /// The names of `vs`, joined by `sep`.
     pub fn join(&self, vs: &[IndexVar], sep: &str) -> String {
-        vs.iter().map(|&v| self.name(v)).collect::<Vec<_>>().join(sep)
+        vs.iter()
+            .map(|&v| self.name(v))
+            .collect::<Vec<_>>()
+            .join(sep)
     }
 
     pub fn names(&self, vs: &[IndexVar]) -> Vec<String> {
@@ -130,7 +140,14 @@ mod tests {
     #[test]
     fn a_hidden_variable_is_never_taken_for_a_user_variable_of_the_same_name() {
         let mut t = IndexVars::default();
-        let hidden = t.add("dA".into(), VarKind::Hidden { operand: OperandId(1), level: 0 }, Expr::Int(3));
+        let hidden = t.add(
+            "dA".into(),
+            VarKind::Hidden {
+                operand: OperandId(1),
+                level: 0,
+            },
+            Expr::Int(3),
+        );
         let user = t.add("dA".into(), VarKind::User, Expr::Int(4));
         assert_ne!(hidden, user);
         assert_eq!(t.user("dA"), Some(user));
@@ -142,8 +159,22 @@ mod tests {
     fn derived_variables_name_their_blocks() {
         let mut t = IndexVars::default();
         let i = t.add("i".into(), VarKind::User, Expr::Int(8));
-        let outer = t.add("iblkA".into(), VarKind::Hidden { operand: OperandId(1), level: 0 }, Expr::Int(2));
-        let inner = t.add("iinA".into(), VarKind::Hidden { operand: OperandId(1), level: 2 }, Expr::Int(4));
+        let outer = t.add(
+            "iblkA".into(),
+            VarKind::Hidden {
+                operand: OperandId(1),
+                level: 0,
+            },
+            Expr::Int(2),
+        );
+        let inner = t.add(
+            "iinA".into(),
+            VarKind::Hidden {
+                operand: OperandId(1),
+                level: 2,
+            },
+            Expr::Int(4),
+        );
         t.derive(i, outer, inner, 4);
         assert_eq!(t.derivation(i), Some((outer, inner, 4)));
         assert!(t.derives_another(outer) && t.derives_another(inner) && !t.derives_another(i));

@@ -36,7 +36,11 @@ impl<'p> Lowerer<'p> {
     pub(super) fn workspace_init(&mut self, row: Row) {
         let o = self.p.output();
         let w = Workspace::of(&o.tensor);
-        self.e.comment(format!("workspace row of {} ({})", o.tensor, row.describe()));
+        self.e.comment(format!(
+            "workspace row of {} ({})",
+            o.tensor,
+            row.describe()
+        ));
         let slots = match row {
             Row::Dense => {
                 let extent = self.extent(o.level_vars[o.level_vars.len() - 1]);
@@ -52,7 +56,9 @@ impl<'p> Lowerer<'p> {
             Row::Hashed => {
                 let size = self.e.let_var("w_slots_size", Expr::Int(HASHED_SLOTS));
                 self.e.reserve(w.slots.clone(), size.clone());
-                self.e.for_("pw", Expr::Int(0), size.clone(), |e, q| e.store(w.slots.clone(), q, Expr::Int(0)));
+                self.e.for_("pw", Expr::Int(0), size.clone(), |e, q| {
+                    e.store(w.slots.clone(), q, Expr::Int(0))
+                });
                 Some(size)
             }
         };
@@ -64,13 +70,18 @@ impl<'p> Lowerer<'p> {
     /// where its value accumulates in `Workspace::vals`.
     pub(super) fn touch(&mut self, j: Expr) -> Expr {
         let w = Workspace::of(&self.p.output().tensor);
-        let Some(RowState { count, slots }) = self.row.clone() else { return j };
+        let Some(RowState { count, slots }) = self.row.clone() else {
+            return j;
+        };
         let Some(size) = slots else {
-            self.e.if_(Expr::eq(Expr::load(w.seen.clone(), j.clone()), Expr::Int(0)), |e| {
-                e.store(w.seen.clone(), j.clone(), Expr::Int(1));
-                e.store(w.list.clone(), count.clone(), j.clone());
-                e.set(&count, Expr::add(count.clone(), Expr::Int(1)));
-            });
+            self.e.if_(
+                Expr::eq(Expr::load(w.seen.clone(), j.clone()), Expr::Int(0)),
+                |e| {
+                    e.store(w.seen.clone(), j.clone(), Expr::Int(1));
+                    e.store(w.list.clone(), count.clone(), j.clone());
+                    e.set(&count, Expr::add(count.clone(), Expr::Int(1)));
+                },
+            );
             return j;
         };
         let j = self.e.bind("wkey", j);
@@ -85,7 +96,11 @@ impl<'p> Lowerer<'p> {
                 e.store(w.list.clone(), count.clone(), j.clone());
                 e.store(w.vals.clone(), count.clone(), Expr::Float(0.0));
                 e.store(w.at.clone(), count.clone(), slot.clone());
-                e.store(w.slots.clone(), slot.clone(), Expr::add(count.clone(), Expr::Int(1)));
+                e.store(
+                    w.slots.clone(),
+                    slot.clone(),
+                    Expr::add(count.clone(), Expr::Int(1)),
+                );
                 e.set(&at, count.clone());
                 e.set(&count, Expr::add(count.clone(), Expr::Int(1)));
             });
@@ -93,22 +108,53 @@ impl<'p> Lowerer<'p> {
                 let mine = Expr::sub(held.clone(), Expr::Int(1));
                 let found = e.block(|e| e.set(&at, mine.clone()));
                 let next = e.block(|e| e.set(&slot, next_slot(&slot, &size)));
-                e.push(crate::ir::Stmt::If { cond: Expr::eq(Expr::load(w.list.clone(), mine.clone()), j.clone()), then: found, els: next });
+                e.push(crate::ir::Stmt::If {
+                    cond: Expr::eq(Expr::load(w.list.clone(), mine.clone()), j.clone()),
+                    then: found,
+                    els: next,
+                });
             });
-            e.push(crate::ir::Stmt::If { cond: Expr::eq(held, Expr::Int(0)), then: insert, els: probe });
+            e.push(crate::ir::Stmt::If {
+                cond: Expr::eq(held, Expr::Int(0)),
+                then: insert,
+                els: probe,
+            });
         });
         // Half full: double the table and place every coordinate again.
-        self.e.if_(Expr::cmp(CmpOp::Gt, Expr::mul(count.clone(), Expr::Int(2)), size.clone()), |e| {
-            e.set(&size, Expr::mul(size.clone(), Expr::Int(2)));
-            e.reserve(w.slots.clone(), size.clone());
-            e.for_("pw", Expr::Int(0), size.clone(), |e, q| e.store(w.slots.clone(), q, Expr::Int(0)));
-            e.for_("pr", Expr::Int(0), count.clone(), |e, u| {
-                let s = e.let_var("wslot", home_slot(&Expr::load(w.list.clone(), u.clone()), &size));
-                e.while_(Expr::cmp(CmpOp::Ne, Expr::load(w.slots.clone(), s.clone()), Expr::Int(0)), |e| e.set(&s, next_slot(&s, &size)));
-                e.store(w.slots.clone(), s.clone(), Expr::add(u.clone(), Expr::Int(1)));
-                e.store(w.at.clone(), u, s);
-            });
-        });
+        self.e.if_(
+            Expr::cmp(
+                CmpOp::Gt,
+                Expr::mul(count.clone(), Expr::Int(2)),
+                size.clone(),
+            ),
+            |e| {
+                e.set(&size, Expr::mul(size.clone(), Expr::Int(2)));
+                e.reserve(w.slots.clone(), size.clone());
+                e.for_("pw", Expr::Int(0), size.clone(), |e, q| {
+                    e.store(w.slots.clone(), q, Expr::Int(0))
+                });
+                e.for_("pr", Expr::Int(0), count.clone(), |e, u| {
+                    let s = e.let_var(
+                        "wslot",
+                        home_slot(&Expr::load(w.list.clone(), u.clone()), &size),
+                    );
+                    e.while_(
+                        Expr::cmp(
+                            CmpOp::Ne,
+                            Expr::load(w.slots.clone(), s.clone()),
+                            Expr::Int(0),
+                        ),
+                        |e| e.set(&s, next_slot(&s, &size)),
+                    );
+                    e.store(
+                        w.slots.clone(),
+                        s.clone(),
+                        Expr::add(u.clone(), Expr::Int(1)),
+                    );
+                    e.store(w.at.clone(), u, s);
+                });
+            },
+        );
         at
     }
 
@@ -117,15 +163,21 @@ impl<'p> Lowerer<'p> {
     pub(super) fn flush_workspace(&mut self) {
         let o = self.p.output();
         let last = o.level_vars.len() - 1;
-        let Some(RowState { count, slots }) = self.row.clone() else { return };
-        let Assembly::Append(app) = o.format.levels[last].assembly() else { return };
+        let Some(RowState { count, slots }) = self.row.clone() else {
+            return;
+        };
+        let Assembly::Append(app) = o.format.levels[last].assembly() else {
+            return;
+        };
         let at = self.out_sizes[&self.chain_head(last)].clone();
         let w = Workspace::of(&o.tensor);
         let ordered = o.format.levels[last].properties().ordered;
         // The table of a hashed row is cleared first: flushing reads the
         // list and the values only.
         if slots.is_some() {
-            self.e.for_("pw", Expr::Int(0), count.clone(), |e, u| e.store(w.slots.clone(), Expr::load(w.at.clone(), u), Expr::Int(0)));
+            self.e.for_("pw", Expr::Int(0), count.clone(), |e, u| {
+                e.store(w.slots.clone(), Expr::load(w.at.clone(), u), Expr::Int(0))
+            });
         }
         // Either the list comes out in order, or (a short row in an ordered
         // level) each coordinate goes to its rank among the row's. A dense
@@ -133,7 +185,9 @@ impl<'p> Lowerer<'p> {
         // is sorted with its values.
         let ranked = match (&slots, ordered) {
             (None, true) => self.e.sort_flagged_keys(&w.list, count.clone(), &w.seen),
-            (Some(_), true) => self.e.sort_pairs_unless_ranked(&w.list, &w.vals, count.clone()),
+            (Some(_), true) => self
+                .e
+                .sort_pairs_unless_ranked(&w.list, &w.vals, count.clone()),
             (_, false) => Expr::Bool(false),
         };
         let vals = ArrayRef::vals(&o.tensor);
@@ -169,7 +223,11 @@ impl<'p> Lowerer<'p> {
 /// low 32 bits (every step a multiplication, or a division or remainder by
 /// a power of two, which both backends turn into shifts and masks).
 fn home_slot(j: &Expr, size: &Expr) -> Expr {
-    let bits = Expr::bin(crate::ir::BinOp::Rem, Expr::mul(j.clone(), Expr::Int(2_654_435_761)), Expr::Int(1 << 32));
+    let bits = Expr::bin(
+        crate::ir::BinOp::Rem,
+        Expr::mul(j.clone(), Expr::Int(2_654_435_761)),
+        Expr::Int(1 << 32),
+    );
     Expr::div(Expr::mul(bits, size.clone()), Expr::Int(1 << 32))
 }
 
@@ -202,7 +260,10 @@ pub(super) struct Workspace {
 
 impl Workspace {
     pub(super) fn of(tensor: &str) -> Self {
-        let scratch = |name: &str, ty| ArrayRef { tensor: tensor.to_string(), slot: Slot::Scratch(name.to_string(), ty) };
+        let scratch = |name: &str, ty| ArrayRef {
+            tensor: tensor.to_string(),
+            slot: Slot::Scratch(name.to_string(), ty),
+        };
         Workspace {
             vals: scratch("w_vals", ElemTy::F64),
             list: scratch("w_list", ElemTy::I32),

@@ -14,7 +14,10 @@ impl Span {
         Span { start, end }
     }
     pub fn join(self, other: Span) -> Span {
-        Span { start: self.start.min(other.start), end: self.end.max(other.end) }
+        Span {
+            start: self.start.min(other.start),
+            end: self.end.max(other.end),
+        }
     }
 }
 
@@ -112,7 +115,11 @@ impl Assignment {
     /// Index variables that appear only on the right: summed over.
     pub fn reduction_vars(&self) -> Vec<String> {
         let free = self.lhs.vars();
-        self.rhs.vars().into_iter().filter(|v| !free.contains(&v.as_str())).collect()
+        self.rhs
+            .vars()
+            .into_iter()
+            .filter(|v| !free.contains(&v.as_str()))
+            .collect()
     }
 }
 
@@ -165,6 +172,12 @@ impl fmt::Display for Expr {
 
 impl fmt::Display for Assignment {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {} {}", self.lhs, if self.accumulate { "+=" } else { "=" }, self.rhs)
+        write!(
+            f,
+            "{} {} {}",
+            self.lhs,
+            if self.accumulate { "+=" } else { "=" },
+            self.rhs
+        )
     }
 }

@@ -15,9 +15,16 @@ use super::ast::*;
 /// The statement with such products multiplied out, or `None` when there
 /// are none. `summed_access` tells whether an access carries a sum of its
 /// own (a format with hidden levels sums over them per access).
-pub fn expand_summed_products(a: &Assignment, summed_access: &dyn Fn(&Access) -> bool) -> Option<Assignment> {
+pub fn expand_summed_products(
+    a: &Assignment,
+    summed_access: &dyn Fn(&Access) -> bool,
+) -> Option<Assignment> {
     let whole = Uses::of(&a.rhs);
-    let cx = Context { reductions: a.reduction_vars(), whole, summed_access };
+    let cx = Context {
+        reductions: a.reduction_vars(),
+        whole,
+        summed_access,
+    };
     let mut changed = false;
     let rhs = cx.rewrite(&a.rhs, &mut changed);
     changed.then(|| Assignment { rhs, ..a.clone() })
@@ -81,7 +88,11 @@ impl Context<'_> {
         for (_, term) in &terms {
             let here = Uses::of(term);
             // Reductions whose every use lies in this term are summed in it.
-            let inner: Vec<&String> = self.reductions.iter().filter(|v| here.count(v) > 0 && here.count(v) == self.whole.count(v)).collect();
+            let inner: Vec<&String> = self
+                .reductions
+                .iter()
+                .filter(|v| here.count(v) > 0 && here.count(v) == self.whole.count(v))
+                .collect();
             let own_sum = term.accesses().iter().any(|acc| (self.summed_access)(acc));
             if inner.is_empty() && !own_sum {
                 continue;
@@ -100,12 +111,22 @@ impl Context<'_> {
 /// kept on the side it was written.
 fn multiply_out(addition: &Expr, factor: &Expr, factor_first: bool, span: Span) -> Expr {
     let product = |t: &Expr| {
-        let (l, r) = if factor_first { (factor, t) } else { (t, factor) };
+        let (l, r) = if factor_first {
+            (factor, t)
+        } else {
+            (t, factor)
+        };
         Expr::Bin(BinOp::Mul, Box::new(l.clone()), Box::new(r.clone()), span)
     };
     let mut terms = super::reduce::additive_terms(addition).into_iter();
-    let Some((positive, first)) = terms.next() else { return addition.clone() };
-    let mut out = if positive { product(&first) } else { Expr::Neg(Box::new(product(&first)), span) };
+    let Some((positive, first)) = terms.next() else {
+        return addition.clone();
+    };
+    let mut out = if positive {
+        product(&first)
+    } else {
+        Expr::Neg(Box::new(product(&first)), span)
+    };
     for (positive, t) in terms {
         let op = if positive { BinOp::Add } else { BinOp::Sub };
         out = Expr::Bin(op, Box::new(out), Box::new(product(&t)), span);
@@ -119,15 +140,25 @@ mod tests {
     use crate::notation::parse_assignment;
 
     fn expanded(text: &str) -> Option<String> {
-        expand_summed_products(&parse_assignment(text).unwrap(), &|_| false).map(|a| a.rhs.to_string()) // ok: test code, a panic is a failed test
+        expand_summed_products(&parse_assignment(text).unwrap(), &|_| false)
+            .map(|a| a.rhs.to_string()) // ok: test code, a panic is a failed test
     }
 
     #[test]
     fn scaled_sums_are_multiplied_out() {
-        assert_eq!(expanded("y(i) = (A(i,j)*x(j) + b(i)) * a").unwrap(), "A(i,j) * x(j) * a + b(i) * a"); // ok: test code, a panic is a failed test
-        assert_eq!(expanded("y(i) = z(i) * (A(i,j)*x(j) - b(i))").unwrap(), "z(i) * A(i,j) * x(j) - z(i) * b(i)"); // ok: test code, a panic is a failed test
-        // Nested: the inner product first, then the outer one.
-        assert_eq!(expanded("y(i) = ((A(i,j)*x(j) + b(i)) * a + c(i)) * d").unwrap(), "A(i,j) * x(j) * a * d + b(i) * a * d + c(i) * d"); // ok: test code, a panic is a failed test
+        assert_eq!(
+            expanded("y(i) = (A(i,j)*x(j) + b(i)) * a").unwrap(),
+            "A(i,j) * x(j) * a + b(i) * a"
+        ); // ok: test code, a panic is a failed test
+        assert_eq!(
+            expanded("y(i) = z(i) * (A(i,j)*x(j) - b(i))").unwrap(),
+            "z(i) * A(i,j) * x(j) - z(i) * b(i)"
+        ); // ok: test code, a panic is a failed test
+           // Nested: the inner product first, then the outer one.
+        assert_eq!(
+            expanded("y(i) = ((A(i,j)*x(j) + b(i)) * a + c(i)) * d").unwrap(),
+            "A(i,j) * x(j) * a * d + b(i) * a * d + c(i) * d"
+        ); // ok: test code, a panic is a failed test
     }
 
     #[test]
@@ -135,7 +166,10 @@ mod tests {
         // The factor brings `i` into the sum over k: once per (i, j).
         assert_eq!(expanded("y(i) = A(i,j) * (x(j) + B(j,k)*w(k))"), None);
         // Both sides hold sums: multiplied out, they would nest.
-        assert_eq!(expanded("y(i) = (A(i,j)*x(j) + b(i)) * (B(i,k)*w(k) + c(i))"), None);
+        assert_eq!(
+            expanded("y(i) = (A(i,j)*x(j) + b(i)) * (B(i,k)*w(k) + c(i))"),
+            None
+        );
         // No sum inside the addition: nothing to do.
         assert_eq!(expanded("y(i) = A(i,j) * (x(j) + w(j))"), None);
         assert_eq!(expanded("y(i) = (b(i) + c(i)) * a"), None);

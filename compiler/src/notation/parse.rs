@@ -41,8 +41,14 @@ impl Lexer {
                 while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
                     i += 1;
                 }
-                lx.push(Tok::Ident(src[start..i].to_string()), start + base, i + base);
-            } else if c.is_ascii_digit() || (c == b'.' && b.get(i + 1).is_some_and(|d| d.is_ascii_digit())) {
+                lx.push(
+                    Tok::Ident(src[start..i].to_string()),
+                    start + base,
+                    i + base,
+                );
+            } else if c.is_ascii_digit()
+                || (c == b'.' && b.get(i + 1).is_some_and(|d| d.is_ascii_digit()))
+            {
                 while i < b.len() && (b[i].is_ascii_digit() || b[i] == b'.') {
                     i += 1;
                 }
@@ -58,7 +64,14 @@ impl Lexer {
                         }
                     }
                 }
-                let v: f64 = src[start..i].parse().map_err(|_| err(start + base, src, base, format!("bad number `{}`", &src[start..i])))?;
+                let v: f64 = src[start..i].parse().map_err(|_| {
+                    err(
+                        start + base,
+                        src,
+                        base,
+                        format!("bad number `{}`", &src[start..i]),
+                    )
+                })?;
                 lx.push(Tok::Num(v), start + base, i + base);
             } else {
                 let sym = match (c, b.get(i + 1)) {
@@ -72,7 +85,12 @@ impl Lexer {
                     (b',', _) => ",",
                     _ => {
                         let ch = src[i..].chars().next().unwrap_or('?');
-                        return Err(err(i + base, src, base, format!("unexpected character `{ch}`")));
+                        return Err(err(
+                            i + base,
+                            src,
+                            base,
+                            format!("unexpected character `{ch}`"),
+                        ));
                     }
                 };
                 i += sym.len();
@@ -91,7 +109,11 @@ impl Lexer {
 fn err(offset: usize, src: &str, base: usize, message: String) -> ParseError {
     let local = offset.saturating_sub(base).min(src.len());
     let col = src[..local].chars().count() + 1;
-    ParseError { col, offset, message }
+    ParseError {
+        col,
+        offset,
+        message,
+    }
 }
 
 struct Parser<'a> {
@@ -122,7 +144,12 @@ impl<'a> Parser<'a> {
             Tok::Sym(s) => format!("`{s}`"),
             Tok::End => "end of input".to_string(),
         };
-        Err(err(self.span().start, self.src, self.base, format!("expected {what}, found {found}")))
+        Err(err(
+            self.span().start,
+            self.src,
+            self.base,
+            format!("expected {what}, found {found}"),
+        ))
     }
     fn expect(&mut self, sym: &'static str) -> Result<Span, ParseError> {
         if *self.peek() == Tok::Sym(sym) {
@@ -145,7 +172,10 @@ impl<'a> Parser<'a> {
             if *self.peek() != Tok::Sym(")") {
                 loop {
                     match self.peek() {
-                        Tok::Ident(n) => indices.push(Index { name: n.clone(), span: self.span() }),
+                        Tok::Ident(n) => indices.push(Index {
+                            name: n.clone(),
+                            span: self.span(),
+                        }),
                         _ => return self.fail("an index variable"),
                     }
                     self.bump();
@@ -158,7 +188,11 @@ impl<'a> Parser<'a> {
             }
             end = self.expect(")")?.end; // ok: the parser's own `expect`, which returns a Result
         }
-        Ok(Access { tensor: name, indices, span: Span::new(span.start, end) })
+        Ok(Access {
+            tensor: name,
+            indices,
+            span: Span::new(span.start, end),
+        })
     }
 
     /// Refuse a tree deeper than [`MAX_EXPR_DEPTH`], at the token that
@@ -245,7 +279,12 @@ impl<'a> Parser<'a> {
 /// larger text (spans are reported relative to that text).
 pub fn parse_assignment_at(src: &str, base: usize) -> Result<Assignment, ParseError> {
     let toks = Lexer::run(src, base)?;
-    let mut p = Parser { src, base, toks, at: 0 };
+    let mut p = Parser {
+        src,
+        base,
+        toks,
+        at: 0,
+    };
     let lhs = p.access()?;
     let accumulate = match p.peek() {
         Tok::Sym("=") => false,
@@ -259,7 +298,12 @@ pub fn parse_assignment_at(src: &str, base: usize) -> Result<Assignment, ParseEr
     }
     let span = lhs.span.join(rhs.span());
     check_indices(src, base, &lhs, &rhs)?;
-    Ok(Assignment { lhs, accumulate, rhs, span })
+    Ok(Assignment {
+        lhs,
+        accumulate,
+        rhs,
+        span,
+    })
 }
 
 pub fn parse_assignment(src: &str) -> Result<Assignment, ParseError> {
@@ -270,7 +314,12 @@ pub fn parse_assignment(src: &str) -> Result<Assignment, ParseError> {
 fn check_indices(src: &str, base: usize, lhs: &Access, _rhs: &Expr) -> Result<(), ParseError> {
     for (n, i) in lhs.indices.iter().enumerate() {
         if lhs.indices[..n].iter().any(|j| j.name == i.name) {
-            return Err(err(i.span.start, src, base, format!("index variable `{}` appears twice in the result", i.name)));
+            return Err(err(
+                i.span.start,
+                src,
+                base,
+                format!("index variable `{}` appears twice in the result", i.name),
+            ));
         }
     }
     Ok(())
@@ -313,8 +362,14 @@ mod tests {
 
     #[test]
     fn depth_is_bounded() {
-        let deep = |open: &str, close: &str, n: usize| format!("y(i) = {}x(i){}", open.repeat(n), close.repeat(n));
-        for src in [deep("(", ")", 100_000), deep("-", "", 100_000), format!("y(i) = x(i){}", " + x(i)".repeat(100_000))] {
+        let deep = |open: &str, close: &str, n: usize| {
+            format!("y(i) = {}x(i){}", open.repeat(n), close.repeat(n))
+        };
+        for src in [
+            deep("(", ")", 100_000),
+            deep("-", "", 100_000),
+            format!("y(i) = x(i){}", " + x(i)".repeat(100_000)),
+        ] {
             let e = parse_assignment(&src).unwrap_err();
             assert!(e.message.contains("more than 200 levels"), "{e}");
         }

@@ -14,7 +14,9 @@ pub enum RExpr {
 }
 
 fn uses(e: &Expr, v: &str) -> bool {
-    e.accesses().iter().any(|a| a.indices.iter().any(|i| i.name == v))
+    e.accesses()
+        .iter()
+        .any(|a| a.indices.iter().any(|i| i.name == v))
 }
 
 /// The right-hand side with every reduction placed at the lowest node that
@@ -45,7 +47,10 @@ fn place(e: &Expr, vars: &[String]) -> RExpr {
                     _ => right.push(v.clone()),
                 }
             }
-            wrap(here, RExpr::Bin(*op, Box::new(place(a, &left)), Box::new(place(b, &right))))
+            wrap(
+                here,
+                RExpr::Bin(*op, Box::new(place(a, &left)), Box::new(place(b, &right))),
+            )
         }
     }
 }
@@ -72,7 +77,9 @@ fn hoists(e: &RExpr, private_sums: &dyn Fn(&Access) -> bool) -> bool {
             RExpr::Const(_) => true,
             RExpr::Neg(x) => ok(x, under_add, private_sums),
             RExpr::Sum(_, x) => !under_add && ok(x, under_add, private_sums),
-            RExpr::Bin(BinOp::Mul, a, b) => ok(a, under_add, private_sums) && ok(b, under_add, private_sums),
+            RExpr::Bin(BinOp::Mul, a, b) => {
+                ok(a, under_add, private_sums) && ok(b, under_add, private_sums)
+            }
             RExpr::Bin(_, a, b) => ok(a, true, private_sums) && ok(b, true, private_sums),
         }
     }
@@ -112,19 +119,42 @@ pub fn additive_terms(e: &Expr) -> Vec<(bool, Expr)> {
 /// around the term is used inside an addition within it (`sum_j ((B(j) +
 /// 1) * c + D(j))`: alone, `(B(j) + 1) * c` would sum only `B`), or the
 /// extent of a variable is not known.
-pub fn distributed_terms(a: &Assignment, extent: impl Fn(&str) -> Option<usize>) -> Option<Vec<(bool, Expr)>> {
+pub fn distributed_terms(
+    a: &Assignment,
+    extent: impl Fn(&str) -> Option<usize>,
+) -> Option<Vec<(bool, Expr)>> {
     let reductions = a.reduction_vars();
     let mut out = Vec::new();
     distribute(&a.rhs, true, &[], &reductions, &extent, &mut out).then_some(out)
 }
 
-fn distribute(e: &Expr, positive: bool, around: &[String], reductions: &[String], extent: &dyn Fn(&str) -> Option<usize>, out: &mut Vec<(bool, Expr)>) -> bool {
+fn distribute(
+    e: &Expr,
+    positive: bool,
+    around: &[String],
+    reductions: &[String],
+    extent: &dyn Fn(&str) -> Option<usize>,
+    out: &mut Vec<(bool, Expr)>,
+) -> bool {
     match e {
         Expr::Bin(op @ (BinOp::Add | BinOp::Sub), x, y, _) => {
             // Variables used on both sides are summed over this addition.
             let mut inner = around.to_vec();
-            inner.extend(reductions.iter().filter(|v| !around.contains(v) && uses(x, v) && uses(y, v)).cloned());
-            distribute(x, positive, &inner, reductions, extent, out) && distribute(y, positive == (*op == BinOp::Add), &inner, reductions, extent, out)
+            inner.extend(
+                reductions
+                    .iter()
+                    .filter(|v| !around.contains(v) && uses(x, v) && uses(y, v))
+                    .cloned(),
+            );
+            distribute(x, positive, &inner, reductions, extent, out)
+                && distribute(
+                    y,
+                    positive == (*op == BinOp::Add),
+                    &inner,
+                    reductions,
+                    extent,
+                    out,
+                )
         }
         Expr::Neg(x, _) => distribute(x, !positive, around, reductions, extent, out),
         term => {
@@ -142,7 +172,16 @@ fn distribute(e: &Expr, positive: bool, around: &[String], reductions: &[String]
                 }
             }
             let span = term.span();
-            let term = if scale == 1.0 { term.clone() } else { Expr::Bin(BinOp::Mul, Box::new(Expr::Const(scale, span)), Box::new(term.clone()), span) };
+            let term = if scale == 1.0 {
+                term.clone()
+            } else {
+                Expr::Bin(
+                    BinOp::Mul,
+                    Box::new(Expr::Const(scale, span)),
+                    Box::new(term.clone()),
+                    span,
+                )
+            };
             out.push((positive, term));
             true
         }
@@ -183,27 +222,49 @@ mod tests {
     fn an_access_summing_private_variables_may_not_sit_under_an_addition() {
         let private = |acc: &Access| acc.tensor == "D";
         let under_add = parse_assignment("y(i) = D(i,j) * x(j) + z(i)").unwrap(); // ok: test code, a panic is a failed test
-        assert!(!sums_hoist_with_private(&parse_assignment("y(i) = D(i) + z(i)").unwrap(), &private)); // ok: test code, a panic is a failed test
+        assert!(!sums_hoist_with_private(
+            &parse_assignment("y(i) = D(i) + z(i)").unwrap(),
+            &private
+        )); // ok: test code, a panic is a failed test
         assert!(!sums_hoist_with_private(&under_add, &private));
         // In a product the private sum hoists with the others.
-        assert!(sums_hoist_with_private(&parse_assignment("y(i) = D(i,j) * (x(j) * z(i))").unwrap(), &private)); // ok: test code, a panic is a failed test
-        assert!(sums_hoist_with_private(&parse_assignment("y(i) = A(i) + z(i)").unwrap(), &private)); // ok: test code, a panic is a failed test
-        assert!(!sums_hoist_with_private(&parse_assignment("y(i) = -(z(i) - D(i))").unwrap(), &private)); // ok: test code, a panic is a failed test
+        assert!(sums_hoist_with_private(
+            &parse_assignment("y(i) = D(i,j) * (x(j) * z(i))").unwrap(),
+            &private
+        )); // ok: test code, a panic is a failed test
+        assert!(sums_hoist_with_private(
+            &parse_assignment("y(i) = A(i) + z(i)").unwrap(),
+            &private
+        )); // ok: test code, a panic is a failed test
+        assert!(!sums_hoist_with_private(
+            &parse_assignment("y(i) = -(z(i) - D(i))").unwrap(),
+            &private
+        )); // ok: test code, a panic is a failed test
     }
 
     fn terms(text: &str) -> Option<Vec<String>> {
         let a = parse_assignment(text).unwrap(); // ok: test code, a panic is a failed test
-        distributed_terms(&a, |_| Some(5)).map(|t| t.into_iter().map(|(p, e)| format!("{}{e}", if p { "+" } else { "-" })).collect())
+        distributed_terms(&a, |_| Some(5)).map(|t| {
+            t.into_iter()
+                .map(|(p, e)| format!("{}{e}", if p { "+" } else { "-" }))
+                .collect()
+        })
     }
 
     #[test]
     fn sums_distribute_over_their_terms() {
-        assert_eq!(terms("y(i) = B(i,j) * x(j) - 2 * C(i,j) * w(j) + z(i)").unwrap(), ["+B(i,j) * x(j)", "-2 * C(i,j) * w(j)", "+z(i)"]); // ok: test code, a panic is a failed test
-        // `3` sits inside the sum over j: added once per j.
-        assert_eq!(terms("a = B(j) + 3 - C(j)").unwrap(), ["+B(j)", "+5 * 3", "-C(j)"]); // ok: test code, a panic is a failed test
-        // Inside a product, a factor without j comes out of the sum.
+        assert_eq!(
+            terms("y(i) = B(i,j) * x(j) - 2 * C(i,j) * w(j) + z(i)").unwrap(),
+            ["+B(i,j) * x(j)", "-2 * C(i,j) * w(j)", "+z(i)"]
+        ); // ok: test code, a panic is a failed test
+           // `3` sits inside the sum over j: added once per j.
+        assert_eq!(
+            terms("a = B(j) + 3 - C(j)").unwrap(),
+            ["+B(j)", "+5 * 3", "-C(j)"]
+        ); // ok: test code, a panic is a failed test
+           // Inside a product, a factor without j comes out of the sum.
         assert_eq!(terms("a = (B(j) + C(j)) * d + D(j)").unwrap().len(), 2); // ok: test code, a panic is a failed test
-        // Alone, `(B(j) + 1) * d` would sum B only: not distributable.
+                                                                             // Alone, `(B(j) + 1) * d` would sum B only: not distributable.
         assert_eq!(terms("a = (B(j) + 1) * d + D(j)"), None);
     }
 }

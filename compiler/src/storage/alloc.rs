@@ -38,7 +38,12 @@ impl MemoryLimit {
 }
 
 /// Check that `elements` items of `elem_bytes` each fit in memory.
-pub fn check_allocation(tensor: &str, what: &str, elements: u128, elem_bytes: u128) -> Result<(), StorageError> {
+pub fn check_allocation(
+    tensor: &str,
+    what: &str,
+    elements: u128,
+    elem_bytes: u128,
+) -> Result<(), StorageError> {
     let bytes = elements.saturating_mul(elem_bytes);
     let limit = MemoryLimit::available().0 as u128;
     if bytes > limit {

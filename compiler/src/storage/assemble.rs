@@ -17,14 +17,26 @@ use crate::format::{CoordMap, TensorFormat};
 use std::borrow::Cow;
 
 /// Pack `entries` (any order, duplicates summed) into `format`.
-pub fn pack_entries(name: &str, entries: Entries<'_>, format: &TensorFormat) -> Result<Tensor, StorageError> {
+pub fn pack_entries(
+    name: &str,
+    entries: Entries<'_>,
+    format: &TensorFormat,
+) -> Result<Tensor, StorageError> {
     pack_entries_reusing(name, entries, format, &mut Scratch::default())
 }
 
 /// `pack_entries`, taking the new columns and arrays from `scratch` where
 /// its vectors fit (the old result of a kernel that rebuilds it each run).
-pub fn pack_entries_reusing(name: &str, entries: Entries<'_>, format: &TensorFormat, scratch: &mut Scratch) -> Result<Tensor, StorageError> {
-    let err = |reason: String| StorageError::Pack { tensor: name.to_string(), reason };
+pub fn pack_entries_reusing(
+    name: &str,
+    entries: Entries<'_>,
+    format: &TensorFormat,
+    scratch: &mut Scratch,
+) -> Result<Tensor, StorageError> {
+    let err = |reason: String| StorageError::Pack {
+        tensor: name.to_string(),
+        reason,
+    };
     check_shape(name, &entries.dims, format)?;
     let Some((order, packers)) = column_packers(format) else {
         let coo = entries.to_coo().map_err(err)?;
@@ -32,7 +44,11 @@ pub fn pack_entries_reusing(name: &str, entries: Entries<'_>, format: &TensorFor
     };
     let Entries { dims, cols, vals } = entries;
     if cols.len() != order.len() {
-        return Err(err(format!("{} coordinate columns for an order-{} format", cols.len(), order.len())));
+        return Err(err(format!(
+            "{} coordinate columns for an order-{} format",
+            cols.len(),
+            order.len()
+        )));
     }
     let extents: Vec<usize> = order.iter().map(|&d| dims[d]).collect();
     if vals.len() >= i32::MAX as usize || !positions_fit_i32(format, &extents, vals.len()) {
@@ -40,9 +56,20 @@ pub fn pack_entries_reusing(name: &str, entries: Entries<'_>, format: &TensorFor
         return pack_generic(name, &coo, format);
     }
     let mut by_dim: Vec<Option<Column<'_>>> = cols.into_iter().map(Some).collect();
-    let level_cols: Vec<Column<'_>> = order.iter().map(|&d| by_dim[d].take().unwrap_or(Column::Values(Cow::Borrowed(&[])))).collect();
+    let level_cols: Vec<Column<'_>> = order
+        .iter()
+        .map(|&d| {
+            by_dim[d]
+                .take()
+                .unwrap_or(Column::Values(Cow::Borrowed(&[])))
+        })
+        .collect();
     let sorted = sort_unique(level_cols, vals, &extents, scratch).map_err(err)?;
-    let Sorted { cols: mut sorted_cols, vals: sorted_vals, split } = sorted;
+    let Sorted {
+        cols: mut sorted_cols,
+        vals: sorted_vals,
+        split,
+    } = sorted;
     let n = sorted_vals.len();
     // The root holds every entry at its one position.
     let mut placement = Placement::Runs(vec![0, n as i32]);
@@ -51,17 +78,48 @@ pub fn pack_entries_reusing(name: &str, entries: Entries<'_>, format: &TensorFor
     let memory = u128::from(MemoryLimit::available().0);
     for (k, packer) in packers.iter().enumerate() {
         let level = &format.levels[k];
-        let chain_len = format.levels[k + 1..].iter().take_while(|l| l.properties().branchless).count();
-        check_allocation(name, &format!("level {k} ({})", level.spec()), level.positions_bound(parent_size as u128, extents[k], n), 4)?;
+        let chain_len = format.levels[k + 1..]
+            .iter()
+            .take_while(|l| l.properties().branchless)
+            .count();
+        check_allocation(
+            name,
+            &format!("level {k} ({})", level.spec()),
+            level.positions_bound(parent_size as u128, extents[k], n),
+            4,
+        )?;
         // The level may keep its own column; the ones below stay readable
         // (below the first level, they are columns of values).
         let (head, tail) = sorted_cols.split_at_mut(k + 1);
         let coords = std::mem::replace(&mut head[k], Column::Values(Cow::Borrowed(&[])));
-        let below: Vec<&[i32]> = tail.iter().map(|c| if let Column::Values(v) = c { &**v } else { &[] }).collect();
-        let input = ColumnPackInput { level: k, coords, below: &below, split: &split, extents: &extents, parent_size, chain_len, memory };
-        let out = packer.pack_columns(input, &mut placement).map_err(|r| StorageError::Invalid { tensor: name.to_string(), level: k, spec: level.spec(), reason: r })?;
+        let below: Vec<&[i32]> = tail
+            .iter()
+            .map(|c| if let Column::Values(v) = c { &**v } else { &[] })
+            .collect();
+        let input = ColumnPackInput {
+            level: k,
+            coords,
+            below: &below,
+            split: &split,
+            extents: &extents,
+            parent_size,
+            chain_len,
+            memory,
+        };
+        let out =
+            packer
+                .pack_columns(input, &mut placement)
+                .map_err(|r| StorageError::Invalid {
+                    tensor: name.to_string(),
+                    level: k,
+                    spec: level.spec(),
+                    reason: r,
+                })?;
         if out.size >= i32::MAX as usize {
-            return Err(err(format!("level {k} has {} positions, more than 32-bit index arrays reach", out.size)));
+            return Err(err(format!(
+                "level {k} has {} positions, more than 32-bit index arrays reach",
+                out.size
+            )));
         }
         let mut storage = LevelStorage::default();
         storage.arrays.extend(out.arrays);
@@ -82,7 +140,14 @@ pub fn pack_entries_reusing(name: &str, entries: Entries<'_>, format: &TensorFor
             v
         }
     };
-    Ok(Tensor { name: name.to_string(), format: format.clone(), dims, extents, levels, vals })
+    Ok(Tensor {
+        name: name.to_string(),
+        format: format.clone(),
+        dims,
+        extents,
+        levels,
+        vals,
+    })
 }
 
 /// Whether every level's positions are sure to fit the `i32` indices the
@@ -102,10 +167,16 @@ fn positions_fit_i32(format: &TensorFormat, extents: &[usize], n: usize) -> bool
 /// The mode order and every level's `ColumnPack`, when the format has one
 /// level per dimension (at least one, at most 254) and all offer it.
 fn column_packers(format: &TensorFormat) -> Option<(&[usize], Vec<&dyn ColumnPack>)> {
-    let CoordMap::Modes(order) = &format.map else { return None };
+    let CoordMap::Modes(order) = &format.map else {
+        return None;
+    };
     if order.is_empty() || order.len() != format.levels.len() || order.len() >= u8::MAX as usize {
         return None;
     }
-    let packers = format.levels.iter().map(|l| l.column_pack()).collect::<Option<Vec<_>>>()?;
+    let packers = format
+        .levels
+        .iter()
+        .map(|l| l.column_pack())
+        .collect::<Option<Vec<_>>>()?;
     Some((order, packers))
 }

@@ -6,7 +6,9 @@
 use super::alloc::MemoryLimit;
 use super::{unpack, StorageError, Tensor};
 use crate::coo::CooTensor;
-use crate::format::columns::{expand_runs, Column, ColumnUnpack, ColumnUnpackInput, Owners, Positions};
+use crate::format::columns::{
+    expand_runs, Column, ColumnUnpack, ColumnUnpackInput, Owners, Positions,
+};
 use crate::format::CoordMap;
 use std::borrow::Cow;
 
@@ -36,13 +38,24 @@ impl<'a> Entries<'a> {
         let order = coo.order();
         let n = coo.nnz();
         let mut cols: Vec<Vec<i32>> = (0..order).map(|_| Vec::with_capacity(n)).collect();
-        for entry in coo.coords.chunks_exact(order.max(1)).take(if order == 0 { 0 } else { n }) {
+        for entry in coo
+            .coords
+            .chunks_exact(order.max(1))
+            .take(if order == 0 { 0 } else { n })
+        {
             for (col, &c) in cols.iter_mut().zip(entry) {
                 // Beyond i32 reads as negative: out of range, refused later.
                 col.push(c as i32);
             }
         }
-        Entries { dims: coo.dims.clone(), cols: cols.into_iter().map(|c| Column::Values(Cow::Owned(c))).collect(), vals: Cow::Owned(coo.vals.clone()) }
+        Entries {
+            dims: coo.dims.clone(),
+            cols: cols
+                .into_iter()
+                .map(|c| Column::Values(Cow::Owned(c)))
+                .collect(),
+            vals: Cow::Owned(coo.vals.clone()),
+        }
     }
 
     /// Back to a coordinate list, refusing coordinates outside the dimensions.
@@ -54,7 +67,10 @@ impl<'a> Entries<'a> {
             for (d, col) in cols.iter().enumerate() {
                 let c = col[e];
                 if c < 0 || c as usize >= self.dims[d] {
-                    return Err(format!("coordinate {c} outside dimension {d} (extent {})", self.dims[d]));
+                    return Err(format!(
+                        "coordinate {c} outside dimension {d} (extent {})",
+                        self.dims[d]
+                    ));
                 }
                 coo.coords.push(c as u32);
             }
@@ -68,20 +84,40 @@ impl<'a> Entries<'a> {
     /// it, or whose levels are not one per dimension, are unpacked by their
     /// level functions.
     pub fn of(t: &'a Tensor) -> Result<Entries<'a>, StorageError> {
-        let err = |reason: String| StorageError::Pack { tensor: t.name.clone(), reason };
-        let generic = || -> Result<Entries<'a>, StorageError> { Ok(Entries::from_coo(&unpack(t)?)) };
-        let CoordMap::Modes(order) = &t.format.map else { return generic() };
-        let unpackers: Option<Vec<&dyn ColumnUnpack>> = t.format.levels.iter().map(|l| l.column_unpack()).collect();
-        let Some(unpackers) = unpackers else { return generic() };
+        let err = |reason: String| StorageError::Pack {
+            tensor: t.name.clone(),
+            reason,
+        };
+        let generic =
+            || -> Result<Entries<'a>, StorageError> { Ok(Entries::from_coo(&unpack(t)?)) };
+        let CoordMap::Modes(order) = &t.format.map else {
+            return generic();
+        };
+        let unpackers: Option<Vec<&dyn ColumnUnpack>> =
+            t.format.levels.iter().map(|l| l.column_unpack()).collect();
+        let Some(unpackers) = unpackers else {
+            return generic();
+        };
         let nlevels = unpackers.len();
-        if nlevels == 0 || order.len() != nlevels || t.levels.len() != nlevels || t.extents.len() != nlevels || t.dims.len() != nlevels {
+        if nlevels == 0
+            || order.len() != nlevels
+            || t.levels.len() != nlevels
+            || t.extents.len() != nlevels
+            || t.dims.len() != nlevels
+        {
             return generic();
         }
         let memory = u128::from(MemoryLimit::available().0);
         let mut parents = Positions::Range(0, 1);
         let mut levels = Vec::with_capacity(nlevels);
         for (k, u) in unpackers.iter().enumerate() {
-            let input = ColumnUnpackInput { level: k, storage: &t.levels, extents: &t.extents, parents: &parents, memory };
+            let input = ColumnUnpackInput {
+                level: k,
+                storage: &t.levels,
+                extents: &t.extents,
+                parents: &parents,
+                memory,
+            };
             let children = u.children(&input).map_err(|r| StorageError::Invalid {
                 tensor: t.name.clone(),
                 level: k,
@@ -93,8 +129,18 @@ impl<'a> Entries<'a> {
         }
         let n = parents.len();
         let vals = match &parents {
-            Positions::Range(lo, hi) => Cow::Borrowed(t.vals.get(*lo..*hi).ok_or_else(|| err(format!("value positions {lo}..{hi} beyond the {} values", t.vals.len())))?),
-            Positions::List(v) => Cow::Owned(v.iter().map(|&p| t.vals.get(p).copied()).collect::<Option<Vec<f64>>>().ok_or_else(|| err("a value position beyond the values".into()))?),
+            Positions::Range(lo, hi) => Cow::Borrowed(t.vals.get(*lo..*hi).ok_or_else(|| {
+                err(format!(
+                    "value positions {lo}..{hi} beyond the {} values",
+                    t.vals.len()
+                ))
+            })?),
+            Positions::List(v) => Cow::Owned(
+                v.iter()
+                    .map(|&p| t.vals.get(p).copied())
+                    .collect::<Option<Vec<f64>>>()
+                    .ok_or_else(|| err("a value position beyond the values".into()))?,
+            ),
         };
         let level_cols = columns(levels, n).map_err(err)?;
         // Level k holds dimension order[k].
@@ -102,8 +148,15 @@ impl<'a> Entries<'a> {
         for (k, col) in level_cols.into_iter().enumerate() {
             cols[order[k]] = Some(col);
         }
-        let cols = cols.into_iter().collect::<Option<Vec<_>>>().ok_or_else(|| err("the mode order is not a permutation".into()))?;
-        Ok(Entries { dims: t.dims.clone(), cols, vals })
+        let cols = cols
+            .into_iter()
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| err("the mode order is not a permutation".into()))?;
+        Ok(Entries {
+            dims: t.dims.clone(),
+            cols,
+            vals,
+        })
     }
 }
 
@@ -123,7 +176,9 @@ fn columns(levels: Vec<(Cow<'_, [i32]>, Owners)>, n: usize) -> Result<Vec<Column
     let mut runs_below: Option<Vec<i32>> = None;
     for (k, (coords, owners)) in levels.into_iter().enumerate().rev() {
         if let (0, Some(runs)) = (k, runs_below.take()) {
-            if runs.len() == coords.len() + 1 && coords.iter().enumerate().all(|(c, &x)| x as usize == c) {
+            if runs.len() == coords.len() + 1
+                && coords.iter().enumerate().all(|(c, &x)| x as usize == c)
+            {
                 out.push(Column::Runs(runs));
                 break;
             }
@@ -131,11 +186,19 @@ fn columns(levels: Vec<(Cow<'_, [i32]>, Owners)>, n: usize) -> Result<Vec<Column
         }
         let col = match &index {
             None if coords.len() == n => coords,
-            None => return Err(format!("level {k} lists {} children for {n} entries", coords.len())),
+            None => {
+                return Err(format!(
+                    "level {k} lists {} children for {n} entries",
+                    coords.len()
+                ))
+            }
             Some(ix) => {
                 // One check of the largest index, then a plain gather.
                 if ix.iter().max().is_some_and(|&m| m as usize >= coords.len()) {
-                    return Err(format!("level {k}: a child index beyond its {} children", coords.len()));
+                    return Err(format!(
+                        "level {k}: a child index beyond its {} children",
+                        coords.len()
+                    ));
                 }
                 Cow::Owned(ix.iter().map(|&i| coords[i as usize]).collect())
             }
@@ -152,8 +215,15 @@ fn columns(levels: Vec<(Cow<'_, [i32]>, Owners)>, n: usize) -> Result<Vec<Column
                     runs_below = Some(runs);
                     None
                 }
-                None if runs.last().is_some_and(|&e| e as usize == n) => Some(expand_runs(&runs).into_iter().map(|p| p as u32).collect()),
-                None => return Err(format!("level {k} names owners of {} children for {n} entries", runs.last().copied().unwrap_or(0))),
+                None if runs.last().is_some_and(|&e| e as usize == n) => {
+                    Some(expand_runs(&runs).into_iter().map(|p| p as u32).collect())
+                }
+                None => {
+                    return Err(format!(
+                        "level {k} names owners of {} children for {n} entries",
+                        runs.last().copied().unwrap_or(0)
+                    ))
+                }
                 Some(ix) => {
                     let owner = expand_runs(&runs);
                     if ix.iter().max().is_some_and(|&m| m as usize >= owner.len()) {
@@ -164,7 +234,12 @@ fn columns(levels: Vec<(Cow<'_, [i32]>, Owners)>, n: usize) -> Result<Vec<Column
             },
             Owners::Each(o) => Some(match index {
                 None if o.len() == n => o,
-                None => return Err(format!("level {k} names owners of {} children for {n} entries", o.len())),
+                None => {
+                    return Err(format!(
+                        "level {k} names owners of {} children for {n} entries",
+                        o.len()
+                    ))
+                }
                 Some(ix) => {
                     if ix.iter().max().is_some_and(|&m| m as usize >= o.len()) {
                         return Err(format!("level {k}: a child index beyond its owners"));

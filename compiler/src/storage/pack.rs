@@ -18,14 +18,28 @@ pub fn pack(name: &str, coo: &CooTensor, format: &TensorFormat) -> Result<Tensor
 }
 
 /// Refuse data whose order or dimensions the format cannot hold.
-pub(super) fn check_shape(name: &str, dims: &[usize], format: &TensorFormat) -> Result<(), StorageError> {
-    let err = |reason: String| StorageError::Pack { tensor: name.to_string(), reason };
+pub(super) fn check_shape(
+    name: &str,
+    dims: &[usize],
+    format: &TensorFormat,
+) -> Result<(), StorageError> {
+    let err = |reason: String| StorageError::Pack {
+        tensor: name.to_string(),
+        reason,
+    };
     if dims.len() != format.order() {
-        return Err(err(format!("format {} is for order {}, the data has order {}", format.display_name(), format.order(), dims.len())));
+        return Err(err(format!(
+            "format {} is for order {}, the data has order {}",
+            format.display_name(),
+            format.order(),
+            dims.len()
+        )));
     }
     for (d, &n) in dims.iter().enumerate() {
         if n > i32::MAX as usize {
-            return Err(err(format!("dimension {d} ({n}) does not fit 32-bit coordinates")));
+            return Err(err(format!(
+                "dimension {d} ({n}) does not fit 32-bit coordinates"
+            )));
         }
     }
     Ok(())
@@ -33,8 +47,15 @@ pub(super) fn check_shape(name: &str, dims: &[usize], format: &TensorFormat) -> 
 
 /// The reference packer: canonicalize, map to level coordinates, sort, and
 /// let each level build its arrays from its parent's segments.
-pub fn pack_generic(name: &str, coo: &CooTensor, format: &TensorFormat) -> Result<Tensor, StorageError> {
-    let err = |reason: String| StorageError::Pack { tensor: name.to_string(), reason };
+pub fn pack_generic(
+    name: &str,
+    coo: &CooTensor,
+    format: &TensorFormat,
+) -> Result<Tensor, StorageError> {
+    let err = |reason: String| StorageError::Pack {
+        tensor: name.to_string(),
+        reason,
+    };
     check_shape(name, &coo.dims, format)?;
     let mut canon = coo.clone();
     canon.canonicalize();
@@ -44,14 +65,35 @@ pub fn pack_generic(name: &str, coo: &CooTensor, format: &TensorFormat) -> Resul
     let mut vals_in = canon.vals;
     sort_entries(&mut coords, &mut vals_in, nlevels, &extents);
 
-    let mut parents = vec![Segment { pos: 0, lo: 0, hi: n }];
+    let mut parents = vec![Segment {
+        pos: 0,
+        lo: 0,
+        hi: n,
+    }];
     let mut parent_size = 1usize;
     let mut levels = Vec::with_capacity(nlevels);
     for (k, level) in format.levels.iter().enumerate() {
-        let chain_len = format.levels[k + 1..].iter().take_while(|l| l.properties().branchless).count();
+        let chain_len = format.levels[k + 1..]
+            .iter()
+            .take_while(|l| l.properties().branchless)
+            .count();
         let memory = u128::from(MemoryLimit::available().0);
-        let input = PackInput { level: k, coords: &coords, nlevels, extents: &extents, parents: &parents, parent_size, chain_len, memory };
-        check_allocation(name, &format!("level {k} ({})", level.spec()), level.positions_bound(parent_size as u128, extents[k], n), 4)?;
+        let input = PackInput {
+            level: k,
+            coords: &coords,
+            nlevels,
+            extents: &extents,
+            parents: &parents,
+            parent_size,
+            chain_len,
+            memory,
+        };
+        check_allocation(
+            name,
+            &format!("level {k} ({})", level.spec()),
+            level.positions_bound(parent_size as u128, extents[k], n),
+            4,
+        )?;
         let out = level.pack(&input).map_err(|r| StorageError::Invalid {
             tensor: name.to_string(),
             level: k,
@@ -74,7 +116,14 @@ pub fn pack_generic(name: &str, coo: &CooTensor, format: &TensorFormat) -> Resul
     for seg in &parents {
         vals[seg.pos] = vals_in[seg.lo..seg.hi].iter().sum();
     }
-    Ok(Tensor { name: name.to_string(), format: format.clone(), dims: coo.dims.clone(), extents, levels, vals })
+    Ok(Tensor {
+        name: name.to_string(),
+        format: format.clone(),
+        dims: coo.dims.clone(),
+        extents,
+        levels,
+        vals,
+    })
 }
 
 /// Sort entries lexicographically by level coordinates (skipped when they
@@ -90,7 +139,11 @@ fn sort_entries(coords: &mut Vec<i64>, vals: &mut Vec<f64>, nlevels: usize, exte
     }
     let ext: Vec<u64> = extents.iter().map(|&x| x as u64).collect();
     let counted = (ext.len() == nlevels)
-        .then(|| crate::coo::sorted_order(n, &ext, |e, d| u64::try_from(coords[e * nlevels + d]).unwrap_or(u64::MAX)))
+        .then(|| {
+            crate::coo::sorted_order(n, &ext, |e, d| {
+                u64::try_from(coords[e * nlevels + d]).unwrap_or(u64::MAX)
+            })
+        })
         .flatten();
     let perm = counted.unwrap_or_else(|| {
         let mut perm: Vec<u32> = (0..n as u32).collect();

@@ -66,7 +66,11 @@ impl Scratch {
 
 /// The pooled vector of least capacity holding `len` items, cleared.
 fn take_fitting<T>(pool: &mut Vec<Vec<T>>, len: usize) -> Option<Vec<T>> {
-    let (i, _) = pool.iter().enumerate().filter(|(_, v)| v.capacity() >= len).min_by_key(|(_, v)| v.capacity())?;
+    let (i, _) = pool
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.capacity() >= len)
+        .min_by_key(|(_, v)| v.capacity())?;
     let mut v = pool.swap_remove(i);
     v.clear();
     Some(v)

@@ -30,10 +30,19 @@ pub struct Sorted<'a> {
 /// Sort `cols` (one per level, level order) and `vals`, summing duplicates.
 /// Every coordinate must lie in `[0, extents[k])`. At most 254 levels and
 /// `i32::MAX - 1` entries. New columns come from `scratch` where it can.
-pub fn sort_unique<'a>(cols: Vec<Column<'a>>, vals: Cow<'a, [f64]>, extents: &[usize], scratch: &mut Scratch) -> Result<Sorted<'a>, String> {
+pub fn sort_unique<'a>(
+    cols: Vec<Column<'a>>,
+    vals: Cow<'a, [f64]>,
+    extents: &[usize],
+    scratch: &mut Scratch,
+) -> Result<Sorted<'a>, String> {
     let n = vals.len();
     let nlevels = cols.len();
-    if nlevels == 0 || nlevels >= DESCENT as usize || extents.len() != nlevels || n >= i32::MAX as usize {
+    if nlevels == 0
+        || nlevels >= DESCENT as usize
+        || extents.len() != nlevels
+        || n >= i32::MAX as usize
+    {
         return Err(format!("cannot sort {n} entries of {nlevels} levels"));
     }
     if let [Column::Values(keys), Column::Runs(rows)] = cols.as_slice() {
@@ -50,22 +59,34 @@ pub fn sort_unique<'a>(cols: Vec<Column<'a>>, vals: Cow<'a, [f64]>, extents: &[u
             out.extend(rest.into_iter().map(|c| Column::Values(Cow::Owned(c))));
             let mut vals: Cow<'a, [f64]> = Cow::Owned(v);
             if split.iter().any(|&s| usize::from(s) == nlevels) {
-                let mut values: Vec<Cow<'a, [i32]>> = out.into_iter().map(Column::into_values).collect();
+                let mut values: Vec<Cow<'a, [i32]>> =
+                    out.into_iter().map(Column::into_values).collect();
                 sum_duplicates(&mut values, vals.to_mut(), &mut split);
                 out = values.into_iter().map(Column::Values).collect();
             }
-            return Ok(Sorted { cols: out, vals, split });
+            return Ok(Sorted {
+                cols: out,
+                vals,
+                split,
+            });
         }
     }
     let cols: Vec<Cow<'a, [i32]>> = cols.into_iter().map(Column::into_values).collect();
     for (k, col) in cols.iter().enumerate() {
         if col.len() != n {
-            return Err(format!("level {k} has {} coordinates for {n} values", col.len()));
+            return Err(format!(
+                "level {k} has {} coordinates for {n} values",
+                col.len()
+            ));
         }
         check_range(col, extents[k], k)?;
     }
     let (mut cols, mut vals, mut split) = if let Some(split) = sorted_splits(&cols) {
-        (cols.into_iter().map(Column::Values).collect::<Vec<_>>(), vals, split)
+        (
+            cols.into_iter().map(Column::Values).collect::<Vec<_>>(),
+            vals,
+            split,
+        )
     } else if extents[0] <= 4 * n + 4096 {
         let (mut rest, mut v, runs) = counting_sort(&cols, &vals, extents[0], scratch);
         let split = run_splits(&mut rest, &mut v, &runs);
@@ -91,16 +112,30 @@ pub fn sort_unique<'a>(cols: Vec<Column<'a>>, vals: Cow<'a, [f64]>, extents: &[u
 /// read as huge unsigned ones (a plain max, which vectorises; the culprit
 /// is looked up only on failure).
 fn check_range(col: &[i32], extent: usize, k: usize) -> Result<(), String> {
-    if col.iter().map(|&c| c as u32).max().is_some_and(|m| m as usize >= extent) {
-        let c = col.iter().find(|&&c| c as u32 as usize >= extent).copied().unwrap_or(-1);
-        return Err(format!("coordinate {c} outside level {k} (extent {extent})"));
+    if col
+        .iter()
+        .map(|&c| c as u32)
+        .max()
+        .is_some_and(|m| m as usize >= extent)
+    {
+        let c = col
+            .iter()
+            .find(|&&c| c as u32 as usize >= extent)
+            .copied()
+            .unwrap_or(-1);
+        return Err(format!(
+            "coordinate {c} outside level {k} (extent {extent})"
+        ));
     }
     Ok(())
 }
 
 /// Runs that cover entries `0..n` in order, for coordinates below `extent`.
 fn runs_fit(runs: &[i32], extent: usize, n: usize) -> bool {
-    runs.len() <= extent + 1 && runs.first() == Some(&0) && runs.last().is_some_and(|&e| e as usize == n) && runs.windows(2).all(|w| w[0] <= w[1])
+    runs.len() <= extent + 1
+        && runs.first() == Some(&0)
+        && runs.last().is_some_and(|&e| e as usize == n)
+        && runs.windows(2).all(|w| w[0] <= w[1])
 }
 
 fn lex_cmp(cols: &[impl AsRef<[i32]>], a: usize, b: usize) -> Ordering {
@@ -129,7 +164,11 @@ fn sorted_splits(cols: &[Cow<'_, [i32]>]) -> Option<Vec<u8>> {
         let end = (from + CHUNK).min(n);
         below_splits(&cols[1..], &mut split[..end], from);
         let mut descent = false;
-        for ((s, &x), &y) in split[from..end].iter_mut().zip(&first[from - 1..end - 1]).zip(&first[from..end]) {
+        for ((s, &x), &y) in split[from..end]
+            .iter_mut()
+            .zip(&first[from - 1..end - 1])
+            .zip(&first[from..end])
+        {
             descent |= y < x;
             *s = if x == y { *s } else { 0 };
         }
@@ -160,7 +199,11 @@ fn below_splits(rest: &[impl AsRef<[i32]>], split: &mut [u8], from: usize) {
             if from >= n {
                 return;
             }
-            for ((s, &x), &y) in split[from..].iter_mut().zip(&b[from - 1..n - 1]).zip(&b[from..n]) {
+            for ((s, &x), &y) in split[from..]
+                .iter_mut()
+                .zip(&b[from - 1..n - 1])
+                .zip(&b[from..n])
+            {
                 let same = 1 + u8::from(x == y);
                 *s = if y < x { DESCENT } else { same };
             }
@@ -171,7 +214,11 @@ fn below_splits(rest: &[impl AsRef<[i32]>], split: &mut [u8], from: usize) {
                 for (k, col) in rest.iter().enumerate() {
                     let col = col.as_ref();
                     if col[e] != col[e - 1] {
-                        split[e] = if col[e] < col[e - 1] { DESCENT } else { k as u8 + 1 };
+                        split[e] = if col[e] < col[e - 1] {
+                            DESCENT
+                        } else {
+                            k as u8 + 1
+                        };
                         break;
                     }
                 }
@@ -207,7 +254,12 @@ fn run_splits(rest: &mut [Vec<i32>], vals: &mut [f64], runs: &[i32]) -> Vec<u8> 
 /// Stable counting sort by the first column: count, prefix sum, scatter the
 /// other columns and the values (one pass, no permutation array). Returns
 /// the other columns, the values and the runs of the first column.
-fn counting_sort(cols: &[Cow<'_, [i32]>], vals: &[f64], extent: usize, scratch: &mut Scratch) -> (Vec<Vec<i32>>, Vec<f64>, Vec<i32>) {
+fn counting_sort(
+    cols: &[Cow<'_, [i32]>],
+    vals: &[f64],
+    extent: usize,
+    scratch: &mut Scratch,
+) -> (Vec<Vec<i32>>, Vec<f64>, Vec<i32>) {
     let n = vals.len();
     let keys = &cols[0];
     // i32 offsets (fewer than i32::MAX entries): half the cache footprint
@@ -253,7 +305,13 @@ fn counting_sort(cols: &[Cow<'_, [i32]>], vals: &[f64], extent: usize, scratch: 
 /// `counting_sort` of a matrix whose second level's coordinates are runs
 /// (row `r` for entries `rows[r]..rows[r + 1]`, as `runs_fit` checked):
 /// returns the rows scattered, the values and the runs of the keys.
-fn counting_sort_rows(keys: &[i32], rows: &[i32], vals: &[f64], extent: usize, scratch: &mut Scratch) -> (Vec<i32>, Vec<f64>, Vec<i32>) {
+fn counting_sort_rows(
+    keys: &[i32],
+    rows: &[i32],
+    vals: &[f64],
+    extent: usize,
+    scratch: &mut Scratch,
+) -> (Vec<i32>, Vec<f64>, Vec<i32>) {
     let n = vals.len();
     let mut next = scratch.ints(extent + 1);
     for &k in keys {
@@ -283,7 +341,9 @@ fn sort_range(rest: &mut [Vec<i32>], vals: &mut [f64], lo: usize, hi: usize) {
     let perm: Vec<u32> = if let [key] = rest {
         // One key column: sort (key, index) pairs as integers, which is
         // stable because the indices are distinct.
-        let mut pairs: Vec<u64> = (lo..hi).map(|e| (u64::from(key[e] as u32) << 32) | (e - lo) as u64).collect();
+        let mut pairs: Vec<u64> = (lo..hi)
+            .map(|e| (u64::from(key[e] as u32) << 32) | (e - lo) as u64)
+            .collect();
         pairs.sort_unstable();
         pairs.into_iter().map(|p| p as u32).collect()
     } else {
@@ -300,11 +360,20 @@ fn sort_range(rest: &mut [Vec<i32>], vals: &mut [f64], lo: usize, hi: usize) {
 }
 
 /// Stable comparison sort of whole entries (a permutation, then a gather).
-fn comparison_sort<'a>(cols: &[Cow<'_, [i32]>], vals: &[f64]) -> (Vec<Cow<'a, [i32]>>, Cow<'a, [f64]>) {
+fn comparison_sort<'a>(
+    cols: &[Cow<'_, [i32]>],
+    vals: &[f64],
+) -> (Vec<Cow<'a, [i32]>>, Cow<'a, [f64]>) {
     let mut perm: Vec<u32> = (0..vals.len() as u32).collect();
     perm.sort_by(|&a, &b| lex_cmp(cols, a as usize, b as usize));
-    let out = cols.iter().map(|col| Cow::Owned(perm.iter().map(|&p| col[p as usize]).collect())).collect();
-    (out, Cow::Owned(perm.iter().map(|&p| vals[p as usize]).collect()))
+    let out = cols
+        .iter()
+        .map(|col| Cow::Owned(perm.iter().map(|&p| col[p as usize]).collect()))
+        .collect();
+    (
+        out,
+        Cow::Owned(perm.iter().map(|&p| vals[p as usize]).collect()),
+    )
 }
 
 /// Fold each run of equal entries into its first, summing values in order.

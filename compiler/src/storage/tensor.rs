@@ -9,9 +9,19 @@ pub enum StorageError {
     #[error("tensor {tensor}: {reason}")]
     Pack { tensor: String, reason: String },
     #[error("tensor {tensor}, level {level} ({spec}): {reason}")]
-    Invalid { tensor: String, level: usize, spec: String, reason: String },
+    Invalid {
+        tensor: String,
+        level: usize,
+        spec: String,
+        reason: String,
+    },
     #[error("tensor {tensor}: {what} needs {bytes} bytes, more than the {limit} bytes of memory available")]
-    TooLarge { tensor: String, what: String, bytes: u128, limit: u128 },
+    TooLarge {
+        tensor: String,
+        what: String,
+        bytes: u128,
+        limit: u128,
+    },
 }
 
 /// A tensor in some format: per-level storage plus values.

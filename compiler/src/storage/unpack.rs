@@ -16,16 +16,26 @@ impl Memory for TensorMemory<'_> {
     fn param(&self, p: &ParamRef) -> Result<i64, String> {
         let t = self.0;
         match &p.slot {
-            ParamSlot::Dim(d) => t.dims.get(*d).map(|&n| n as i64).ok_or_else(|| format!("no dimension {d}")),
+            ParamSlot::Dim(d) => t
+                .dims
+                .get(*d)
+                .map(|&n| n as i64)
+                .ok_or_else(|| format!("no dimension {d}")),
             ParamSlot::Level(k, name) => t.levels.get(*k).ok_or("no such level")?.param(name),
         }
     }
     fn load(&self, a: &ArrayRef, i: i64) -> Result<Value, String> {
         let t = self.0;
-        let idx = usize::try_from(i).map_err(|_| format!("negative index {i} into {}", a.c_name()))?;
+        let idx =
+            usize::try_from(i).map_err(|_| format!("negative index {i} into {}", a.c_name()))?;
         match &a.slot {
             Slot::Vals => t.vals.get(idx).map(|&v| Value::F(v)),
-            Slot::Level(k, name) => t.levels.get(*k).and_then(|l| l.arrays.get(name)).and_then(|v| v.get(idx)).map(|&v| Value::I(v as i64)),
+            Slot::Level(k, name) => t
+                .levels
+                .get(*k)
+                .and_then(|l| l.arrays.get(name))
+                .and_then(|v| v.get(idx))
+                .map(|&v| Value::I(v as i64)),
             Slot::Scratch(..) => None,
         }
         .ok_or_else(|| format!("index {i} out of bounds of {}", a.c_name()))
@@ -63,13 +73,27 @@ fn level_code(t: &Tensor, k: usize, e: &mut Emitter) -> LevelCode {
             let mut coords = anc.clone();
             coords.push(Expr::Var(cursor));
             let (p, found) = it.coord_access(&c, e, Expr::Var(parent), &coords);
-            LevelCode { parent, ancestors, cursor, value_iteration: true, bounds, access: (e.take(), p, found) }
+            LevelCode {
+                parent,
+                ancestors,
+                cursor,
+                value_iteration: true,
+                bounds,
+                access: (e.take(), p, found),
+            }
         }
         Iteration::CoordPosition(it) => {
             let (lo, hi) = it.pos_bounds(&c, e, Expr::Var(parent));
             let bounds = (e.take(), lo, hi);
             let (i, found) = it.pos_access(&c, e, Expr::Var(cursor), &anc);
-            LevelCode { parent, ancestors, cursor, value_iteration: false, bounds, access: (e.take(), i, found) }
+            LevelCode {
+                parent,
+                ancestors,
+                cursor,
+                value_iteration: false,
+                bounds,
+                access: (e.take(), i, found),
+            }
         }
     }
 }
@@ -77,18 +101,37 @@ fn level_code(t: &Tensor, k: usize, e: &mut Emitter) -> LevelCode {
 /// Every stored (coordinate, value), in storage order, padding excluded.
 pub fn unpack(t: &Tensor) -> Result<CooTensor, StorageError> {
     let mut e = Emitter::new();
-    let codes: Vec<LevelCode> = (0..t.format.levels.len()).map(|k| level_code(t, k, &mut e)).collect();
+    let codes: Vec<LevelCode> = (0..t.format.levels.len())
+        .map(|k| level_code(t, k, &mut e))
+        .collect();
     let mut mem = TensorMemory(t);
     let mut interp = Interp::new(e.vars.len(), &mut mem);
     let mut out = CooTensor::new(t.dims.clone());
     let mut coords = Vec::with_capacity(codes.len());
-    walk(t, &codes, 0, 0, &mut coords, &mut interp, &mut out).map_err(|reason| StorageError::Pack { tensor: t.name.clone(), reason })?;
+    walk(t, &codes, 0, 0, &mut coords, &mut interp, &mut out).map_err(|reason| {
+        StorageError::Pack {
+            tensor: t.name.clone(),
+            reason,
+        }
+    })?;
     Ok(out)
 }
 
-fn walk(t: &Tensor, codes: &[LevelCode], k: usize, parent: i64, coords: &mut Vec<i64>, it: &mut Interp, out: &mut CooTensor) -> Result<(), String> {
+fn walk(
+    t: &Tensor,
+    codes: &[LevelCode],
+    k: usize,
+    parent: i64,
+    coords: &mut Vec<i64>,
+    it: &mut Interp,
+    out: &mut CooTensor,
+) -> Result<(), String> {
     if k == codes.len() {
-        let v = t.vals.get(parent as usize).copied().ok_or("value position out of bounds")?;
+        let v = t
+            .vals
+            .get(parent as usize)
+            .copied()
+            .ok_or("value position out of bounds")?;
         if let Some(c) = t.format.map.to_logical(coords, &t.dims) {
             out.push(&c, v);
         }
@@ -103,16 +146,26 @@ fn walk(t: &Tensor, codes: &[LevelCode], k: usize, parent: i64, coords: &mut Vec
     };
     set_inputs(it, coords);
     it.run(&code.bounds.0)?;
-    let (lo, hi) = (it.eval(&code.bounds.1)?.int()?, it.eval(&code.bounds.2)?.int()?);
+    let (lo, hi) = (
+        it.eval(&code.bounds.1)?.int()?,
+        it.eval(&code.bounds.2)?.int()?,
+    );
     for cursor in lo..hi {
         set_inputs(it, coords);
         it.vars[code.cursor as usize] = Value::I(cursor);
         it.run(&code.access.0)?;
-        let (x, found) = (it.eval(&code.access.1)?.int()?, it.eval(&code.access.2)?.bool()?);
+        let (x, found) = (
+            it.eval(&code.access.1)?.int()?,
+            it.eval(&code.access.2)?.bool()?,
+        );
         if !found {
             continue;
         }
-        let (pos, coord) = if code.value_iteration { (x, cursor) } else { (cursor, x) };
+        let (pos, coord) = if code.value_iteration {
+            (x, cursor)
+        } else {
+            (cursor, x)
+        };
         coords.push(coord);
         walk(t, codes, k + 1, pos, coords, it, out)?;
         coords.pop();

@@ -50,13 +50,22 @@ pub use tensor_compiler::oracle::close;
 /// seeded generator.
 pub fn random_data(entries: &[(&str, Vec<usize>, f64)], seed: u64) -> BTreeMap<String, CooTensor> {
     let mut rng = Rng(seed);
-    entries.iter().map(|(n, d, dens)| (n.to_string(), random(d, *dens, &mut rng))).collect()
+    entries
+        .iter()
+        .map(|(n, d, dens)| (n.to_string(), random(d, *dens, &mut rng)))
+        .collect()
 }
 
 /// The formats of every tensor of `a`: those in `specs`, dense for the
 /// rest (the tensors of `data` and the result, of order `out_order`).
-pub fn formats_rest_dense(a: &tensor_compiler::notation::Assignment, specs: &[(&str, &str)], data: &BTreeMap<String, CooTensor>, out_order: usize) -> BTreeMap<String, TensorFormat> {
-    let mut orders: BTreeMap<String, usize> = data.iter().map(|(k, v)| (k.clone(), v.order())).collect();
+pub fn formats_rest_dense(
+    a: &tensor_compiler::notation::Assignment,
+    specs: &[(&str, &str)],
+    data: &BTreeMap<String, CooTensor>,
+    out_order: usize,
+) -> BTreeMap<String, TensorFormat> {
+    let mut orders: BTreeMap<String, usize> =
+        data.iter().map(|(k, v)| (k.clone(), v.order())).collect();
     orders.insert(a.lhs.tensor.clone(), out_order);
     let mut all: Vec<(&str, &str)> = specs.to_vec();
     for name in orders.keys() {
@@ -67,28 +76,61 @@ pub fn formats_rest_dense(a: &tensor_compiler::notation::Assignment, specs: &[(&
     formats_of(&all, &orders)
 }
 
-pub fn formats_of(specs: &[(&str, &str)], order_of: &BTreeMap<String, usize>) -> BTreeMap<String, TensorFormat> {
+pub fn formats_of(
+    specs: &[(&str, &str)],
+    order_of: &BTreeMap<String, usize>,
+) -> BTreeMap<String, TensorFormat> {
     let r = Registry::builtin();
     specs
         .iter()
-        .map(|(n, f)| (n.to_string(), parse_format(f, order_of[*n], &r).unwrap_or_else(|e| panic!("{n}:{f}: {e}"))))
+        .map(|(n, f)| {
+            (
+                n.to_string(),
+                parse_format(f, order_of[*n], &r).unwrap_or_else(|e| panic!("{n}:{f}: {e}")),
+            )
+        })
         .collect()
 }
 
 /// Compile and run `expr` with the given formats on `data`, compare with
 /// the oracle. Returns the error text when the compiler refuses.
-pub fn check(expr: &str, specs: &[(&str, &str)], data: &BTreeMap<String, CooTensor>, out_dims: &[usize]) -> Result<(), String> {
+pub fn check(
+    expr: &str,
+    specs: &[(&str, &str)],
+    data: &BTreeMap<String, CooTensor>,
+    out_dims: &[usize],
+) -> Result<(), String> {
     let a = parse_assignment(expr).map_err(|e| e.to_string())?;
     let formats = formats_rest_dense(&a, specs, data, out_dims.len());
     let ctx = |e: String| format!("{expr} with {specs:?}: {e}");
-    let mut prepared = prepare("kernel", &a, &formats, data, out_dims, None).map_err(|e| ctx(e.to_string()))?;
+    let mut prepared =
+        prepare("kernel", &a, &formats, data, out_dims, None).map_err(|e| ctx(e.to_string()))?;
     prepared.run().map_err(|e| ctx(e.to_string()))?;
-    let got = prepared.result().map_err(|e| format!("{}\n{}", ctx(e.to_string()), prepared.kernel.function))?;
+    let got = prepared
+        .result()
+        .map_err(|e| format!("{}\n{}", ctx(e.to_string()), prepared.kernel.function))?;
     let want = oracle::evaluate(&a, data, out_dims, None)?;
     // The IR interpreter (bounds-checked) must agree with the JIT.
-    let mut interpreted = prepare("kernel", &a, &formats, data, out_dims, None).map_err(|e| ctx(e.to_string()))?;
-    interpreted.run_interpreted().map_err(|e| format!("{}\n{}", ctx(format!("interpreter: {e}")), prepared.kernel.function))?;
+    let mut interpreted =
+        prepare("kernel", &a, &formats, data, out_dims, None).map_err(|e| ctx(e.to_string()))?;
+    interpreted.run_interpreted().map_err(|e| {
+        format!(
+            "{}\n{}",
+            ctx(format!("interpreter: {e}")),
+            prepared.kernel.function
+        )
+    })?;
     let by_ir = interpreted.result().map_err(|e| ctx(e.to_string()))?;
-    close(&by_ir, &want).map_err(|e| format!("{expr} with {specs:?}: wrong result from the IR itself: {e}\n{}", prepared.kernel.function))?;
-    close(&got, &want).map_err(|e| format!("{expr} with {specs:?}: wrong result: {e}\n{}", prepared.kernel.function))
+    close(&by_ir, &want).map_err(|e| {
+        format!(
+            "{expr} with {specs:?}: wrong result from the IR itself: {e}\n{}",
+            prepared.kernel.function
+        )
+    })?;
+    close(&got, &want).map_err(|e| {
+        format!(
+            "{expr} with {specs:?}: wrong result: {e}\n{}",
+            prepared.kernel.function
+        )
+    })
 }

@@ -5,7 +5,14 @@ use super::rng::Rng;
 
 type Pool = &'static [(u32, &'static str)];
 
-pub const VECTOR_IN: Pool = &[(4, "dense"), (4, "sparse"), (2, "hash"), (2, "COO"), (1, "compressed(unordered)"), (1, "hashed(W=8)")];
+pub const VECTOR_IN: Pool = &[
+    (4, "dense"),
+    (4, "sparse"),
+    (2, "hash"),
+    (2, "COO"),
+    (1, "compressed(unordered)"),
+    (1, "hashed(W=8)"),
+];
 pub const VECTOR_OUT: Pool = &[(4, "dense"), (4, "sparse"), (2, "hash"), (1, "COO")];
 
 pub const MATRIX_IN: Pool = &[
@@ -30,14 +37,26 @@ pub const MATRIX_IN: Pool = &[
 ];
 
 /// Formats whose first level can hold a coordinate more than once.
-pub const MATRIX_NONUNIQUE: Pool = &[(4, "COO"), (2, "COO-AoS"), (2, "CSB(2)"), (2, "compressed(nonunique),singleton"), (1, "COO:1,0"), (1, "CSB(1)")];
+pub const MATRIX_NONUNIQUE: Pool = &[
+    (4, "COO"),
+    (2, "COO-AoS"),
+    (2, "CSB(2)"),
+    (2, "compressed(nonunique),singleton"),
+    (1, "COO:1,0"),
+    (1, "CSB(1)"),
+];
 
 /// The SpGEMM / transpose formats users name first.
 pub const MATRIX_COMMON: Pool = &[(3, "CSR"), (2, "CSC"), (2, "DCSR"), (2, "COO")];
 
 /// Results whose upper level inserts (dense, hashed) and whose lower level
 /// appends.
-pub const INSERT_THEN_APPEND: Pool = &[(3, "CSR"), (2, "CSC"), (1, "hashed,compressed"), (1, "dense,compressed(nonunique)")];
+pub const INSERT_THEN_APPEND: Pool = &[
+    (3, "CSR"),
+    (2, "CSC"),
+    (1, "hashed,compressed"),
+    (1, "dense,compressed(nonunique)"),
+];
 
 pub const MATRIX_OUT: Pool = &[
     (4, "dense"),
@@ -67,7 +86,14 @@ pub const ORDER3_IN: Pool = &[
     (1, "dense,compressed,compressed"),
     (1, "CSF:2,1,0"),
 ];
-pub const ORDER3_OUT: Pool = &[(3, "dense"), (3, "COO"), (3, "CSF"), (1, "mode-generic"), (1, "dense,compressed,compressed"), (1, "CSF:1,0,2")];
+pub const ORDER3_OUT: Pool = &[
+    (3, "dense"),
+    (3, "COO"),
+    (3, "CSF"),
+    (1, "mode-generic"),
+    (1, "dense,compressed,compressed"),
+    (1, "CSF:1,0,2"),
+];
 
 pub fn input(order: usize, rng: &mut Rng) -> String {
     match order {

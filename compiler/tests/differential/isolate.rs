@@ -41,23 +41,40 @@ pub fn judge_seed(seed: u64) -> Record {
         _ => format!("{}\n{}", shown.command_line(), outcome.detail),
     };
     let cpu_ms = own_cpu_time().saturating_sub(cpu0).as_secs_f64() * 1e3;
-    Record { seed, family: case.family.to_string(), class: outcome.class, message: outcome.message, case: shown.describe(), detail, cpu_ms }
+    Record {
+        seed,
+        family: case.family.to_string(),
+        class: outcome.class,
+        message: outcome.message,
+        case: shown.describe(),
+        detail,
+        cpu_ms,
+    }
 }
 
 /// The worker: judge the seeds named in the environment, one JSON line per
 /// event, flushed so the parent sees how far it got.
 pub fn worker_main() {
-    let Ok(seeds) = std::env::var(SEEDS_ENV) else { return };
+    let Ok(seeds) = std::env::var(SEEDS_ENV) else {
+        return;
+    };
     let out = std::env::var(OUT_ENV).expect("DIFFERENTIAL_OUT names the output file");
-    let (a, b) = seeds.split_once("..").expect("DIFFERENTIAL_SEEDS is START..END");
+    let (a, b) = seeds
+        .split_once("..")
+        .expect("DIFFERENTIAL_SEEDS is START..END");
     let (a, b): (u64, u64) = (a.parse().unwrap(), b.parse().unwrap());
-    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&out).expect("worker output file");
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&out)
+        .expect("worker output file");
     // Panics are caught and recorded; keep their default report quiet.
     std::panic::set_hook(Box::new(|_| {}));
     for seed in a..b {
         writeln!(file, "{}", serde_json::json!({ "start": seed })).unwrap();
         file.flush().unwrap();
-        let hook = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok()) == Some(seed);
+        let hook =
+            |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok()) == Some(seed);
         if hook(ABORT_AT_ENV) {
             std::process::abort();
         }
@@ -81,7 +98,12 @@ pub fn run_isolated(seeds: Range<u64>, workers: usize, timeout: Duration) -> Vec
 }
 
 /// `run_isolated` with extra environment variables for the workers.
-pub fn run_isolated_with(seeds: Range<u64>, workers: usize, timeout: Duration, env: &[(&str, &str)]) -> Vec<Record> {
+pub fn run_isolated_with(
+    seeds: Range<u64>,
+    workers: usize,
+    timeout: Duration,
+    env: &[(&str, &str)],
+) -> Vec<Record> {
     let mut chunks = Vec::new();
     let mut s = seeds.start;
     while s < seeds.end {
@@ -106,7 +128,10 @@ pub fn run_isolated_with(seeds: Range<u64>, workers: usize, timeout: Duration, e
                 })
             })
             .collect();
-        handles.into_iter().flat_map(|h| h.join().expect("supervisor thread")).collect()
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("supervisor thread"))
+            .collect()
     });
     records.sort_by_key(|r| r.seed);
     records
@@ -124,7 +149,15 @@ fn supervise(seeds: Range<u64>, timeout: Duration, env: &[(&str, &str)]) -> Vec<
     while next < seeds.end {
         let _ = std::fs::remove_file(&path);
         let mut child = Command::new(&exe)
-            .args([WORKER_TEST, "--exact", "--ignored", "--nocapture", "--test-threads", "1", "-q"])
+            .args([
+                WORKER_TEST,
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads",
+                "1",
+                "-q",
+            ])
             .env(SEEDS_ENV, format!("{next}..{}", seeds.end))
             .env(OUT_ENV, &path)
             .envs(env.iter().copied())
@@ -146,10 +179,15 @@ fn supervise(seeds: Range<u64>, timeout: Duration, env: &[(&str, &str)]) -> Vec<
             if started != current.map(|c| c.0) {
                 current = started.map(|s| (s, Instant::now(), child_cpu_time(child.id())));
             }
-            let frozen = current.is_some_and(|(_, wall0, cpu0)| match (cpu0, child_cpu_time(child.id())) {
-                (Some(c0), Some(c)) => c.saturating_sub(c0) > timeout || wall0.elapsed() > 10 * timeout,
-                _ => wall0.elapsed() > timeout,
-            });
+            let frozen =
+                current.is_some_and(
+                    |(_, wall0, cpu0)| match (cpu0, child_cpu_time(child.id())) {
+                        (Some(c0), Some(c)) => {
+                            c.saturating_sub(c0) > timeout || wall0.elapsed() > 10 * timeout
+                        }
+                        _ => wall0.elapsed() > timeout,
+                    },
+                );
             if frozen {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -203,7 +241,9 @@ fn read_progress(path: &Path) -> (Vec<Record>, Option<u64>) {
     let mut done = Vec::new();
     let mut open = None;
     for line in text.lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
         if let Some(s) = v.get("start").and_then(|s| s.as_u64()) {
             open = Some(s);
         } else if let Some(r) = Record::from_json(&v) {

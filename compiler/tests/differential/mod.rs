@@ -21,6 +21,5 @@ pub mod rng;
 pub mod run;
 pub mod templates;
 
-
 pub use report::Summary;
 pub use run::Class;

@@ -22,7 +22,11 @@ pub struct Record {
 
 impl Record {
     pub fn to_json(&self) -> serde_json::Value {
-        let case = if self.class == Class::Pass && self.cpu_ms < SLOW_MS { "" } else { self.case.as_str() };
+        let case = if self.class == Class::Pass && self.cpu_ms < SLOW_MS {
+            ""
+        } else {
+            self.case.as_str()
+        };
         serde_json::json!({ "seed": self.seed, "family": self.family, "class": self.class.name(), "message": self.message, "case": case, "detail": self.detail, "cpu_ms": self.cpu_ms })
     }
 
@@ -46,7 +50,11 @@ pub fn normalize(message: &str) -> String {
     // A loop-order conflict lists every operand involved; what counts is
     // whether the result's assembly order is one side, and the advice.
     if let Some(rest) = message.strip_prefix("no loop order works:") {
-        let who = if rest.contains("assembled in order") { "the result's assembly order conflicts with an operand's" } else { "operands visit their indices in conflicting orders" };
+        let who = if rest.contains("assembled in order") {
+            "the result's assembly order conflicts with an operand's"
+        } else {
+            "operands visit their indices in conflicting orders"
+        };
         let advice = rest.rsplit(';').next().unwrap_or("");
         let advice = advice.split(" (-f").next().unwrap_or(advice);
         return format!("no loop order works: {who};{}", tokens(advice));
@@ -68,7 +76,10 @@ fn tokens(message: &str) -> String {
             }
             out.push_str("`_`");
         } else if c.is_ascii_digit() {
-            while chars.peek().is_some_and(|d| d.is_ascii_digit() || *d == '.') {
+            while chars
+                .peek()
+                .is_some_and(|d| d.is_ascii_digit() || *d == '.')
+            {
                 chars.next();
             }
             out.push('N');
@@ -82,7 +93,11 @@ fn tokens(message: &str) -> String {
                     break;
                 }
             }
-            out.push_str(&if prev == '-' || chars.peek() == Some(&'=') { word } else { normalize_word(&word, chars.peek() == Some(&'(')) });
+            out.push_str(&if prev == '-' || chars.peek() == Some(&'=') {
+                word
+            } else {
+                normalize_word(&word, chars.peek() == Some(&'('))
+            });
         } else {
             out.push(c);
         }
@@ -100,8 +115,13 @@ fn normalize_word(w: &str, before_paren: bool) -> String {
     let first = cs.next().unwrap();
     let rest: String = cs.collect();
     let numbered = !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit());
-    let hidden = ["blk", "in"].iter().any(|m| rest.starts_with(m) && rest.len() > m.len() && rest[m.len()..].starts_with(|c: char| c.is_ascii_uppercase()));
-    if numbered || (first.is_ascii_uppercase() && rest.is_empty()) || (before_paren && w.len() <= 2) {
+    let hidden = ["blk", "in"].iter().any(|m| {
+        rest.starts_with(m)
+            && rest.len() > m.len()
+            && rest[m.len()..].starts_with(|c: char| c.is_ascii_uppercase())
+    });
+    if numbered || (first.is_ascii_uppercase() && rest.is_empty()) || (before_paren && w.len() <= 2)
+    {
         "T".into()
     } else if hidden || (w.len() == 1 && first.is_ascii_lowercase() && w != "a") {
         "v".into()
@@ -135,7 +155,8 @@ impl Summary {
         for r in self.records.iter().filter(|r| r.class == Class::Refused) {
             groups.entry(normalize(&r.message)).or_insert((0, r)).0 += 1;
         }
-        let mut v: Vec<(String, usize, &Record)> = groups.into_iter().map(|(m, (n, r))| (m, n, r)).collect();
+        let mut v: Vec<(String, usize, &Record)> =
+            groups.into_iter().map(|(m, (n, r))| (m, n, r)).collect();
         v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         v
     }
@@ -151,7 +172,13 @@ impl Summary {
         let mut s = String::new();
         let _ = writeln!(s, "differential cases: {}", self.records.len());
         for c in [Class::Pass, Class::Refused, Class::Wrong, Class::Crash] {
-            let _ = writeln!(s, "  {:<8} {:>6}  ({:.1}%)", c.name(), self.count(c), self.pct(self.count(c)));
+            let _ = writeln!(
+                s,
+                "  {:<8} {:>6}  ({:.1}%)",
+                c.name(),
+                self.count(c),
+                self.pct(self.count(c))
+            );
         }
         s
     }
@@ -160,7 +187,11 @@ impl Summary {
     pub fn headline(&self, top: usize) -> String {
         let mut s = self.counts();
         let refusals = self.refusals();
-        let _ = writeln!(s, "most frequent refusals ({} distinct messages):", refusals.len());
+        let _ = writeln!(
+            s,
+            "most frequent refusals ({} distinct messages):",
+            refusals.len()
+        );
         for (m, n, _) in refusals.iter().take(top) {
             let _ = writeln!(s, "  {n:>6} ({:.1}%)  {m}", self.pct(*n));
         }
@@ -176,18 +207,56 @@ impl Summary {
         }
         let _ = writeln!(s, "\nby family:            pass refused  wrong  crash");
         for (f, n) in &fam {
-            let _ = writeln!(s, "  {f:<18} {:>6} {:>7} {:>6} {:>6}", n[0], n[1], n[2], n[3]);
+            let _ = writeln!(
+                s,
+                "  {f:<18} {:>6} {:>7} {:>6} {:>6}",
+                n[0], n[1], n[2], n[3]
+            );
         }
         let refusals = self.refusals();
-        let _ = writeln!(s, "\nrefusals by message ({} cases, {:.1}%; {} distinct):", self.count(Class::Refused), pct(self.count(Class::Refused)), refusals.len());
+        let _ = writeln!(
+            s,
+            "\nrefusals by message ({} cases, {:.1}%; {} distinct):",
+            self.count(Class::Refused),
+            pct(self.count(Class::Refused)),
+            refusals.len()
+        );
         for (m, n, r) in &refusals {
-            let _ = writeln!(s, "  {n:>6} ({:.1}%)  {m}\n           e.g. seed {}: {}\n                {}", pct(*n), r.seed, r.case, r.message);
+            let _ = writeln!(
+                s,
+                "  {n:>6} ({:.1}%)  {m}\n           e.g. seed {}: {}\n                {}",
+                pct(*n),
+                r.seed,
+                r.case,
+                r.message
+            );
         }
-        let mut slow: Vec<&Record> = self.records.iter().filter(|r| r.cpu_ms >= SLOW_MS).collect();
+        let mut slow: Vec<&Record> = self
+            .records
+            .iter()
+            .filter(|r| r.cpu_ms >= SLOW_MS)
+            .collect();
         slow.sort_by(|a, b| b.cpu_ms.total_cmp(&a.cpu_ms));
-        let _ = writeln!(s, "\nslow cases (at least {} s of CPU; not failures): {}", SLOW_MS / 1000.0, slow.len());
+        let _ = writeln!(
+            s,
+            "\nslow cases (at least {} s of CPU; not failures): {}",
+            SLOW_MS / 1000.0,
+            slow.len()
+        );
         for r in slow.iter().take(10) {
-            let _ = writeln!(s, "  {:>8.1} s  seed {} [{}] {}: {}", r.cpu_ms / 1000.0, r.seed, r.family, r.class.name(), if r.case.is_empty() { &r.message } else { &r.case });
+            let _ = writeln!(
+                s,
+                "  {:>8.1} s  seed {} [{}] {}: {}",
+                r.cpu_ms / 1000.0,
+                r.seed,
+                r.family,
+                r.class.name(),
+                if r.case.is_empty() {
+                    &r.message
+                } else {
+                    &r.case
+                }
+            );
         }
         for c in [Class::Wrong, Class::Crash] {
             let list: Vec<&Record> = self.records.iter().filter(|r| r.class == c).collect();
@@ -196,7 +265,15 @@ impl Summary {
             }
             let _ = writeln!(s, "\n{} cases ({}):", c.name(), list.len());
             for r in list.iter().take(max_listed) {
-                let _ = writeln!(s, "--- seed {} [{}] {}\n    {}\n{}", r.seed, r.family, r.case, r.message, indent(&r.detail));
+                let _ = writeln!(
+                    s,
+                    "--- seed {} [{}] {}\n    {}\n{}",
+                    r.seed,
+                    r.family,
+                    r.case,
+                    r.message,
+                    indent(&r.detail)
+                );
             }
             if list.len() > max_listed {
                 let _ = writeln!(s, "... and {} more", list.len() - max_listed);

@@ -48,7 +48,11 @@ impl Rng {
     /// never zero.
     pub fn value(&mut self) -> f64 {
         let v = (self.below(17) as f64 - 8.0) / 4.0;
-        if v == 0.0 { 1.0 } else { v }
+        if v == 0.0 {
+            1.0
+        } else {
+            v
+        }
     }
 
     /// Fisher-Yates shuffle.

@@ -33,7 +33,9 @@ impl Class {
         }
     }
     pub fn parse(s: &str) -> Option<Class> {
-        [Class::Pass, Class::Refused, Class::Wrong, Class::Crash].into_iter().find(|c| c.name() == s)
+        [Class::Pass, Class::Refused, Class::Wrong, Class::Crash]
+            .into_iter()
+            .find(|c| c.name() == s)
     }
 }
 
@@ -48,7 +50,11 @@ pub struct Outcome {
 
 impl Outcome {
     fn new(class: Class, message: impl Into<String>) -> Self {
-        Outcome { class, message: message.into(), detail: String::new() }
+        Outcome {
+            class,
+            message: message.into(),
+            detail: String::new(),
+        }
     }
 }
 
@@ -66,13 +72,21 @@ pub fn judge(case: &Case) -> Outcome {
 }
 
 pub fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "(no message)".into())
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "(no message)".into())
 }
 
 fn attempt(case: &Case) -> Outcome {
     let a = match parse_assignment(&case.expr) {
         Ok(a) => a,
-        Err(e) => return Outcome::new(Class::Crash, format!("the generator wrote an expression that does not parse: {e}")),
+        Err(e) => {
+            return Outcome::new(
+                Class::Crash,
+                format!("the generator wrote an expression that does not parse: {e}"),
+            )
+        }
     };
     let registry = Registry::builtin();
     let mut formats = BTreeMap::new();
@@ -85,7 +99,11 @@ fn attempt(case: &Case) -> Outcome {
         }
     }
     let data = case.data();
-    let initial = if a.accumulate { case.result.data.as_ref() } else { None };
+    let initial = if a.accumulate {
+        case.result.data.as_ref()
+    } else {
+        None
+    };
     let out_dims = &case.result.dims;
     let want = match expected(case) {
         Ok(w) => w,
@@ -112,15 +130,27 @@ fn attempt(case: &Case) -> Outcome {
             return Outcome::new(Class::Crash, format!("{on}run: {e}"));
         }
         if let Err(e) = storage::validate(&prepared.output) {
-            return Outcome::new(Class::Wrong, format!("{on}the result breaks its own format: {e}"));
+            return Outcome::new(
+                Class::Wrong,
+                format!("{on}the result breaks its own format: {e}"),
+            );
         }
         let got = match prepared.result() {
             Ok(g) => g,
-            Err(e) => return Outcome::new(Class::Wrong, format!("{on}the result cannot be read back: {e}")),
+            Err(e) => {
+                return Outcome::new(
+                    Class::Wrong,
+                    format!("{on}the result cannot be read back: {e}"),
+                )
+            }
         };
         if let Some(diff) = compare(&got, &want) {
             let mut o = Outcome::new(Class::Wrong, format!("{on}{diff}"));
-            o.detail = format!("want:\n{}got:\n{}", indent(&tns_lines(&want.canonical())), indent(&tns_lines(&got.canonical())));
+            o.detail = format!(
+                "want:\n{}got:\n{}",
+                indent(&tns_lines(&want.canonical())),
+                indent(&tns_lines(&got.canonical()))
+            );
             return o;
         }
     }
@@ -130,8 +160,13 @@ fn attempt(case: &Case) -> Outcome {
 /// The oracle's answer for `case`.
 pub fn expected(case: &Case) -> Result<CooTensor, String> {
     let a = parse_assignment(&case.expr).map_err(|e| e.to_string())?;
-    let initial = if a.accumulate { case.result.data.as_ref() } else { None };
-    oracle::evaluate(&a, &case.data(), &case.result.dims, initial).map_err(|e| format!("the oracle cannot evaluate the case: {e}"))
+    let initial = if a.accumulate {
+        case.result.data.as_ref()
+    } else {
+        None
+    };
+    oracle::evaluate(&a, &case.data(), &case.result.dims, initial)
+        .map_err(|e| format!("the oracle cannot evaluate the case: {e}"))
 }
 
 /// A clean refusal, unless the message owns up to being internal.
@@ -147,10 +182,19 @@ fn error_outcome(message: String) -> Outcome {
 /// `None` when equal within tolerance; else the first differing entry.
 pub fn compare(got: &CooTensor, want: &CooTensor) -> Option<String> {
     if got.dims != want.dims {
-        return Some(format!("result dimensions {:?}, expected {:?}", got.dims, want.dims));
+        return Some(format!(
+            "result dimensions {:?}, expected {:?}",
+            got.dims, want.dims
+        ));
     }
     let (g, w) = (got.to_dense(), want.to_dense());
-    let bad: Vec<usize> = (0..w.len()).filter(|&n| !(g[n] - w[n]).abs().le(&(TOLERANCE * (1.0 + g[n].abs().max(w[n].abs()))))).collect();
+    let bad: Vec<usize> = (0..w.len())
+        .filter(|&n| {
+            !(g[n] - w[n])
+                .abs()
+                .le(&(TOLERANCE * (1.0 + g[n].abs().max(w[n].abs()))))
+        })
+        .collect();
     let &first = bad.first()?;
     let mut coord = vec![0usize; want.dims.len()];
     let mut rest = first;
@@ -158,7 +202,14 @@ pub fn compare(got: &CooTensor, want: &CooTensor) -> Option<String> {
         coord[d] = rest % want.dims[d];
         rest /= want.dims[d];
     }
-    Some(format!("{} of {} entries differ; at {:?} got {}, want {}", bad.len(), w.len(), coord, g[first], w[first]))
+    Some(format!(
+        "{} of {} entries differ; at {:?} got {}, want {}",
+        bad.len(),
+        w.len(),
+        coord,
+        g[first],
+        w[first]
+    ))
 }
 
 fn indent(s: &str) -> String {
@@ -175,7 +226,13 @@ pub fn minimize(case: &Case) -> Case {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let still_wrong = |c: &Case| judge(c).class == Class::Wrong;
     let mut best = case.clone();
-    let names: Vec<String> = best.inputs.iter().chain(std::iter::once(&best.result)).filter(|o| o.data.is_some()).map(|o| o.name.clone()).collect();
+    let names: Vec<String> = best
+        .inputs
+        .iter()
+        .chain(std::iter::once(&best.result))
+        .filter(|o| o.data.is_some())
+        .map(|o| o.name.clone())
+        .collect();
     let mut budget = 400usize;
     for name in &names {
         let mut e = 0;

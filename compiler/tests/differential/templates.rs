@@ -32,9 +32,19 @@ pub const FAMILIES_ENV: &str = "DIFFERENTIAL_FAMILIES";
 /// (all when unset).
 pub fn generate(seed: u64) -> Case {
     let chosen = std::env::var(FAMILIES_ENV).ok();
-    let allowed: Vec<&(u32, &str, Template)> =
-        FAMILIES.iter().filter(|(_, name, _)| chosen.as_deref().is_none_or(|c| c.split(',').any(|n| n.trim() == *name))).collect();
-    assert!(!allowed.is_empty(), "{FAMILIES_ENV} names no family; the families are: {}", FAMILIES.iter().map(|f| f.1).collect::<Vec<_>>().join(", "));
+    let allowed: Vec<&(u32, &str, Template)> = FAMILIES
+        .iter()
+        .filter(|(_, name, _)| {
+            chosen
+                .as_deref()
+                .is_none_or(|c| c.split(',').any(|n| n.trim() == *name))
+        })
+        .collect();
+    assert!(
+        !allowed.is_empty(),
+        "{FAMILIES_ENV} names no family; the families are: {}",
+        FAMILIES.iter().map(|f| f.1).collect::<Vec<_>>().join(", ")
+    );
     let mut rng = Rng::for_case(seed);
     let total: u32 = allowed.iter().map(|f| f.0).sum();
     let mut r = rng.below(total as usize) as u32;
@@ -75,7 +85,14 @@ fn union_vector(seed: u64, rng: &mut Rng) -> Case {
                 fs.push(n);
             }
         }
-        terms.push(format!("{}{}", coefficient(rng), fs.iter().map(|n| format!("{n}(i)")).collect::<Vec<_>>().join(" * ")));
+        terms.push(format!(
+            "{}{}",
+            coefficient(rng),
+            fs.iter()
+                .map(|n| format!("{n}(i)"))
+                .collect::<Vec<_>>()
+                .join(" * ")
+        ));
     }
     let mut rhs = terms[0].clone();
     for t in &terms[1..] {
@@ -83,7 +100,10 @@ fn union_vector(seed: u64, rng: &mut Rng) -> Case {
         rhs.push_str(t);
     }
     let expr = format!("y(i) = {rhs}");
-    let mut fm: Vec<(&str, String)> = names.iter().map(|&n| f(n, formats::input(1, rng))).collect();
+    let mut fm: Vec<(&str, String)> = names
+        .iter()
+        .map(|&n| f(n, formats::input(1, rng)))
+        .collect();
     fm.push(f("y", formats::output(1, rng)));
     Case::new(seed, "union-vector", &expr, &fm, &[("i", extent(rng))], rng)
 }
@@ -102,7 +122,12 @@ fn union_matrix(seed: u64, rng: &mut Rng) -> Case {
     };
     let square = shape == 0 && rng.chance(0.5);
     let m = if square { n } else { m };
-    let mut fm = vec![f("B", formats::input(2, rng)), f("C", formats::input(2, rng)), f("D", formats::input(2, rng)), f("X", formats::input(2, rng))];
+    let mut fm = vec![
+        f("B", formats::input(2, rng)),
+        f("C", formats::input(2, rng)),
+        f("D", formats::input(2, rng)),
+        f("X", formats::input(2, rng)),
+    ];
     for v in ["x", "z", "w"] {
         fm.push(f(v, formats::input(1, rng)));
     }
@@ -126,12 +151,28 @@ fn sum_of_k(seed: u64, rng: &mut Rng) -> Case {
     let names = ["B1", "B2", "B3", "B4", "B5"];
     let mut rhs = String::new();
     for (t, name) in names[..k].iter().enumerate() {
-        let op = if t == 0 { "" } else if rng.chance(0.2) { " - " } else { " + " };
+        let op = if t == 0 {
+            ""
+        } else if rng.chance(0.2) {
+            " - "
+        } else {
+            " + "
+        };
         rhs.push_str(&format!("{op}{}{name}(i,j)", coefficient(rng)));
     }
-    let mut fm: Vec<(&str, String)> = names[..k].iter().map(|&n| f(n, formats::input(2, rng))).collect();
+    let mut fm: Vec<(&str, String)> = names[..k]
+        .iter()
+        .map(|&n| f(n, formats::input(2, rng)))
+        .collect();
     fm.push(f("Y", formats::output(2, rng)));
-    Case::new(seed, "sum-of-k", &format!("Y(i,j) = {rhs}"), &fm, &[("i", extent(rng)), ("j", extent(rng))], rng)
+    Case::new(
+        seed,
+        "sum-of-k",
+        &format!("Y(i,j) = {rhs}"),
+        &fm,
+        &[("i", extent(rng)), ("j", extent(rng))],
+        rng,
+    )
 }
 
 /// A nonunique operand (COO, CSB, COO-AoS, mode-generic, ...) reduced or
@@ -143,25 +184,78 @@ fn nonunique_reduce(seed: u64, rng: &mut Rng) -> Case {
         0..=3 => {
             // Dense factors and results that insert above an appended level
             // (CSR, CSC) are where repeated coordinates of B bite.
-            let c = if rng.chance(0.5) { "dense".to_string() } else { formats::input(2, rng) };
-            let y = if rng.chance(0.5) { formats::from(INSERT_THEN_APPEND, rng) } else { formats::output(2, rng) };
-            let fm = [f("B", formats::from(MATRIX_NONUNIQUE, rng)), f("C", c), f("Y", y)];
-            Case::new(seed, "nonunique-reduce", "Y(i,j) = B(i,k) * C(k,j)", &fm, &ext, rng)
+            let c = if rng.chance(0.5) {
+                "dense".to_string()
+            } else {
+                formats::input(2, rng)
+            };
+            let y = if rng.chance(0.5) {
+                formats::from(INSERT_THEN_APPEND, rng)
+            } else {
+                formats::output(2, rng)
+            };
+            let fm = [
+                f("B", formats::from(MATRIX_NONUNIQUE, rng)),
+                f("C", c),
+                f("Y", y),
+            ];
+            Case::new(
+                seed,
+                "nonunique-reduce",
+                "Y(i,j) = B(i,k) * C(k,j)",
+                &fm,
+                &ext,
+                rng,
+            )
         }
         4 => {
-            let expr = *rng.pick(&["y(i) = B(i,j) * x(j)", "y(j) = B(i,j) * x(i)", "y(i) = B(i,j)", "y(j) = B(i,j)"]);
-            let fm = [f("B", formats::from(MATRIX_NONUNIQUE, rng)), f("x", formats::input(1, rng)), f("y", formats::output(1, rng))];
+            let expr = *rng.pick(&[
+                "y(i) = B(i,j) * x(j)",
+                "y(j) = B(i,j) * x(i)",
+                "y(i) = B(i,j)",
+                "y(j) = B(i,j)",
+            ]);
+            let fm = [
+                f("B", formats::from(MATRIX_NONUNIQUE, rng)),
+                f("x", formats::input(1, rng)),
+                f("y", formats::output(1, rng)),
+            ];
             Case::new(seed, "nonunique-reduce", expr, &fm, &ext, rng)
         }
         5 => {
-            let expr = *rng.pick(&["Y(i,j) = B(i,j)", "Y(i,j) = B(i,j) * C(i,j)", "Y(i,j) = B(i,j) + C(i,j)", "Y(j,i) = B(i,j)"]);
-            let fm = [f("B", formats::from(MATRIX_NONUNIQUE, rng)), f("C", formats::input(2, rng)), f("Y", formats::output(2, rng))];
+            let expr = *rng.pick(&[
+                "Y(i,j) = B(i,j)",
+                "Y(i,j) = B(i,j) * C(i,j)",
+                "Y(i,j) = B(i,j) + C(i,j)",
+                "Y(j,i) = B(i,j)",
+            ]);
+            let fm = [
+                f("B", formats::from(MATRIX_NONUNIQUE, rng)),
+                f("C", formats::input(2, rng)),
+                f("Y", formats::output(2, rng)),
+            ];
             Case::new(seed, "nonunique-reduce", expr, &fm, &ext, rng)
         }
         _ => {
-            let expr = *rng.pick(&["y(i) = B(i,j,k)", "Y(i,j) = B(i,j,k)", "Y(i,j) = B(i,j,k) * c(k)", "Y(i,k) = B(i,j,k)", "a = B(i,j,k)"]);
-            let b = *rng.pick(&["COO", "mode-generic", "COO-AoS", "compressed(nonunique),singleton(nonunique),singleton"]);
-            let fm = [f("B", b), f("c", formats::input(1, rng)), f("y", formats::output(1, rng)), f("Y", formats::output(2, rng))];
+            let expr = *rng.pick(&[
+                "y(i) = B(i,j,k)",
+                "Y(i,j) = B(i,j,k)",
+                "Y(i,j) = B(i,j,k) * c(k)",
+                "Y(i,k) = B(i,j,k)",
+                "a = B(i,j,k)",
+            ]);
+            let b = *rng.pick(&[
+                "COO",
+                "mode-generic",
+                "COO-AoS",
+                "compressed(nonunique),singleton(nonunique),singleton",
+            ]);
+            let fm = [
+                f("B", b),
+                f("c", formats::input(1, rng)),
+                f("y", formats::output(1, rng)),
+                f("Y", formats::output(2, rng)),
+            ];
             Case::new(seed, "nonunique-reduce", expr, &fm, &ext, rng)
         }
     }
@@ -187,18 +281,57 @@ fn result_on_rhs(seed: u64, rng: &mut Rng) -> Case {
     ];
     let (expr, order) = *rng.pick(exprs);
     let m = if expr.contains("A(j,i)") { n } else { m };
-    let result = if order == 2 { "A" } else if order == 1 { "y" } else { "a" };
-    let fm = [f(result, formats::output(order, rng)), f("B", formats::input(2, rng)), f("C", formats::input(2, rng)), f("x", formats::input(1, rng))];
-    Case::new(seed, "result-on-rhs", expr, &fm, &[("i", n), ("j", m), ("k", k)], rng)
+    let result = if order == 2 {
+        "A"
+    } else if order == 1 {
+        "y"
+    } else {
+        "a"
+    };
+    let fm = [
+        f(result, formats::output(order, rng)),
+        f("B", formats::input(2, rng)),
+        f("C", formats::input(2, rng)),
+        f("x", formats::input(1, rng)),
+    ];
+    Case::new(
+        seed,
+        "result-on-rhs",
+        expr,
+        &fm,
+        &[("i", n), ("j", m), ("k", k)],
+        rng,
+    )
 }
 
 /// SpGEMM in the common sparse formats into sparse results.
 fn spgemm(seed: u64, rng: &mut Rng) -> Case {
-    let expr = *rng.weighted(&[(4, "A(i,j) = B(i,k) * C(k,j)"), (1, "A(i,j) = B(i,k) * C(j,k)"), (1, "A(i,j) = B(k,i) * C(k,j)")]);
-    let pick = |rng: &mut Rng| if rng.chance(0.85) { formats::from(MATRIX_COMMON, rng) } else { formats::input(2, rng) };
-    let out = if rng.chance(0.85) { formats::from(MATRIX_COMMON, rng) } else { formats::output(2, rng) };
+    let expr = *rng.weighted(&[
+        (4, "A(i,j) = B(i,k) * C(k,j)"),
+        (1, "A(i,j) = B(i,k) * C(j,k)"),
+        (1, "A(i,j) = B(k,i) * C(k,j)"),
+    ]);
+    let pick = |rng: &mut Rng| {
+        if rng.chance(0.85) {
+            formats::from(MATRIX_COMMON, rng)
+        } else {
+            formats::input(2, rng)
+        }
+    };
+    let out = if rng.chance(0.85) {
+        formats::from(MATRIX_COMMON, rng)
+    } else {
+        formats::output(2, rng)
+    };
     let fm = [f("B", pick(rng)), f("C", pick(rng)), f("A", out)];
-    Case::new(seed, "spgemm", expr, &fm, &[("i", extent(rng)), ("j", extent(rng)), ("k", extent(rng))], rng)
+    Case::new(
+        seed,
+        "spgemm",
+        expr,
+        &fm,
+        &[("i", extent(rng)), ("j", extent(rng)), ("k", extent(rng))],
+        rng,
+    )
 }
 
 /// Transposes and sums of a matrix with its transpose, CSR + CSC.
@@ -212,9 +345,23 @@ fn transpose(seed: u64, rng: &mut Rng) -> Case {
         ("A(i,j) = B(i,j) - C(j,i)", true),
     ]);
     let m = if square { n } else { extent(rng) };
-    let pick = |rng: &mut Rng| if rng.chance(0.7) { formats::from(MATRIX_COMMON, rng) } else { formats::input(2, rng) };
-    let (b, c) = if expr == "A(i,j) = B(i,j) + C(i,j)" && rng.chance(0.5) { ("CSR".to_string(), "CSC".to_string()) } else { (pick(rng), pick(rng)) };
-    let out = if rng.chance(0.7) { formats::from(MATRIX_COMMON, rng) } else { formats::output(2, rng) };
+    let pick = |rng: &mut Rng| {
+        if rng.chance(0.7) {
+            formats::from(MATRIX_COMMON, rng)
+        } else {
+            formats::input(2, rng)
+        }
+    };
+    let (b, c) = if expr == "A(i,j) = B(i,j) + C(i,j)" && rng.chance(0.5) {
+        ("CSR".to_string(), "CSC".to_string())
+    } else {
+        (pick(rng), pick(rng))
+    };
+    let out = if rng.chance(0.7) {
+        formats::from(MATRIX_COMMON, rng)
+    } else {
+        formats::output(2, rng)
+    };
     let fm = [f("B", b), f("C", c), f("A", out)];
     Case::new(seed, "transpose", expr, &fm, &[("i", n), ("j", m)], rng)
 }
@@ -227,17 +374,42 @@ fn conversion(seed: u64, rng: &mut Rng) -> Case {
         2 => ("A(i,j) = B(i,j)", vec!["i", "j"]),
         _ => ("A(i,j,k) = B(i,j,k)", vec!["i", "j", "k"]),
     };
-    let fm = [f("B", formats::input(order, rng)), f("A", formats::output(order, rng))];
+    let fm = [
+        f("B", formats::input(order, rng)),
+        f("A", formats::output(order, rng)),
+    ];
     let ext: Vec<(&str, usize)> = vars.iter().map(|&v| (v, extent(rng))).collect();
     Case::new(seed, "conversion", expr, &fm, &ext, rng)
 }
 
 /// Full reductions: Frobenius norms (BCSR among them), inner products, dots.
 fn reduction(seed: u64, rng: &mut Rng) -> Case {
-    let expr = *rng.pick(&["a = B(i,j) * B(i,j)", "a = B(i,j) * C(i,j)", "a = x(i) * z(i)", "a = B(i,j)", "a = B(i,j) * x(j)"]);
-    let b = if rng.chance(0.3) { formats::from(&[(1, "BCSR(2)"), (1, "BCSR(1)"), (1, "BCSR(3)")], rng) } else { formats::input(2, rng) };
-    let fm = [f("B", b), f("C", formats::input(2, rng)), f("x", formats::input(1, rng)), f("z", formats::input(1, rng))];
-    Case::new(seed, "reduction", expr, &fm, &[("i", extent(rng)), ("j", extent(rng))], rng)
+    let expr = *rng.pick(&[
+        "a = B(i,j) * B(i,j)",
+        "a = B(i,j) * C(i,j)",
+        "a = x(i) * z(i)",
+        "a = B(i,j)",
+        "a = B(i,j) * x(j)",
+    ]);
+    let b = if rng.chance(0.3) {
+        formats::from(&[(1, "BCSR(2)"), (1, "BCSR(1)"), (1, "BCSR(3)")], rng)
+    } else {
+        formats::input(2, rng)
+    };
+    let fm = [
+        f("B", b),
+        f("C", formats::input(2, rng)),
+        f("x", formats::input(1, rng)),
+        f("z", formats::input(1, rng)),
+    ];
+    Case::new(
+        seed,
+        "reduction",
+        expr,
+        &fm,
+        &[("i", extent(rng)), ("j", extent(rng))],
+        rng,
+    )
 }
 
 /// TTV, TTM, MTTKRP, INNERPROD, PLUS in COO, CSF, mode-generic and kin.
@@ -259,7 +431,10 @@ fn order3(seed: u64, rng: &mut Rng) -> Case {
         f("A", formats::output(out_order, rng)),
         f("a", "dense"),
     ];
-    let ext: Vec<(&str, usize)> = ["i", "j", "k", "l"].into_iter().map(|v| (v, extent(rng))).collect();
+    let ext: Vec<(&str, usize)> = ["i", "j", "k", "l"]
+        .into_iter()
+        .map(|v| (v, extent(rng)))
+        .collect();
     Case::new(seed, "order-3", expr, &fm, &ext, rng)
 }
 
@@ -276,14 +451,25 @@ fn random_expr(seed: u64, rng: &mut Rng) -> Case {
         let mut vars: Vec<&str> = VARS.to_vec();
         rng.shuffle(&mut vars);
         vars.truncate(order);
-        accesses.push(if order == 0 { name.to_string() } else { format!("{name}({})", vars.join(",")) });
+        accesses.push(if order == 0 {
+            name.to_string()
+        } else {
+            format!("{name}({})", vars.join(","))
+        });
         fm.push(f(name, formats::input(order, rng)));
     }
     fn tree(rng: &mut Rng, accesses: &[String], depth: usize) -> String {
         if depth == 0 || rng.chance(0.3) {
-            return if rng.chance(0.85) { rng.pick(accesses).clone() } else { format!("{}", rng.range(1, 3)) };
+            return if rng.chance(0.85) {
+                rng.pick(accesses).clone()
+            } else {
+                format!("{}", rng.range(1, 3))
+            };
         }
-        let (a, b) = (tree(rng, accesses, depth - 1), tree(rng, accesses, depth - 1));
+        let (a, b) = (
+            tree(rng, accesses, depth - 1),
+            tree(rng, accesses, depth - 1),
+        );
         match rng.below(4) {
             0 => format!("({a} + {b})"),
             1 => format!("({a} - {b})"),
@@ -292,11 +478,30 @@ fn random_expr(seed: u64, rng: &mut Rng) -> Case {
         }
     }
     let rhs = tree(rng, &accesses, 3);
-    let mut free: Vec<&str> = VARS.iter().copied().filter(|v| rhs.contains(&format!("{v},")) || rhs.contains(&format!("{v})")) || rhs.contains(&format!("({v}"))).collect();
+    let mut free: Vec<&str> = VARS
+        .iter()
+        .copied()
+        .filter(|v| {
+            rhs.contains(&format!("{v},"))
+                || rhs.contains(&format!("{v})"))
+                || rhs.contains(&format!("({v}"))
+        })
+        .collect();
     rng.shuffle(&mut free);
     free.truncate(rng.range(0, free.len().min(2)));
-    let lhs = if free.is_empty() { "A".to_string() } else { format!("A({})", free.join(",")) };
+    let lhs = if free.is_empty() {
+        "A".to_string()
+    } else {
+        format!("A({})", free.join(","))
+    };
     fm.push(f("A", formats::output(free.len(), rng)));
     let ext: Vec<(&str, usize)> = VARS.iter().map(|&v| (v, extent(rng))).collect();
-    Case::new(seed, "random-expr", &format!("{lhs} = {rhs}"), &fm, &ext, rng)
+    Case::new(
+        seed,
+        "random-expr",
+        &format!("{lhs} = {rhs}"),
+        &fm,
+        &ext,
+        rng,
+    )
 }

@@ -24,7 +24,8 @@ mod tests {
 
     fn parse(text: &str) -> tree_sitter::Tree {
         let mut p = tree_sitter::Parser::new();
-        p.set_language(&LANGUAGE.into()).expect("load tensor grammar");
+        p.set_language(&LANGUAGE.into())
+            .expect("load tensor grammar");
         p.parse(text, None).expect("parse")
     }
 
@@ -41,9 +42,16 @@ mod tests {
         let t = parse("kernel a { y(i) = A(i,j) * \n}\nkernel b { z(i) = x(i) }\ntensor q : f64[3] @ sparse\n");
         let root = t.root_node();
         assert!(root.has_error());
-        let kinds: Vec<&str> = (0..root.named_child_count()).filter_map(|i| root.named_child(i)).map(|n| n.kind()).collect();
+        let kinds: Vec<&str> = (0..root.named_child_count())
+            .filter_map(|i| root.named_child(i))
+            .map(|n| n.kind())
+            .collect();
         assert!(kinds.contains(&"tensor_declaration"), "{kinds:?}");
-        assert_eq!(kinds.iter().filter(|k| **k == "kernel_declaration").count(), 2, "{kinds:?}");
+        assert_eq!(
+            kinds.iter().filter(|k| **k == "kernel_declaration").count(),
+            2,
+            "{kinds:?}"
+        );
     }
 
     #[test]
@@ -59,7 +67,11 @@ mod tests {
     #[test]
     fn generated_parser_is_current() {
         let grammar = include_bytes!("../../grammar.js");
-        assert_eq!(GENERATED_FROM.trim(), format!("{:016x}", fnv1a(grammar)), "src/ is stale: run tree-sitter-tensor/scripts/regenerate.sh");
+        assert_eq!(
+            GENERATED_FROM.trim(),
+            format!("{:016x}", fnv1a(grammar)),
+            "src/ is stale: run tree-sitter-tensor/scripts/regenerate.sh"
+        );
     }
 
     fn fnv1a(bytes: &[u8]) -> u64 {

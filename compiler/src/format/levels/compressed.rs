@@ -20,7 +20,12 @@ pub struct Compressed {
 
 impl Default for Compressed {
     fn default() -> Self {
-        Compressed { full: false, ordered: true, unique: true, layout: CrdLayout::Own }
+        Compressed {
+            full: false,
+            ordered: true,
+            unique: true,
+            layout: CrdLayout::Own,
+        }
     }
 }
 
@@ -46,7 +51,13 @@ impl LevelFormat for Compressed {
         }
     }
     fn properties(&self) -> Properties {
-        Properties { full: self.full, ordered: self.ordered, unique: self.unique, branchless: false, compact: true }
+        Properties {
+            full: self.full,
+            ordered: self.ordered,
+            unique: self.unique,
+            branchless: false,
+            compact: true,
+        }
     }
     fn iteration(&self) -> Iteration<'_> {
         Iteration::CoordPosition(self)
@@ -71,7 +82,11 @@ impl LevelFormat for Compressed {
         for seg in input.parents {
             let groups = input.groups(seg, self.unique);
             for (_coord, lo, hi) in groups {
-                children.push(Segment { pos: columns[0].len(), lo, hi });
+                children.push(Segment {
+                    pos: columns[0].len(),
+                    lo,
+                    hi,
+                });
                 for (f, col) in columns.iter_mut().enumerate() {
                     col.push(input.coord(lo, input.level + f) as i32);
                 }
@@ -84,8 +99,17 @@ impl LevelFormat for Compressed {
             pos[p] = pos[p].max(pos[p - 1]);
         }
         let size = columns[0].len();
-        let crd = if self.layout.is_aos() { CrdLayout::interleave(&columns) } else { columns.swap_remove(0) };
-        Ok(PackOutput { children, size, arrays: vec![("pos", pos), ("crd", crd)], params: Vec::new() })
+        let crd = if self.layout.is_aos() {
+            CrdLayout::interleave(&columns)
+        } else {
+            columns.swap_remove(0)
+        };
+        Ok(PackOutput {
+            children,
+            size,
+            arrays: vec![("pos", pos), ("crd", crd)],
+            params: Vec::new(),
+        })
     }
     fn column_pack(&self) -> Option<&dyn ColumnPack> {
         Some(self)
@@ -100,25 +124,36 @@ impl LevelFormat for Compressed {
         let crd = input.own().array("crd")?;
         if let CrdLayout::Aos { stride, .. } = self.layout {
             if crd.len() % stride != 0 {
-                return Err(format!("interleaved crd length {} is not a multiple of {stride}", crd.len()));
+                return Err(format!(
+                    "interleaved crd length {} is not a multiple of {stride}",
+                    crd.len()
+                ));
             }
         }
         let mine = self.layout.column(input.storage, input.level, size)?;
         checks::coords_in_range(&mine, input.extent())?;
         for w in pos.windows(2) {
-            checks::segment_order(&mine, w[0] as usize, w[1] as usize, self.ordered, self.unique)?;
+            checks::segment_order(
+                &mine,
+                w[0] as usize,
+                w[1] as usize,
+                self.ordered,
+                self.unique,
+            )?;
         }
         if self.full {
             for (p, w) in pos.windows(2).enumerate() {
                 if (w[1] - w[0]) as usize != input.extent() {
-                    return Err(format!("parent {p} has {} coordinates: level claims full (every coordinate)", w[1] - w[0]));
+                    return Err(format!(
+                        "parent {p} has {} coordinates: level claims full (every coordinate)",
+                        w[1] - w[0]
+                    ));
                 }
             }
         }
         Ok(size)
     }
 }
-
 
 impl Compressed {
     fn stride(&self) -> usize {
@@ -137,7 +172,11 @@ impl ColumnPack for Compressed {
     /// parent's, `pos` being their running sum, and a second copies the
     /// coordinates (the records of the chain below, when AoS) of the
     /// entries that start positions.
-    fn pack_columns(&self, input: ColumnPackInput<'_>, placement: &mut Placement) -> Result<ColumnPackOutput, String> {
+    fn pack_columns(
+        &self,
+        input: ColumnPackInput<'_>,
+        placement: &mut Placement,
+    ) -> Result<ColumnPackOutput, String> {
         let reach = input.reach(self.unique);
         let n = input.len();
         let stride = self.stride();
@@ -146,10 +185,16 @@ impl ColumnPack for Compressed {
                 let pos = std::mem::take(runs);
                 *placement = Placement::Identity;
                 let crd = self.records(input.coords.into_values(), input.below, stride, None);
-                return Ok(ColumnPackOutput { size: n, arrays: vec![("pos", pos), ("crd", crd)], params: Vec::new() });
+                return Ok(ColumnPackOutput {
+                    size: n,
+                    arrays: vec![("pos", pos), ("crd", crd)],
+                    params: Vec::new(),
+                });
             }
         }
-        if let (1, true, Column::Runs(runs)) = (input.parent_size, self.unique && stride == 1, &input.coords) {
+        if let (1, true, Column::Runs(runs)) =
+            (input.parent_size, self.unique && stride == 1, &input.coords)
+        {
             // One parent, coordinates as runs (the root of DCSR or CSF after
             // a counting sort): the positions are the coordinates that
             // occur, each holding its run.
@@ -163,7 +208,11 @@ impl ColumnPack for Compressed {
             }
             let size = crd.len();
             *placement = Placement::Runs(bounds);
-            return Ok(ColumnPackOutput { size, arrays: vec![("pos", vec![0, size as i32]), ("crd", crd)], params: Vec::new() });
+            return Ok(ColumnPackOutput {
+                size,
+                arrays: vec![("pos", vec![0, size as i32]), ("crd", crd)],
+                params: Vec::new(),
+            });
         }
         let mut each = std::mem::replace(placement, Placement::Identity).into_each(n);
         // Counts per parent, at `pos[parent + 1]`, summed below.
@@ -183,9 +232,22 @@ impl ColumnPack for Compressed {
             pos[i] += pos[i - 1];
         }
         let size = size as usize;
-        let crd = self.records(input.coords.into_values(), input.below, stride, (size < n).then_some(&each[..]));
-        *placement = if size == n { Placement::Identity } else { Placement::Each(each) };
-        Ok(ColumnPackOutput { size, arrays: vec![("pos", pos), ("crd", crd)], params: Vec::new() })
+        let crd = self.records(
+            input.coords.into_values(),
+            input.below,
+            stride,
+            (size < n).then_some(&each[..]),
+        );
+        *placement = if size == n {
+            Placement::Identity
+        } else {
+            Placement::Each(each)
+        };
+        Ok(ColumnPackOutput {
+            size,
+            arrays: vec![("pos", pos), ("crd", crd)],
+            params: Vec::new(),
+        })
     }
 }
 
@@ -193,12 +255,21 @@ impl Compressed {
     /// The `crd` array: the coordinate of each entry that starts a position
     /// (every entry when `each` is None), interleaved with the chain below
     /// when AoS.
-    fn records(&self, own: Cow<'_, [i32]>, below: &[&[i32]], stride: usize, each: Option<&[i32]>) -> Vec<i32> {
+    fn records(
+        &self,
+        own: Cow<'_, [i32]>,
+        below: &[&[i32]],
+        stride: usize,
+        each: Option<&[i32]>,
+    ) -> Vec<i32> {
         let starts = |e: usize| each.is_none_or(|p| e == 0 || p[e] != p[e - 1]);
         if stride == 1 && each.is_none() {
             return own.into_owned();
         }
-        let fields: Vec<&[i32]> = std::iter::once(&*own).chain(below.iter().copied()).take(stride).collect();
+        let fields: Vec<&[i32]> = std::iter::once(&*own)
+            .chain(below.iter().copied())
+            .take(stride)
+            .collect();
         let mut crd = Vec::with_capacity(own.len() * stride);
         for e in (0..own.len()).filter(|&e| starts(e)) {
             crd.extend(fields.iter().map(|col| col[e]));
@@ -227,13 +298,20 @@ impl ColumnUnpack for Compressed {
             // Consecutive parents own one run of positions: their bounds are
             // a slice of `pos`, checked in one pass.
             Positions::Range(lo, hi) => {
-                let bounds = pos.get(*lo..=*hi).ok_or_else(|| format!("pos has no entries {lo}..={hi} (length {})", pos.len()))?;
+                let bounds = pos.get(*lo..=*hi).ok_or_else(|| {
+                    format!("pos has no entries {lo}..={hi} (length {})", pos.len())
+                })?;
                 if bounds[0] < 0 || bounds.windows(2).any(|w| w[1] < w[0]) {
-                    return Err(format!("pos is negative or decreases between positions {lo} and {hi}"));
+                    return Err(format!(
+                        "pos is negative or decreases between positions {lo} and {hi}"
+                    ));
                 }
                 let (a, b) = (bounds[0] as usize, bounds[bounds.len() - 1] as usize);
                 let counts = bounds.windows(2).map(|w| (w[1] - w[0]) as usize);
-                (Positions::Range(a, b), owners_from_counts(counts, parents.len(), b - a)?)
+                (
+                    Positions::Range(a, b),
+                    owners_from_counts(counts, parents.len(), b - a)?,
+                )
             }
             Positions::List(v) => {
                 let (mut out, mut counts) = (Vec::new(), Vec::with_capacity(v.len()));
@@ -243,21 +321,34 @@ impl ColumnUnpack for Compressed {
                     out.extend(a..b);
                 }
                 let total = out.len();
-                (Positions::List(out), owners_from_counts(counts.into_iter(), v.len(), total)?)
+                (
+                    Positions::List(out),
+                    owners_from_counts(counts.into_iter(), v.len(), total)?,
+                )
             }
         };
         let total = positions.len();
         let coords = match (&self.layout, &positions) {
             (CrdLayout::Own, Positions::Range(a, b)) => {
                 let crd = input.storage[input.level].array("crd")?;
-                Cow::Borrowed(crd.get(*a..*b).ok_or_else(|| format!("positions {a}..{b} beyond crd (length {})", crd.len()))?)
+                Cow::Borrowed(crd.get(*a..*b).ok_or_else(|| {
+                    format!("positions {a}..{b} beyond crd (length {})", crd.len())
+                })?)
             }
             _ => {
                 let crd = self.layout.reader(input.storage, input.level)?;
-                Cow::Owned((0..total).map(|i| crd.at(positions.at(i))).collect::<Result<Vec<i32>, String>>()?)
+                Cow::Owned(
+                    (0..total)
+                        .map(|i| crd.at(positions.at(i)))
+                        .collect::<Result<Vec<i32>, String>>()?,
+                )
             }
         };
-        Ok(Children { positions, coords, owners })
+        Ok(Children {
+            positions,
+            coords,
+            owners,
+        })
     }
 }
 
@@ -267,14 +358,26 @@ impl ColumnUnpack for Compressed {
 /// segments follow one another. Arrays may be longer than what they hold:
 /// only `pos[..=parents]` and `crd[..pos[parents]]` are read.
 impl StitchShares for Compressed {
-    fn stitch(&self, first: LevelStorage, rest: &[&LevelStorage], parents: usize) -> Result<(LevelStorage, Vec<usize>), String> {
+    fn stitch(
+        &self,
+        first: LevelStorage,
+        rest: &[&LevelStorage],
+        parents: usize,
+    ) -> Result<(LevelStorage, Vec<usize>), String> {
         stitch_compressed(first, rest, parents)
     }
 }
 
-fn stitch_compressed(mut whole: LevelStorage, rest: &[&LevelStorage], parents: usize) -> Result<(LevelStorage, Vec<usize>), String> {
+fn stitch_compressed(
+    mut whole: LevelStorage,
+    rest: &[&LevelStorage],
+    parents: usize,
+) -> Result<(LevelStorage, Vec<usize>), String> {
     let bounds = |s: &LevelStorage| -> Result<Vec<i32>, String> {
-        s.array("pos")?.get(..=parents).map(<[i32]>::to_vec).ok_or_else(|| format!("a share's pos holds fewer than {} bounds", parents + 1))
+        s.array("pos")?
+            .get(..=parents)
+            .map(<[i32]>::to_vec)
+            .ok_or_else(|| format!("a share's pos holds fewer than {} bounds", parents + 1))
     };
     let first = bounds(&whole)?;
     let mut sizes = vec![first.last().map_or(0, |&n| n as usize)];
@@ -287,11 +390,26 @@ fn stitch_compressed(mut whole: LevelStorage, rest: &[&LevelStorage], parents: u
     for part in rest {
         let pos = bounds(part)?;
         let n = pos.last().map_or(0, |&n| n as usize);
-        let crd = part.array("crd")?.get(..n).ok_or("a share's crd is shorter than its pos says")?;
-        for (a, b) in whole.arrays.get_mut("pos").ok_or("missing array `pos`")?.iter_mut().zip(&pos) {
-            *a = a.checked_add(*b).ok_or("the stitched result holds more entries than 32-bit positions reach")?;
+        let crd = part
+            .array("crd")?
+            .get(..n)
+            .ok_or("a share's crd is shorter than its pos says")?;
+        for (a, b) in whole
+            .arrays
+            .get_mut("pos")
+            .ok_or("missing array `pos`")?
+            .iter_mut()
+            .zip(&pos)
+        {
+            *a = a
+                .checked_add(*b)
+                .ok_or("the stitched result holds more entries than 32-bit positions reach")?;
         }
-        whole.arrays.get_mut("crd").ok_or("missing array `crd`")?.extend_from_slice(crd);
+        whole
+            .arrays
+            .get_mut("crd")
+            .ok_or("missing array `crd`")?
+            .extend_from_slice(crd);
         sizes.push(n);
     }
     Ok((whole, sizes))
@@ -300,9 +418,18 @@ fn stitch_compressed(mut whole: LevelStorage, rest: &[&LevelStorage], parents: u
 impl CoordPositionIteration for Compressed {
     fn pos_bounds(&self, c: &LevelCtx, _e: &mut Emitter, parent_pos: Expr) -> (Expr, Expr) {
         let pos = c.array("pos");
-        (Expr::load(pos.clone(), parent_pos.clone()), Expr::load(pos, Expr::add(parent_pos, Expr::Int(1))))
+        (
+            Expr::load(pos.clone(), parent_pos.clone()),
+            Expr::load(pos, Expr::add(parent_pos, Expr::Int(1))),
+        )
     }
-    fn pos_access(&self, c: &LevelCtx, _e: &mut Emitter, pos: Expr, _ancestors: &[Expr]) -> (Expr, Expr) {
+    fn pos_access(
+        &self,
+        c: &LevelCtx,
+        _e: &mut Emitter,
+        pos: Expr,
+        _ancestors: &[Expr],
+    ) -> (Expr, Expr) {
         (self.layout.load(c, pos), Expr::Bool(true))
     }
 }
@@ -311,17 +438,30 @@ impl Append for Compressed {
     fn append_init(&self, c: &LevelCtx, e: &mut Emitter, parent_size: Expr, _size: Expr) {
         let n = Expr::add(parent_size, Expr::Int(1));
         e.reserve(c.array("pos"), n.clone());
-        e.for_("pinit", Expr::Int(0), n, |e, p| e.store(c.array("pos"), p, Expr::Int(0)));
+        e.for_("pinit", Expr::Int(0), n, |e, p| {
+            e.store(c.array("pos"), p, Expr::Int(0))
+        });
     }
     fn append_coord(&self, c: &LevelCtx, e: &mut Emitter, pos: Expr, coord: Expr) {
         e.reserve(c.array("crd"), Expr::add(pos.clone(), Expr::Int(1)));
         e.store(c.array("crd"), pos, coord);
     }
-    fn append_edges(&self, c: &LevelCtx, e: &mut Emitter, parent_pos: Expr, pbegin: Expr, pend: Expr) {
+    fn append_edges(
+        &self,
+        c: &LevelCtx,
+        e: &mut Emitter,
+        parent_pos: Expr,
+        pbegin: Expr,
+        pend: Expr,
+    ) {
         // Parents may themselves be appended as we go (DCSR, CSF results),
         // so `pos` grows with them.
         e.reserve(c.array("pos"), Expr::add(parent_pos.clone(), Expr::Int(2)));
-        e.store(c.array("pos"), Expr::add(parent_pos, Expr::Int(1)), Expr::sub(pend, pbegin));
+        e.store(
+            c.array("pos"),
+            Expr::add(parent_pos, Expr::Int(1)),
+            Expr::sub(pend, pbegin),
+        );
     }
     fn stitch_shares(&self) -> Option<&dyn StitchShares> {
         // Interleaved records would need the levels below stitched too.
@@ -330,9 +470,17 @@ impl Append for Compressed {
     fn append_finalize(&self, c: &LevelCtx, e: &mut Emitter, parent_size: Expr, _size: Expr) {
         let pos = c.array("pos");
         let cumsum = e.let_var("cumsum", Expr::load(pos.clone(), Expr::Int(0)));
-        e.for_("pfin", Expr::Int(1), Expr::add(parent_size, Expr::Int(1)), |e, p| {
-            e.set(&cumsum, Expr::add(cumsum.clone(), Expr::load(pos.clone(), p.clone())));
-            e.store(pos.clone(), p, cumsum.clone());
-        });
+        e.for_(
+            "pfin",
+            Expr::Int(1),
+            Expr::add(parent_size, Expr::Int(1)),
+            |e, p| {
+                e.set(
+                    &cumsum,
+                    Expr::add(cumsum.clone(), Expr::load(pos.clone(), p.clone())),
+                );
+                e.store(pos.clone(), p, cumsum.clone());
+            },
+        );
     }
 }

@@ -10,7 +10,11 @@ pub enum CrdLayout {
     Own,
     /// Interleaved: `owner` is the level holding the array, `stride` the
     /// number of interleaved levels, `field` this level's slot in a record.
-    Aos { owner: usize, stride: usize, field: usize },
+    Aos {
+        owner: usize,
+        stride: usize,
+        field: usize,
+    },
 }
 
 /// A level's coordinates as stored (`CrdLayout::reader`).
@@ -24,7 +28,10 @@ impl CrdReader<'_> {
     /// The coordinate of position `p`.
     pub fn at(&self, p: usize) -> Result<i32, String> {
         let idx = p * self.stride + self.field;
-        self.crd.get(idx).copied().ok_or_else(|| format!("crd index {idx} beyond its length {}", self.crd.len()))
+        self.crd
+            .get(idx)
+            .copied()
+            .ok_or_else(|| format!("crd index {idx} beyond its length {}", self.crd.len()))
     }
 }
 
@@ -41,7 +48,10 @@ impl CrdLayout {
     pub fn index(&self, pos: Expr) -> Expr {
         match self {
             CrdLayout::Own => pos,
-            CrdLayout::Aos { stride, field, .. } => Expr::add(Expr::mul(pos, Expr::Int(*stride as i64)), Expr::Int(*field as i64)),
+            CrdLayout::Aos { stride, field, .. } => Expr::add(
+                Expr::mul(pos, Expr::Int(*stride as i64)),
+                Expr::Int(*field as i64),
+            ),
         }
     }
     pub fn load(&self, c: &LevelCtx, pos: Expr) -> Expr {
@@ -58,26 +68,56 @@ impl CrdLayout {
     /// The coordinates of positions `0..n`: borrowed from the level's own
     /// array, gathered once from an interleaved one (the array is looked
     /// up once, not per position).
-    pub fn column<'s>(&self, storage: &'s [crate::format::level::LevelStorage], level: usize, n: usize) -> Result<std::borrow::Cow<'s, [i32]>, String> {
+    pub fn column<'s>(
+        &self,
+        storage: &'s [crate::format::level::LevelStorage],
+        level: usize,
+        n: usize,
+    ) -> Result<std::borrow::Cow<'s, [i32]>, String> {
         let reader = self.reader(storage, level)?;
         match self {
-            CrdLayout::Own => reader.crd.get(..n).map(std::borrow::Cow::Borrowed).ok_or_else(|| format!("crd holds {} coordinates, {n} needed", reader.crd.len())),
-            CrdLayout::Aos { .. } => (0..n).map(|p| reader.at(p)).collect::<Result<Vec<i32>, String>>().map(std::borrow::Cow::Owned),
+            CrdLayout::Own => reader
+                .crd
+                .get(..n)
+                .map(std::borrow::Cow::Borrowed)
+                .ok_or_else(|| format!("crd holds {} coordinates, {n} needed", reader.crd.len())),
+            CrdLayout::Aos { .. } => (0..n)
+                .map(|p| reader.at(p))
+                .collect::<Result<Vec<i32>, String>>()
+                .map(std::borrow::Cow::Owned),
         }
     }
     /// Reads the coordinate of any position, the array looked up once.
-    pub fn reader<'s>(&self, storage: &'s [crate::format::level::LevelStorage], level: usize) -> Result<CrdReader<'s>, String> {
+    pub fn reader<'s>(
+        &self,
+        storage: &'s [crate::format::level::LevelStorage],
+        level: usize,
+    ) -> Result<CrdReader<'s>, String> {
         let (owner, stride, field) = match self {
             CrdLayout::Own => (level, 1, 0),
-            CrdLayout::Aos { owner, stride, field } => (*owner, *stride, *field),
+            CrdLayout::Aos {
+                owner,
+                stride,
+                field,
+            } => (*owner, *stride, *field),
         };
-        Ok(CrdReader { crd: storage[owner].array("crd")?, stride, field })
+        Ok(CrdReader {
+            crd: storage[owner].array("crd")?,
+            stride,
+            field,
+        })
     }
     /// Length of the crd array in positions of this level.
-    pub fn positions(&self, storage: &[crate::format::level::LevelStorage], level: usize) -> Result<usize, String> {
+    pub fn positions(
+        &self,
+        storage: &[crate::format::level::LevelStorage],
+        level: usize,
+    ) -> Result<usize, String> {
         match self {
             CrdLayout::Own => Ok(storage[level].array("crd")?.len()),
-            CrdLayout::Aos { owner, stride, .. } => Ok(storage[*owner].array("crd")?.len() / stride),
+            CrdLayout::Aos { owner, stride, .. } => {
+                Ok(storage[*owner].array("crd")?.len() / stride)
+            }
         }
     }
     /// Build the interleaved crd array for an AoS owner: `stride` coordinates

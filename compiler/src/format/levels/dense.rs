@@ -17,7 +17,13 @@ impl LevelFormat for Dense {
         "dense".into()
     }
     fn properties(&self) -> Properties {
-        Properties { full: true, ordered: true, unique: true, branchless: false, compact: true }
+        Properties {
+            full: true,
+            ordered: true,
+            unique: true,
+            branchless: false,
+            compact: true,
+        }
     }
     fn iteration(&self) -> Iteration<'_> {
         Iteration::CoordValue(self)
@@ -39,14 +45,26 @@ impl LevelFormat for Dense {
     }
     fn pack(&self, input: &PackInput) -> Result<PackOutput, String> {
         let n = input.extent();
-        let size = input.parent_size.checked_mul(n).ok_or("dense level size overflows")?;
+        let size = input
+            .parent_size
+            .checked_mul(n)
+            .ok_or("dense level size overflows")?;
         let mut children = Vec::new();
         for seg in input.parents {
             for (coord, lo, hi) in input.groups(seg, true) {
-                children.push(Segment { pos: seg.pos * n + coord as usize, lo, hi });
+                children.push(Segment {
+                    pos: seg.pos * n + coord as usize,
+                    lo,
+                    hi,
+                });
             }
         }
-        Ok(PackOutput { children, size, arrays: Vec::new(), params: vec![("N", n as i64)] })
+        Ok(PackOutput {
+            children,
+            size,
+            arrays: Vec::new(),
+            params: vec![("N", n as i64)],
+        })
     }
     fn column_pack(&self) -> Option<&dyn ColumnPack> {
         Some(self)
@@ -57,9 +75,15 @@ impl LevelFormat for Dense {
     fn validate(&self, input: &ValidateInput) -> Result<usize, String> {
         let n = input.own().param("N")?;
         if n != input.extent() as i64 {
-            return Err(format!("N = {n} but the level's extent is {}", input.extent()));
+            return Err(format!(
+                "N = {n} but the level's extent is {}",
+                input.extent()
+            ));
         }
-        input.parent_size.checked_mul(n as usize).ok_or_else(|| "level size overflows".to_string())
+        input
+            .parent_size
+            .checked_mul(n as usize)
+            .ok_or_else(|| "level size overflows".to_string())
     }
 }
 
@@ -67,7 +91,13 @@ impl CoordValueIteration for Dense {
     fn coord_bounds(&self, c: &LevelCtx, _e: &mut Emitter, _ancestors: &[Expr]) -> (Expr, Expr) {
         (Expr::Int(0), c.param("N"))
     }
-    fn coord_access(&self, c: &LevelCtx, _e: &mut Emitter, parent_pos: Expr, coords: &[Expr]) -> (Expr, Expr) {
+    fn coord_access(
+        &self,
+        c: &LevelCtx,
+        _e: &mut Emitter,
+        parent_pos: Expr,
+        coords: &[Expr],
+    ) -> (Expr, Expr) {
         (position(c, parent_pos, coords), Expr::Bool(true))
     }
 }
@@ -78,7 +108,13 @@ fn position(c: &LevelCtx, parent_pos: Expr, coords: &[Expr]) -> Expr {
 }
 
 impl Locate for Dense {
-    fn locate(&self, c: &LevelCtx, _e: &mut Emitter, parent_pos: Expr, coords: &[Expr]) -> (Expr, Expr) {
+    fn locate(
+        &self,
+        c: &LevelCtx,
+        _e: &mut Emitter,
+        parent_pos: Expr,
+        coords: &[Expr],
+    ) -> (Expr, Expr) {
         (position(c, parent_pos, coords), Expr::Bool(true))
     }
 }
@@ -95,9 +131,16 @@ impl Insert for Dense {
 impl ColumnPack for Dense {
     /// Position `parent * N + coordinate`; under the root that is the
     /// coordinate itself, so coordinate runs are position runs as they are.
-    fn pack_columns(&self, input: ColumnPackInput<'_>, placement: &mut Placement) -> Result<ColumnPackOutput, String> {
+    fn pack_columns(
+        &self,
+        input: ColumnPackInput<'_>,
+        placement: &mut Placement,
+    ) -> Result<ColumnPackOutput, String> {
         let n = input.extent();
-        let size = input.parent_size.checked_mul(n).ok_or("dense level size overflows")?;
+        let size = input
+            .parent_size
+            .checked_mul(n)
+            .ok_or("dense level size overflows")?;
         checks::fits_i32(size, "number of positions")?;
         let entries = input.len();
         *placement = match (input.parent_size, input.coords) {
@@ -110,7 +153,11 @@ impl ColumnPack for Dense {
                 Placement::Each(each)
             }
         };
-        Ok(ColumnPackOutput { size, arrays: Vec::new(), params: vec![("N", n as i64)] })
+        Ok(ColumnPackOutput {
+            size,
+            arrays: Vec::new(),
+            params: vec![("N", n as i64)],
+        })
     }
 }
 
@@ -118,18 +165,29 @@ impl ColumnUnpack for Dense {
     fn children<'s>(&self, input: &ColumnUnpackInput<'s, '_>) -> Result<Children<'s>, String> {
         let n = input.extent();
         let parents = input.parents;
-        let total = parents.len().checked_mul(n).ok_or("dense level size overflows")?;
+        let total = parents
+            .len()
+            .checked_mul(n)
+            .ok_or("dense level size overflows")?;
         input.fits("the positions of a dense level", total as u128, 16)?;
         let coords: Vec<i32> = (0..parents.len()).flat_map(|_| 0..n as i32).collect();
         let positions = match parents {
-            Positions::Range(lo, hi) => Positions::Range(lo * n, hi.checked_mul(n).ok_or("dense level size overflows")?),
+            Positions::Range(lo, hi) => Positions::Range(
+                lo * n,
+                hi.checked_mul(n).ok_or("dense level size overflows")?,
+            ),
             Positions::List(v) => {
                 let last = v.iter().max().map_or(Some(0), |&p| (p + 1).checked_mul(n));
                 last.ok_or("dense level size overflows")?;
                 Positions::List(v.iter().flat_map(|&p| p * n..(p + 1) * n).collect())
             }
         };
-        let owners = owners_from_counts(std::iter::repeat_n(n, parents.len()), parents.len(), total)?;
-        Ok(Children { positions, coords: Cow::Owned(coords), owners })
+        let owners =
+            owners_from_counts(std::iter::repeat_n(n, parents.len()), parents.len(), total)?;
+        Ok(Children {
+            positions,
+            coords: Cow::Owned(coords),
+            owners,
+        })
     }
 }

@@ -19,7 +19,11 @@ pub struct Hashed {
 
 impl Default for Hashed {
     fn default() -> Self {
-        Hashed { full: false, unique: true, width: None }
+        Hashed {
+            full: false,
+            unique: true,
+            width: None,
+        }
     }
 }
 
@@ -27,7 +31,9 @@ impl Hashed {
     /// Buckets per parent of an output level: as wide as the dimension, so
     /// a bucket can never overflow.
     fn output_buckets(&self, extent: usize) -> usize {
-        self.width.unwrap_or(0).max(extent.max(1).next_power_of_two())
+        self.width
+            .unwrap_or(0)
+            .max(extent.max(1).next_power_of_two())
     }
 }
 
@@ -53,7 +59,13 @@ impl LevelFormat for Hashed {
         }
     }
     fn properties(&self) -> Properties {
-        Properties { full: self.full, ordered: false, unique: self.unique, branchless: false, compact: false }
+        Properties {
+            full: self.full,
+            ordered: false,
+            unique: self.unique,
+            branchless: false,
+            compact: false,
+        }
     }
     fn iteration(&self) -> Iteration<'_> {
         Iteration::CoordPosition(self)
@@ -74,17 +86,30 @@ impl LevelFormat for Hashed {
         self.output_buckets(extent) as u128
     }
     fn pack(&self, input: &PackInput) -> Result<PackOutput, String> {
-        let per_parent: Vec<Vec<(i64, usize, usize)>> = input.parents.iter().map(|s| input.groups(s, self.unique)).collect();
+        let per_parent: Vec<Vec<(i64, usize, usize)>> = input
+            .parents
+            .iter()
+            .map(|s| input.groups(s, self.unique))
+            .collect();
         let most = per_parent.iter().map(|g| g.len()).max().unwrap_or(0);
         let w = match self.width {
             Some(w) if w < most => {
-                return Err(format!("W={w} is too small: one parent has {most} coordinates"));
+                return Err(format!(
+                    "W={w} is too small: one parent has {most} coordinates"
+                ));
             }
             Some(w) => w,
             None => (2 * most).max(1).next_power_of_two(),
         };
-        let size = input.parent_size.checked_mul(w).ok_or("hashed level size overflows")?;
-        input.fits(&format!("crd ({} parents x W={w})", input.parent_size), size as u128, 4)?;
+        let size = input
+            .parent_size
+            .checked_mul(w)
+            .ok_or("hashed level size overflows")?;
+        input.fits(
+            &format!("crd ({} parents x W={w})", input.parent_size),
+            size as u128,
+            4,
+        )?;
         let mut crd = vec![-1i32; size];
         let mut children = Vec::new();
         for (seg, groups) in input.parents.iter().zip(per_parent) {
@@ -95,11 +120,20 @@ impl LevelFormat for Hashed {
                     slot = (slot + 1) % w;
                 }
                 crd[base + slot] = coord as i32;
-                children.push(Segment { pos: base + slot, lo, hi });
+                children.push(Segment {
+                    pos: base + slot,
+                    lo,
+                    hi,
+                });
             }
         }
         children.sort_by_key(|s| s.pos);
-        Ok(PackOutput { children, size, arrays: vec![("crd", crd)], params: vec![("W", w as i64)] })
+        Ok(PackOutput {
+            children,
+            size,
+            arrays: vec![("crd", crd)],
+            params: vec![("W", w as i64)],
+        })
     }
     fn column_unpack(&self) -> Option<&dyn ColumnUnpack> {
         Some(self)
@@ -111,9 +145,16 @@ impl LevelFormat for Hashed {
         }
         let w = w as usize;
         let crd = input.own().array("crd")?;
-        let size = input.parent_size.checked_mul(w).ok_or("level size overflows")?;
+        let size = input
+            .parent_size
+            .checked_mul(w)
+            .ok_or("level size overflows")?;
         if crd.len() != size {
-            return Err(format!("crd has {} slots, expected {} parents x W={w}", crd.len(), input.parent_size));
+            return Err(format!(
+                "crd has {} slots, expected {} parents x W={w}",
+                crd.len(),
+                input.parent_size
+            ));
         }
         let extent = input.extent();
         for (q, &c) in crd.iter().enumerate() {
@@ -129,10 +170,14 @@ impl LevelFormat for Hashed {
             let mut s = base + c as usize % w;
             while s != q {
                 if crd[s] == -1 {
-                    return Err(format!("crd[{q}] = {c} is unreachable: empty slot {s} on its probe path"));
+                    return Err(format!(
+                        "crd[{q}] = {c} is unreachable: empty slot {s} on its probe path"
+                    ));
                 }
                 if crd[s] == c && self.unique {
-                    return Err(format!("coordinate {c} stored twice (slots {s} and {q}): level claims unique"));
+                    return Err(format!(
+                        "coordinate {c} stored twice (slots {s} and {q}): level claims unique"
+                    ));
                 }
                 s = base + (s - base + 1) % w;
             }
@@ -145,16 +190,31 @@ impl ColumnUnpack for Hashed {
     /// The occupied slots of each parent's bucket, in slot order.
     fn children<'s>(&self, input: &ColumnUnpackInput<'s, '_>) -> Result<Children<'s>, String> {
         let w = input.storage[input.level].param("W")?;
-        let w = usize::try_from(w).ok().filter(|&w| w >= 1).ok_or_else(|| format!("W = {w} must be at least 1"))?;
+        let w = usize::try_from(w)
+            .ok()
+            .filter(|&w| w >= 1)
+            .ok_or_else(|| format!("W = {w} must be at least 1"))?;
         let crd = input.storage[input.level].array("crd")?;
         let parents = input.parents;
         if parents.len() > u32::MAX as usize {
-            return Err(format!("{} parent positions do not fit 32-bit indices", parents.len()));
+            return Err(format!(
+                "{} parent positions do not fit 32-bit indices",
+                parents.len()
+            ));
         }
         let (mut positions, mut coords, mut owners) = (Vec::new(), Vec::new(), Vec::new());
         for i in 0..parents.len() {
-            let base = parents.at(i).checked_mul(w).ok_or("hashed level size overflows")?;
-            let bucket = crd.get(base..base + w).ok_or_else(|| format!("bucket {base}..{} beyond crd (length {})", base + w, crd.len()))?;
+            let base = parents
+                .at(i)
+                .checked_mul(w)
+                .ok_or("hashed level size overflows")?;
+            let bucket = crd.get(base..base + w).ok_or_else(|| {
+                format!(
+                    "bucket {base}..{} beyond crd (length {})",
+                    base + w,
+                    crd.len()
+                )
+            })?;
             for (slot, &c) in bucket.iter().enumerate() {
                 if c != -1 {
                     positions.push(base + slot);
@@ -163,37 +223,72 @@ impl ColumnUnpack for Hashed {
                 }
             }
         }
-        let owners = if parents.len() <= 1 { Owners::First } else { Owners::Each(owners) };
-        Ok(Children { positions: Positions::List(positions), coords: Cow::Owned(coords), owners })
+        let owners = if parents.len() <= 1 {
+            Owners::First
+        } else {
+            Owners::Each(owners)
+        };
+        Ok(Children {
+            positions: Positions::List(positions),
+            coords: Cow::Owned(coords),
+            owners,
+        })
     }
 }
 
 impl CoordPositionIteration for Hashed {
     fn pos_bounds(&self, c: &LevelCtx, _e: &mut Emitter, parent_pos: Expr) -> (Expr, Expr) {
         let w = c.param("W");
-        (Expr::mul(parent_pos.clone(), w.clone()), Expr::mul(Expr::add(parent_pos, Expr::Int(1)), w))
+        (
+            Expr::mul(parent_pos.clone(), w.clone()),
+            Expr::mul(Expr::add(parent_pos, Expr::Int(1)), w),
+        )
     }
-    fn pos_access(&self, c: &LevelCtx, e: &mut Emitter, pos: Expr, _ancestors: &[Expr]) -> (Expr, Expr) {
+    fn pos_access(
+        &self,
+        c: &LevelCtx,
+        e: &mut Emitter,
+        pos: Expr,
+        _ancestors: &[Expr],
+    ) -> (Expr, Expr) {
         let coord = e.bind("hcrd", c.load("crd", pos));
         (coord.clone(), Expr::ne(coord, Expr::Int(-1)))
     }
 }
 
 impl Locate for Hashed {
-    fn locate(&self, c: &LevelCtx, e: &mut Emitter, parent_pos: Expr, coords: &[Expr]) -> (Expr, Expr) {
+    fn locate(
+        &self,
+        c: &LevelCtx,
+        e: &mut Emitter,
+        parent_pos: Expr,
+        coords: &[Expr],
+    ) -> (Expr, Expr) {
         let i = coords.last().cloned().unwrap_or(Expr::Int(0));
         let w = c.param("W");
         let base = e.bind("hbase", Expr::mul(parent_pos, w.clone()));
-        let p = e.let_var("hpos", Expr::add(base.clone(), Expr::rem(i.clone(), w.clone())));
+        let p = e.let_var(
+            "hpos",
+            Expr::add(base.clone(), Expr::rem(i.clone(), w.clone())),
+        );
         let probes = e.let_var("hprobe", Expr::Int(0));
         let crd = c.array("crd");
         let at = Expr::load(crd.clone(), p.clone());
         let keep_going = Expr::and(
-            Expr::and(Expr::ne(at.clone(), i.clone()), Expr::ne(at.clone(), Expr::Int(-1))),
+            Expr::and(
+                Expr::ne(at.clone(), i.clone()),
+                Expr::ne(at.clone(), Expr::Int(-1)),
+            ),
             Expr::lt(probes.clone(), w.clone()),
         );
         e.while_(keep_going, |e| {
-            let next = Expr::add(base.clone(), Expr::rem(Expr::add(Expr::sub(p.clone(), base.clone()), Expr::Int(1)), w.clone()));
+            let next = Expr::add(
+                base.clone(),
+                Expr::rem(
+                    Expr::add(Expr::sub(p.clone(), base.clone()), Expr::Int(1)),
+                    w.clone(),
+                ),
+            );
             e.set(&p, next);
             e.set(&probes, Expr::add(probes.clone(), Expr::Int(1)));
         });
@@ -207,7 +302,9 @@ impl Insert for Hashed {
     }
     fn insert_init(&self, c: &LevelCtx, e: &mut Emitter, _parent_size: Expr, size: Expr) {
         e.reserve(c.array("crd"), size.clone());
-        e.for_("hinit", Expr::Int(0), size, |e, p| e.store(c.array("crd"), p, Expr::Int(-1)));
+        e.for_("hinit", Expr::Int(0), size, |e, p| {
+            e.store(c.array("crd"), p, Expr::Int(-1))
+        });
     }
     fn insert_coord(&self, c: &LevelCtx, e: &mut Emitter, pos: Expr, coord: Expr) {
         e.store(c.array("crd"), pos, coord);

@@ -13,7 +13,10 @@ pub struct Offset {
 
 impl Default for Offset {
     fn default() -> Self {
-        Offset { ordered: true, unique: true }
+        Offset {
+            ordered: true,
+            unique: true,
+        }
     }
 }
 
@@ -30,7 +33,13 @@ impl LevelFormat for Offset {
         }
     }
     fn properties(&self) -> Properties {
-        Properties { full: false, ordered: self.ordered, unique: self.unique, branchless: true, compact: false }
+        Properties {
+            full: false,
+            ordered: self.ordered,
+            unique: self.unique,
+            branchless: true,
+            compact: false,
+        }
     }
     fn iteration(&self) -> Iteration<'_> {
         Iteration::CoordPosition(self)
@@ -38,10 +47,16 @@ impl LevelFormat for Offset {
     fn arrays(&self) -> Vec<&'static str> {
         Vec::new()
     }
-    fn structure_rule(&self, k: usize, levels: &[std::sync::Arc<dyn LevelFormat>]) -> Result<(), String> {
+    fn structure_rule(
+        &self,
+        k: usize,
+        levels: &[std::sync::Arc<dyn LevelFormat>],
+    ) -> Result<(), String> {
         // `pos_access` reads the `offset` array of the level above.
         if k < 2 || !levels[k - 1].arrays().contains(&"offset") {
-            return Err("an offset level must follow a level that owns an `offset` array (range)".into());
+            return Err(
+                "an offset level must follow a level that owns an `offset` array (range)".into(),
+            );
         }
         Ok(())
     }
@@ -54,13 +69,26 @@ impl LevelFormat for Offset {
         for seg in input.parents {
             let groups = input.groups(seg, true);
             if groups.len() > 1 {
-                return Err(format!("an offset level holds one coordinate per parent; parent {} has {}", seg.pos, groups.len()));
+                return Err(format!(
+                    "an offset level holds one coordinate per parent; parent {} has {}",
+                    seg.pos,
+                    groups.len()
+                ));
             }
             for (_, lo, hi) in groups {
-                children.push(Segment { pos: seg.pos, lo, hi });
+                children.push(Segment {
+                    pos: seg.pos,
+                    lo,
+                    hi,
+                });
             }
         }
-        Ok(PackOutput { children, size: input.parent_size, arrays: Vec::new(), params: Vec::new() })
+        Ok(PackOutput {
+            children,
+            size: input.parent_size,
+            arrays: Vec::new(),
+            params: Vec::new(),
+        })
     }
     fn validate(&self, input: &ValidateInput) -> Result<usize, String> {
         let k = input.level;
@@ -75,9 +103,19 @@ impl CoordPositionIteration for Offset {
     fn pos_bounds(&self, _c: &LevelCtx, _e: &mut Emitter, parent_pos: Expr) -> (Expr, Expr) {
         (parent_pos.clone(), Expr::add(parent_pos, Expr::Int(1)))
     }
-    fn pos_access(&self, c: &LevelCtx, _e: &mut Emitter, _pos: Expr, ancestors: &[Expr]) -> (Expr, Expr) {
+    fn pos_access(
+        &self,
+        c: &LevelCtx,
+        _e: &mut Emitter,
+        _pos: Expr,
+        ancestors: &[Expr],
+    ) -> (Expr, Expr) {
         let n = ancestors.len();
-        let (grand, parent) = if n >= 2 { (ancestors[n - 2].clone(), ancestors[n - 1].clone()) } else { (Expr::Int(0), Expr::Int(0)) };
+        let (grand, parent) = if n >= 2 {
+            (ancestors[n - 2].clone(), ancestors[n - 1].clone())
+        } else {
+            (Expr::Int(0), Expr::Int(0))
+        };
         let off = Expr::load(c.array_of(c.level.saturating_sub(1), "offset"), grand);
         (Expr::add(parent, off), Expr::Bool(true))
     }

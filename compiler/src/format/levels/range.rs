@@ -14,7 +14,10 @@ pub struct Range {
 
 impl Default for Range {
     fn default() -> Self {
-        Range { ordered: true, unique: true }
+        Range {
+            ordered: true,
+            unique: true,
+        }
     }
 }
 
@@ -31,7 +34,13 @@ impl LevelFormat for Range {
         }
     }
     fn properties(&self) -> Properties {
-        Properties { full: false, ordered: self.ordered, unique: self.unique, branchless: false, compact: false }
+        Properties {
+            full: false,
+            ordered: self.ordered,
+            unique: self.unique,
+            branchless: false,
+            compact: false,
+        }
     }
     fn iteration(&self) -> Iteration<'_> {
         Iteration::CoordValue(self)
@@ -42,7 +51,11 @@ impl LevelFormat for Range {
     fn arrays(&self) -> Vec<&'static str> {
         vec!["offset"]
     }
-    fn structure_rule(&self, k: usize, levels: &[std::sync::Arc<dyn LevelFormat>]) -> Result<(), String> {
+    fn structure_rule(
+        &self,
+        k: usize,
+        levels: &[std::sync::Arc<dyn LevelFormat>],
+    ) -> Result<(), String> {
         if k == 0 || k + 1 == levels.len() {
             return Err("a range level needs a parent and a child level".into());
         }
@@ -62,14 +75,27 @@ impl LevelFormat for Range {
             if let Some(&(_, lo, _)) = groups.first() {
                 let parent_coord = input.coord(lo, k - 1) as usize;
                 let off = input.coord(lo, k + 1) - input.coord(lo, k);
-                offset[parent_coord] = checks::fits_i32(off.unsigned_abs() as usize, "offset")? * off.signum() as i32;
+                offset[parent_coord] =
+                    checks::fits_i32(off.unsigned_abs() as usize, "offset")? * off.signum() as i32;
             }
             for (coord, lo, hi) in groups {
-                children.push(Segment { pos: seg.pos * n + coord as usize, lo, hi });
+                children.push(Segment {
+                    pos: seg.pos * n + coord as usize,
+                    lo,
+                    hi,
+                });
             }
         }
-        let size = input.parent_size.checked_mul(n).ok_or("range level size overflows")?;
-        Ok(PackOutput { children, size, arrays: vec![("offset", offset)], params: vec![("N", n as i64), ("M", m as i64)] })
+        let size = input
+            .parent_size
+            .checked_mul(n)
+            .ok_or("range level size overflows")?;
+        Ok(PackOutput {
+            children,
+            size,
+            arrays: vec![("offset", offset)],
+            params: vec![("N", n as i64), ("M", m as i64)],
+        })
     }
     fn validate(&self, input: &ValidateInput) -> Result<usize, String> {
         let k = input.level;
@@ -79,13 +105,24 @@ impl LevelFormat for Range {
         let own = input.own();
         let (n, m) = (own.param("N")?, own.param("M")?);
         if n != input.extent() as i64 || m != input.extents[k + 1] as i64 {
-            return Err(format!("N = {n}, M = {m} do not match the level extents {} and {}", input.extent(), input.extents[k + 1]));
+            return Err(format!(
+                "N = {n}, M = {m} do not match the level extents {} and {}",
+                input.extent(),
+                input.extents[k + 1]
+            ));
         }
         let offset = own.array("offset")?;
         if offset.len() != input.extents[k - 1] {
-            return Err(format!("offset has {} entries, expected one per parent coordinate ({})", offset.len(), input.extents[k - 1]));
+            return Err(format!(
+                "offset has {} entries, expected one per parent coordinate ({})",
+                offset.len(),
+                input.extents[k - 1]
+            ));
         }
-        input.parent_size.checked_mul(n as usize).ok_or_else(|| "level size overflows".to_string())
+        input
+            .parent_size
+            .checked_mul(n as usize)
+            .ok_or_else(|| "level size overflows".to_string())
     }
 }
 
@@ -97,8 +134,17 @@ impl CoordValueIteration for Range {
         let end = Expr::min(c.param("N"), Expr::sub(c.param("M"), off));
         (begin, end)
     }
-    fn coord_access(&self, c: &LevelCtx, _e: &mut Emitter, parent_pos: Expr, coords: &[Expr]) -> (Expr, Expr) {
+    fn coord_access(
+        &self,
+        c: &LevelCtx,
+        _e: &mut Emitter,
+        parent_pos: Expr,
+        coords: &[Expr],
+    ) -> (Expr, Expr) {
         let i = coords.last().cloned().unwrap_or(Expr::Int(0));
-        (Expr::add(Expr::mul(parent_pos, c.param("N")), i), Expr::Bool(true))
+        (
+            Expr::add(Expr::mul(parent_pos, c.param("N")), i),
+            Expr::Bool(true),
+        )
     }
 }

@@ -24,7 +24,13 @@ pub struct Singleton {
 
 impl Default for Singleton {
     fn default() -> Self {
-        Singleton { full: false, ordered: true, unique: true, layout: CrdLayout::Own, padded: false }
+        Singleton {
+            full: false,
+            ordered: true,
+            unique: true,
+            layout: CrdLayout::Own,
+            padded: false,
+        }
     }
 }
 
@@ -51,7 +57,13 @@ impl LevelFormat for Singleton {
         }
     }
     fn properties(&self) -> Properties {
-        Properties { full: self.full, ordered: self.ordered, unique: self.unique, branchless: true, compact: true }
+        Properties {
+            full: self.full,
+            ordered: self.ordered,
+            unique: self.unique,
+            branchless: true,
+            compact: true,
+        }
     }
     fn iteration(&self) -> Iteration<'_> {
         Iteration::CoordPosition(self)
@@ -91,11 +103,24 @@ impl LevelFormat for Singleton {
             }
             for (coord, lo, hi) in groups {
                 crd[seg.pos] = coord as i32;
-                children.push(Segment { pos: seg.pos, lo, hi });
+                children.push(Segment {
+                    pos: seg.pos,
+                    lo,
+                    hi,
+                });
             }
         }
-        let arrays = if self.layout.is_aos() { Vec::new() } else { vec![("crd", crd)] };
-        Ok(PackOutput { children, size: input.parent_size, arrays, params: Vec::new() })
+        let arrays = if self.layout.is_aos() {
+            Vec::new()
+        } else {
+            vec![("crd", crd)]
+        };
+        Ok(PackOutput {
+            children,
+            size: input.parent_size,
+            arrays,
+            params: Vec::new(),
+        })
     }
     fn column_pack(&self) -> Option<&dyn ColumnPack> {
         Some(self)
@@ -107,7 +132,9 @@ impl LevelFormat for Singleton {
         let n = input.parent_size;
         let have = self.layout.positions(input.storage, input.level)?;
         if have < n {
-            return Err(format!("crd holds {have} coordinates for {n} parent positions"));
+            return Err(format!(
+                "crd holds {have} coordinates for {n} parent positions"
+            ));
         }
         let mut mine = self.layout.column(input.storage, input.level, n)?;
         if self.padded {
@@ -122,12 +149,25 @@ impl ColumnPack for Singleton {
     /// Positions are the parents'; an entry under the same parent as the
     /// previous one with another coordinate has no slot of its own. Under
     /// parents holding one entry each (COO), `crd` is the column itself.
-    fn pack_columns(&self, mut input: ColumnPackInput<'_>, placement: &mut Placement) -> Result<ColumnPackOutput, String> {
+    fn pack_columns(
+        &self,
+        mut input: ColumnPackInput<'_>,
+        placement: &mut Placement,
+    ) -> Result<ColumnPackOutput, String> {
         let n = input.len();
-        let coords = std::mem::replace(&mut input.coords, Column::Values(Cow::Borrowed(&[]))).into_values();
+        let coords =
+            std::mem::replace(&mut input.coords, Column::Values(Cow::Borrowed(&[]))).into_values();
         if *placement == Placement::Identity && input.parent_size == n {
-            let arrays = if self.layout.is_aos() { Vec::new() } else { vec![("crd", coords.into_owned())] };
-            return Ok(ColumnPackOutput { size: n, arrays, params: Vec::new() });
+            let arrays = if self.layout.is_aos() {
+                Vec::new()
+            } else {
+                vec![("crd", coords.into_owned())]
+            };
+            return Ok(ColumnPackOutput {
+                size: n,
+                arrays,
+                params: Vec::new(),
+            });
         }
         let positions = std::mem::replace(placement, Placement::Identity).into_each(n);
         let empty = if self.padded { -1 } else { 0 };
@@ -146,8 +186,16 @@ impl ColumnPack for Singleton {
             crd[parent as usize] = coords[e];
         }
         *placement = Placement::Each(positions);
-        let arrays = if self.layout.is_aos() { Vec::new() } else { vec![("crd", crd)] };
-        Ok(ColumnPackOutput { size: input.parent_size, arrays, params: Vec::new() })
+        let arrays = if self.layout.is_aos() {
+            Vec::new()
+        } else {
+            vec![("crd", crd)]
+        };
+        Ok(ColumnPackOutput {
+            size: input.parent_size,
+            arrays,
+            params: Vec::new(),
+        })
     }
 }
 
@@ -155,23 +203,48 @@ impl ColumnPack for Singleton {
 /// (for the error message).
 fn distinct_under(input: &ColumnPackInput, positions: &[i32], e: usize) -> usize {
     let parent = positions[e];
-    let lo = (0..e).rev().take_while(|&x| positions[x] == parent).last().unwrap_or(e);
-    let hi = (e..positions.len()).take_while(|&x| positions[x] == parent).last().unwrap_or(e) + 1;
-    1 + (lo + 1..hi).filter(|&x| usize::from(input.split[x]) <= input.level).count()
+    let lo = (0..e)
+        .rev()
+        .take_while(|&x| positions[x] == parent)
+        .last()
+        .unwrap_or(e);
+    let hi = (e..positions.len())
+        .take_while(|&x| positions[x] == parent)
+        .last()
+        .unwrap_or(e)
+        + 1;
+    1 + (lo + 1..hi)
+        .filter(|&x| usize::from(input.split[x]) <= input.level)
+        .count()
 }
 
 impl ColumnUnpack for Singleton {
     fn children<'s>(&self, input: &ColumnUnpackInput<'s, '_>) -> Result<Children<'s>, String> {
         let parents = input.parents;
-        if let (CrdLayout::Own, false, Positions::Range(lo, hi)) = (&self.layout, self.padded, parents) {
+        if let (CrdLayout::Own, false, Positions::Range(lo, hi)) =
+            (&self.layout, self.padded, parents)
+        {
             let crd = input.storage[input.level].array("crd")?;
-            let coords = crd.get(*lo..*hi).ok_or_else(|| format!("positions {lo}..{hi} beyond crd (length {})", crd.len()))?;
-            return Ok(Children { positions: parents.clone(), coords: Cow::Borrowed(coords), owners: Owners::Same });
+            let coords = crd
+                .get(*lo..*hi)
+                .ok_or_else(|| format!("positions {lo}..{hi} beyond crd (length {})", crd.len()))?;
+            return Ok(Children {
+                positions: parents.clone(),
+                coords: Cow::Borrowed(coords),
+                owners: Owners::Same,
+            });
         }
         if parents.len() > u32::MAX as usize {
-            return Err(format!("{} parent positions do not fit 32-bit indices", parents.len()));
+            return Err(format!(
+                "{} parent positions do not fit 32-bit indices",
+                parents.len()
+            ));
         }
-        let (mut positions, mut coords, mut owners) = (Vec::with_capacity(parents.len()), Vec::with_capacity(parents.len()), Vec::new());
+        let (mut positions, mut coords, mut owners) = (
+            Vec::with_capacity(parents.len()),
+            Vec::with_capacity(parents.len()),
+            Vec::new(),
+        );
         let crd = self.layout.reader(input.storage, input.level)?;
         for i in 0..parents.len() {
             let p = parents.at(i);
@@ -183,8 +256,16 @@ impl ColumnUnpack for Singleton {
             coords.push(c);
             owners.push(i as u32);
         }
-        let owners = if owners.len() == parents.len() { Owners::Same } else { Owners::Each(owners) };
-        Ok(Children { positions: Positions::List(positions), coords: Cow::Owned(coords), owners })
+        let owners = if owners.len() == parents.len() {
+            Owners::Same
+        } else {
+            Owners::Each(owners)
+        };
+        Ok(Children {
+            positions: Positions::List(positions),
+            coords: Cow::Owned(coords),
+            owners,
+        })
     }
 }
 
@@ -192,7 +273,13 @@ impl CoordPositionIteration for Singleton {
     fn pos_bounds(&self, _c: &LevelCtx, _e: &mut Emitter, parent_pos: Expr) -> (Expr, Expr) {
         (parent_pos.clone(), Expr::add(parent_pos, Expr::Int(1)))
     }
-    fn pos_access(&self, c: &LevelCtx, e: &mut Emitter, pos: Expr, _ancestors: &[Expr]) -> (Expr, Expr) {
+    fn pos_access(
+        &self,
+        c: &LevelCtx,
+        e: &mut Emitter,
+        pos: Expr,
+        _ancestors: &[Expr],
+    ) -> (Expr, Expr) {
         if self.padded {
             let coord = e.bind("scrd", self.layout.load(c, pos));
             return (coord.clone(), Expr::ne(coord, Expr::Int(-1)));
@@ -207,6 +294,14 @@ impl Append for Singleton {
         e.reserve(c.array("crd"), Expr::add(pos.clone(), Expr::Int(1)));
         e.store(c.array("crd"), pos, coord);
     }
-    fn append_edges(&self, _c: &LevelCtx, _e: &mut Emitter, _parent_pos: Expr, _pbegin: Expr, _pend: Expr) {}
+    fn append_edges(
+        &self,
+        _c: &LevelCtx,
+        _e: &mut Emitter,
+        _parent_pos: Expr,
+        _pbegin: Expr,
+        _pend: Expr,
+    ) {
+    }
     fn append_finalize(&self, _c: &LevelCtx, _e: &mut Emitter, _parent_size: Expr, _size: Expr) {}
 }

@@ -25,8 +25,14 @@ impl<'p> Dedup<PositionIter<'p>> {
         cx.e.open();
         let (next, _) = self.0.access(cx, seg.clone(), &anc);
         let pre = cx.e.close();
-        debug_assert!(pre.is_empty(), "deduplicated levels have expression-only pos_access");
-        let cond = Expr::and(Expr::lt(seg.clone(), end.clone()), Expr::eq(next, coord.clone()));
+        debug_assert!(
+            pre.is_empty(),
+            "deduplicated levels have expression-only pos_access"
+        );
+        let cond = Expr::and(
+            Expr::lt(seg.clone(), end.clone()),
+            Expr::eq(next, coord.clone()),
+        );
         cx.e.while_(cond, |e| e.set(seg, Expr::add(seg.clone(), Expr::Int(1))));
     }
 }
@@ -57,11 +63,25 @@ impl<'p> LoopIterator<'p> for Dedup<PositionIter<'p>> {
         let step = self.0.coordinate(cx, cur);
         let seg = self.declare_run(cx, cur);
         self.scan(cx, &seg, &cur.end, &step.coord);
-        Step { run_end: Some(seg), ..step }
+        Step {
+            run_end: Some(seg),
+            ..step
+        }
     }
     fn coordinate_guarded(&self, cx: &mut Cx, cur: &Cursor, exhausted: i64) -> Step {
-        let (coord, seg) = self.0.read_guarded(cx, cur, exhausted, |cx| self.declare_run(cx, cur), |cx, coord, seg| self.scan(cx, seg, &cur.end, coord));
-        Step { coord, pos: cur.at.clone(), found: Expr::Bool(true), run_end: Some(seg) }
+        let (coord, seg) = self.0.read_guarded(
+            cx,
+            cur,
+            exhausted,
+            |cx| self.declare_run(cx, cur),
+            |cx, coord, seg| self.scan(cx, seg, &cur.end, coord),
+        );
+        Step {
+            coord,
+            pos: cur.at.clone(),
+            found: Expr::Bool(true),
+            run_end: Some(seg),
+        }
     }
     fn locate(&self, cx: &mut Cx, coord: Expr) -> Option<Result<(Expr, Expr), LowerError>> {
         self.0.locate(cx, coord)

@@ -18,9 +18,25 @@ impl DimensionIter {
     pub fn new(id: IterId, var: &str, tensor: Option<&str>) -> Self {
         let who = tensor.map_or(String::new(), |t| format!(" for {t}"));
         // Every coordinate once, in order; any coordinate can be read.
-        let level = Properties { full: true, ordered: true, unique: true, branchless: false, compact: true };
-        let props = Props { level, locatable: true };
-        DimensionIter { head: Head { id, props, level: None, name: format!("dimension({var}){who}") } }
+        let level = Properties {
+            full: true,
+            ordered: true,
+            unique: true,
+            branchless: false,
+            compact: true,
+        };
+        let props = Props {
+            level,
+            locatable: true,
+        };
+        DimensionIter {
+            head: Head {
+                id,
+                props,
+                level: None,
+                name: format!("dimension({var}){who}"),
+            },
+        }
     }
 }
 
@@ -35,10 +51,18 @@ impl<'p> LoopIterator<'p> for DimensionIter {
         cx.var_name().to_string()
     }
     fn begin(&self, cx: &mut Cx) -> Cursor {
-        Cursor { at: Expr::Int(0), end: cx.extent() }
+        Cursor {
+            at: Expr::Int(0),
+            end: cx.extent(),
+        }
     }
     fn coordinate(&self, _cx: &mut Cx, cur: &Cursor) -> Step {
-        Step { coord: cur.at.clone(), pos: Expr::Int(0), found: Expr::Bool(true), run_end: None }
+        Step {
+            coord: cur.at.clone(),
+            pos: Expr::Int(0),
+            found: Expr::Bool(true),
+            run_end: None,
+        }
     }
     fn coordinate_guarded(&self, cx: &mut Cx, cur: &Cursor, exhausted: i64) -> Step {
         select_guarded(self, cx, cur, exhausted)

@@ -21,8 +21,16 @@ struct Level {
 impl Level {
     fn new(o: &Operand, k: usize) -> Level {
         let l = &o.format.levels[k];
-        let props = Props { level: l.properties(), locatable: l.locate().is_some() };
-        let head = Head { id: IterId::Operand(o.id), props, level: Some((o.id, k)), name: format!("{}{}:{}", o.tensor, k + 1, l.spec()) };
+        let props = Props {
+            level: l.properties(),
+            locatable: l.locate().is_some(),
+        };
+        let head = Head {
+            id: IterId::Operand(o.id),
+            props,
+            level: Some((o.id, k)),
+            name: format!("{}{}:{}", o.tensor, k + 1, l.spec()),
+        };
         Level { op: o.id, k, head }
     }
     fn operand<'p>(&self, cx: &Cx<'_, 'p>) -> &'p Operand {
@@ -54,7 +62,10 @@ impl<'p> PositionIter<'p> {
     /// iterates by position.
     pub fn new(o: &'p Operand, k: usize) -> Option<Self> {
         match o.format.levels[k].iteration() {
-            Iteration::CoordPosition(f) => Some(PositionIter { level: Level::new(o, k), f }),
+            Iteration::CoordPosition(f) => Some(PositionIter {
+                level: Level::new(o, k),
+                f,
+            }),
             Iteration::CoordValue(_) => None,
         }
     }
@@ -92,14 +103,25 @@ impl<'p> PositionIter<'p> {
         cx.e.set(&lo, l);
         cx.e.set(&hi, h);
         let then = cx.e.close();
-        cx.e.push(Stmt::If { cond: found, then, els: Vec::new() });
+        cx.e.push(Stmt::If {
+            cond: found,
+            then,
+            els: Vec::new(),
+        });
         (lo, hi)
     }
 
     /// The guarded read of the coordinate under the cursor: declared as
     /// `exhausted`, read while the cursor is in bounds. `before` runs ahead
     /// of the guard and `inside` after the read, within it (a dedup scan).
-    pub fn read_guarded<R>(&self, cx: &mut Cx, cur: &Cursor, exhausted: i64, before: impl FnOnce(&mut Cx) -> R, inside: impl FnOnce(&mut Cx, &Expr, &R)) -> (Expr, R) {
+    pub fn read_guarded<R>(
+        &self,
+        cx: &mut Cx,
+        cur: &Cursor,
+        exhausted: i64,
+        before: impl FnOnce(&mut Cx) -> R,
+        inside: impl FnOnce(&mut Cx, &Expr, &R),
+    ) -> (Expr, R) {
         let o = self.level.operand(cx);
         let anc = cx.ancestors(o);
         let coord = cx.let_coord(&coord_name(cx.p, cx.var, o), Expr::Int(exhausted));
@@ -109,7 +131,11 @@ impl<'p> PositionIter<'p> {
         cx.e.set(&coord, x);
         inside(cx, &coord, &r);
         let then = cx.e.close();
-        cx.e.push(Stmt::If { cond: Expr::lt(cur.at.clone(), cur.end.clone()), then, els: Vec::new() });
+        cx.e.push(Stmt::If {
+            cond: Expr::lt(cur.at.clone(), cur.end.clone()),
+            then,
+            els: Vec::new(),
+        });
         (coord, r)
     }
 }
@@ -136,11 +162,21 @@ impl<'p> LoopIterator<'p> for PositionIter<'p> {
         let anc = cx.ancestors(o);
         let (coord, found) = self.access(cx, cur.at.clone(), &anc);
         let coord = cx.bind_coord(&coord_name(cx.p, cx.var, o), coord);
-        Step { coord, pos: cur.at.clone(), found, run_end: None }
+        Step {
+            coord,
+            pos: cur.at.clone(),
+            found,
+            run_end: None,
+        }
     }
     fn coordinate_guarded(&self, cx: &mut Cx, cur: &Cursor, exhausted: i64) -> Step {
         let (coord, ()) = self.read_guarded(cx, cur, exhausted, |_| (), |_, _, _| ());
-        Step { coord, pos: cur.at.clone(), found: Expr::Bool(true), run_end: None }
+        Step {
+            coord,
+            pos: cur.at.clone(),
+            found: Expr::Bool(true),
+            run_end: None,
+        }
     }
     fn locate(&self, cx: &mut Cx, coord: Expr) -> Option<Result<(Expr, Expr), LowerError>> {
         Some(locate(cx.p, cx.e, cx.st, self.level.op, coord))
@@ -175,9 +211,16 @@ impl<'p> LoopIterator<'p> for ValueIter<'p> {
         let mut coords = cx.ancestors(o);
         coords.push(cur.at.clone());
         let parent = cx.parent(o.id);
-        let (pos, found) = self.f.coord_access(&self.level.ctx(o), cx.e, parent, &coords);
+        let (pos, found) = self
+            .f
+            .coord_access(&self.level.ctx(o), cx.e, parent, &coords);
         let pos = cx.e.bind(&pos_name(o, self.level.k), pos);
-        Step { coord: cur.at.clone(), pos, found, run_end: None }
+        Step {
+            coord: cur.at.clone(),
+            pos,
+            found,
+            run_end: None,
+        }
     }
     fn coordinate_guarded(&self, cx: &mut Cx, cur: &Cursor, exhausted: i64) -> Step {
         super::select_guarded(self, cx, cur, exhausted)
@@ -190,7 +233,13 @@ impl<'p> LoopIterator<'p> for ValueIter<'p> {
 /// Position bounds of a level under a parent position, or under a
 /// deduplicated run of parent positions `[lo, hi)` by chaining the children
 /// of the run's first and last positions (section 5.3: no scratch array).
-fn child_bounds(it: &dyn CoordPositionIteration, c: &LevelCtx, e: &mut Emitter, parent: Expr, run_end: Option<Expr>) -> (Expr, Expr) {
+fn child_bounds(
+    it: &dyn CoordPositionIteration,
+    c: &LevelCtx,
+    e: &mut Emitter,
+    parent: Expr,
+    run_end: Option<Expr>,
+) -> (Expr, Expr) {
     match run_end {
         None => it.pos_bounds(c, e, parent),
         Some(end) => {
@@ -202,13 +251,24 @@ fn child_bounds(it: &dyn CoordPositionIteration, c: &LevelCtx, e: &mut Emitter, 
 }
 
 /// Locate `op`'s next level at coordinate `coord`: (position, found).
-pub(crate) fn locate(p: &Problem, e: &mut Emitter, st: &State, op: OperandId, coord: Expr) -> Result<(Expr, Expr), LowerError> {
+pub(crate) fn locate(
+    p: &Problem,
+    e: &mut Emitter,
+    st: &State,
+    op: OperandId,
+    coord: Expr,
+) -> Result<(Expr, Expr), LowerError> {
     let o = &p.operands[op];
     let k = st.pos[op].len();
     let level = &o.format.levels[k];
     let Some(loc) = level.locate() else {
         return Err(LowerError::Capability {
-            reason: format!("{} must be accessed at a given coordinate of `{}` but {} has no locate capability", o.access, p.name(o.level_vars[k]), o.level_name(k)),
+            reason: format!(
+                "{} must be accessed at a given coordinate of `{}` but {} has no locate capability",
+                o.access,
+                p.name(o.level_vars[k]),
+                o.level_name(k)
+            ),
             span: o.access.span,
         });
     };
@@ -231,6 +291,10 @@ pub(crate) fn locate(p: &Problem, e: &mut Emitter, st: &State, op: OperandId, co
     e.set(&pos, p_at);
     e.set(&found_var, f_at);
     let then = e.close();
-    e.push(Stmt::If { cond: present, then, els: Vec::new() });
+    e.push(Stmt::If {
+        cond: present,
+        then,
+        els: Vec::new(),
+    });
     Ok((pos, found_var))
 }

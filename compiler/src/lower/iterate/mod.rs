@@ -86,7 +86,10 @@ pub(crate) fn note_coord(coords: &mut Vec<(VarId, IndexVar)>, x: &Expr, v: Index
 }
 
 pub(crate) fn ancestors(st: &State, o: &Operand) -> Vec<Expr> {
-    o.level_vars[..st.pos[o.id].len()].iter().map(|v| st.bound.get(v).cloned().unwrap_or(Expr::Int(0))).collect()
+    o.level_vars[..st.pos[o.id].len()]
+        .iter()
+        .map(|v| st.bound.get(v).cloned().unwrap_or(Expr::Int(0)))
+        .collect()
 }
 
 /// Runtime variables of an iterator inside one lattice's loops.
@@ -192,7 +195,9 @@ pub(crate) trait LoopIterator<'p> {
     fn coordinate_guarded(&self, cx: &mut Cx, cur: &Cursor, exhausted: i64) -> Step;
     /// The cursor's next value once `step` is done.
     fn advance(&self, cur: &Cursor, step: &Step) -> Expr {
-        step.run_end.clone().unwrap_or_else(|| Expr::add(cur.at.clone(), Expr::Int(1)))
+        step.run_end
+            .clone()
+            .unwrap_or_else(|| Expr::add(cur.at.clone(), Expr::Int(1)))
     }
     /// Emit a locate of `coord` in the level instead of iterating it
     /// (position, found); `None` for an iterator over no level, an error
@@ -205,11 +210,25 @@ pub(crate) trait LoopIterator<'p> {
 
 /// `coordinate_guarded` for iterators whose cursor is the coordinate: past
 /// the end it reads as `exhausted`.
-fn select_guarded<'p>(it: &dyn LoopIterator<'p>, cx: &mut Cx, cur: &Cursor, exhausted: i64) -> Step {
-    let c = Expr::select(Expr::lt(cur.at.clone(), cur.end.clone()), cur.at.clone(), Expr::Int(exhausted));
+fn select_guarded<'p>(
+    it: &dyn LoopIterator<'p>,
+    cx: &mut Cx,
+    cur: &Cursor,
+    exhausted: i64,
+) -> Step {
+    let c = Expr::select(
+        Expr::lt(cur.at.clone(), cur.end.clone()),
+        cur.at.clone(),
+        Expr::Int(exhausted),
+    );
     let step = it.coordinate(cx, cur);
     let coord = cx.bind_coord(cx.var_name(), c);
-    Step { coord, pos: step.pos, found: step.found, run_end: None }
+    Step {
+        coord,
+        pos: step.pos,
+        found: step.found,
+        run_end: None,
+    }
 }
 
 /// Names in taco's style: positions `pA2`, coordinates `jA`.

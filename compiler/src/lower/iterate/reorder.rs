@@ -39,8 +39,19 @@ impl<'p> Reorder<'p> {
         let mut head = inner.head().clone();
         head.props.level.ordered = true;
         head.name = format!("reorder<{}>", inner.head().name);
-        let scratch = |what: &str| ArrayRef { tensor: tensor.to_string(), slot: Slot::Scratch(format!("{copy}_{what}"), ElemTy::I32) };
-        Reorder { inner, head, operand, k, coords: scratch("crd"), positions: scratch("pos"), slots: scratch("slots") }
+        let scratch = |what: &str| ArrayRef {
+            tensor: tensor.to_string(),
+            slot: Slot::Scratch(format!("{copy}_{what}"), ElemTy::I32),
+        };
+        Reorder {
+            inner,
+            head,
+            operand,
+            k,
+            coords: scratch("crd"),
+            positions: scratch("pos"),
+            slots: scratch("slots"),
+        }
     }
 }
 
@@ -76,23 +87,47 @@ impl<'p> LoopIterator<'p> for Reorder<'p> {
         let keep = cx.e.close();
         match found {
             Expr::Bool(true) => keep.into_iter().for_each(|s| cx.e.push(s)),
-            found => cx.e.push(Stmt::If { cond: found, then: keep, els: Vec::new() }),
+            found => cx.e.push(Stmt::If {
+                cond: found,
+                then: keep,
+                els: Vec::new(),
+            }),
         }
         let body = cx.e.close();
-        cx.e.push(Stmt::For { var: at, lo, hi, body });
+        cx.e.push(Stmt::For {
+            var: at,
+            lo,
+            hi,
+            body,
+        });
         cx.e.sort_distinct_pairs(&self.coords, &self.positions, count.clone(), &self.slots);
-        Cursor { at: Expr::Int(0), end: count }
+        Cursor {
+            at: Expr::Int(0),
+            end: count,
+        }
     }
     fn coordinate(&self, cx: &mut Cx, cur: &Cursor) -> Step {
-        let (cname, pname) = (coord_name(cx.p, cx.var, self.operand), pos_name(self.operand, self.k));
+        let (cname, pname) = (
+            coord_name(cx.p, cx.var, self.operand),
+            pos_name(self.operand, self.k),
+        );
         let coord = cx.let_coord(&cname, Expr::load(self.coords.clone(), cur.at.clone()));
-        let pos = cx.e.let_var(&pname, Expr::load(self.positions.clone(), cur.at.clone()));
-        Step { coord, pos, found: Expr::Bool(true), run_end: None }
+        let pos =
+            cx.e.let_var(&pname, Expr::load(self.positions.clone(), cur.at.clone()));
+        Step {
+            coord,
+            pos,
+            found: Expr::Bool(true),
+            run_end: None,
+        }
     }
     /// Past its end the coordinate reads as `exhausted` and the position
     /// as 0, which nothing reads (the coordinate matches no other).
     fn coordinate_guarded(&self, cx: &mut Cx, cur: &Cursor, exhausted: i64) -> Step {
-        let (cname, pname) = (coord_name(cx.p, cx.var, self.operand), pos_name(self.operand, self.k));
+        let (cname, pname) = (
+            coord_name(cx.p, cx.var, self.operand),
+            pos_name(self.operand, self.k),
+        );
         let coord = cx.let_coord(&cname, Expr::Int(exhausted));
         let pos = cx.e.let_var(&pname, Expr::Int(0));
         let (coords, positions) = (self.coords.clone(), self.positions.clone());
@@ -100,7 +135,12 @@ impl<'p> LoopIterator<'p> for Reorder<'p> {
             e.set(&coord, Expr::load(coords, cur.at.clone()));
             e.set(&pos, Expr::load(positions, cur.at.clone()));
         });
-        Step { coord, pos, found: Expr::Bool(true), run_end: None }
+        Step {
+            coord,
+            pos,
+            found: Expr::Bool(true),
+            run_end: None,
+        }
     }
     fn locate(&self, cx: &mut Cx, coord: Expr) -> Option<Result<(Expr, Expr), LowerError>> {
         self.inner.locate(cx, coord)

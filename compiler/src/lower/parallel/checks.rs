@@ -12,7 +12,9 @@ use std::collections::BTreeSet;
 /// rows as they would be computed after the rows before, positions
 /// counted from 0, which stitching shifts.
 pub(super) fn carried_counters_fit(the_loop: &Stmt, vars: &[crate::ir::VarInfo]) -> bool {
-    sets_outside(the_loop).iter().all(|(t, _)| vars.get(*t as usize).is_some_and(|v| v.ty == Ty::I64))
+    sets_outside(the_loop)
+        .iter()
+        .all(|(t, _)| vars.get(*t as usize).is_some_and(|v| v.ty == Ty::I64))
 }
 
 fn loads(e: &Expr, f: &mut dyn FnMut(&ArrayRef, &Expr)) {
@@ -39,7 +41,9 @@ pub(super) fn reads_result_only_to_add(block: &[Stmt], out: &str, scratch: bool)
     crate::ir::walk_block(&block.to_vec(), &mut |s| match s {
         Stmt::Store(a, i, v) => {
             let added = match v {
-                Expr::Bin(BinOp::Add, x, e) => matches!(&**x, Expr::Load(b, j) if b == a && **j == *i) && free(e),
+                Expr::Bin(BinOp::Add, x, e) => {
+                    matches!(&**x, Expr::Load(b, j) if b == a && **j == *i) && free(e)
+                }
                 _ => false,
             };
             ok &= free(i) && (added || free(v));
@@ -93,7 +97,12 @@ fn uses_var(e: &Expr, v: VarId) -> bool {
 /// only added to in it (`t = t + e`), and after it only stored into or
 /// added to the result. A thread's sums then cover its share, and the
 /// threads' results add up to the whole.
-pub(super) fn carried_sums_fit(before: &[Stmt], the_loop: &Stmt, after: &[Stmt], vars: &[crate::ir::VarInfo]) -> bool {
+pub(super) fn carried_sums_fit(
+    before: &[Stmt],
+    the_loop: &Stmt,
+    after: &[Stmt],
+    vars: &[crate::ir::VarInfo],
+) -> bool {
     sets_outside(the_loop).iter().all(|(t, e)| {
         let t = *t;
         let sum = matches!(e, Expr::Bin(BinOp::Add, x, r) if **x == Expr::Var(t) && !uses_var(r, t));
@@ -119,10 +128,17 @@ pub(super) fn carried_sums_fit(before: &[Stmt], the_loop: &Stmt, after: &[Stmt],
 /// (everything but `let`s) may be skipped by the loop's calls, since the
 /// `let`s they keep read no array the kernel writes and no variable the
 /// set-up assigns; nothing with an effect follows the loop.
-pub(super) fn rows_frame_fits(before: &[Stmt], bounds: [&Expr; 2], after: &[Stmt], out: &str) -> bool {
+pub(super) fn rows_frame_fits(
+    before: &[Stmt],
+    bounds: [&Expr; 2],
+    after: &[Stmt],
+    out: &str,
+) -> bool {
     let pure = |e: &Expr| {
         let mut ok = true;
-        loads(e, &mut |a, _| ok &= a.tensor != out && !matches!(a.slot, Slot::Scratch(..)));
+        loads(e, &mut |a, _| {
+            ok &= a.tensor != out && !matches!(a.slot, Slot::Scratch(..))
+        });
         ok
     };
     let set_up_fits = before.iter().all(|s| match s {
@@ -131,7 +147,11 @@ pub(super) fn rows_frame_fits(before: &[Stmt], bounds: [&Expr; 2], after: &[Stmt
         Stmt::Set(..) => false,
         s => !assigns_outside(s),
     });
-    set_up_fits && bounds.into_iter().all(pure) && after.iter().all(|s| matches!(s, Stmt::Let(..) | Stmt::Comment(_)))
+    set_up_fits
+        && bounds.into_iter().all(pure)
+        && after
+            .iter()
+            .all(|s| matches!(s, Stmt::Let(..) | Stmt::Comment(_)))
 }
 
 #[cfg(test)]
@@ -145,59 +165,140 @@ mod tests {
     #[test]
     fn only_additions_to_the_result_may_read_it() {
         let i = Expr::Int(3);
-        let add = Stmt::Store(vals("y"), i.clone(), Expr::add(Expr::load(vals("y"), i.clone()), Expr::load(vals("A"), i.clone())));
+        let add = Stmt::Store(
+            vals("y"),
+            i.clone(),
+            Expr::add(
+                Expr::load(vals("y"), i.clone()),
+                Expr::load(vals("A"), i.clone()),
+            ),
+        );
         let store = Stmt::Store(vals("y"), i.clone(), Expr::load(vals("A"), i.clone()));
         assert!(reads_result_only_to_add(&[add.clone(), store], "y", true));
         // Scaling, reading another position, reading it in a `let`: no.
-        let scale = Stmt::Store(vals("y"), i.clone(), Expr::mul(Expr::load(vals("y"), i.clone()), Expr::Float(2.0)));
-        let other = Stmt::Store(vals("y"), i.clone(), Expr::add(Expr::load(vals("y"), Expr::Int(4)), Expr::Float(1.0)));
+        let scale = Stmt::Store(
+            vals("y"),
+            i.clone(),
+            Expr::mul(Expr::load(vals("y"), i.clone()), Expr::Float(2.0)),
+        );
+        let other = Stmt::Store(
+            vals("y"),
+            i.clone(),
+            Expr::add(Expr::load(vals("y"), Expr::Int(4)), Expr::Float(1.0)),
+        );
         let read = Stmt::Let(0, Expr::load(vals("y"), Expr::Int(0)));
         for bad in [scale, other, read] {
-            assert!(!reads_result_only_to_add(&[add.clone(), bad.clone()], "y", true), "{bad:?}");
+            assert!(
+                !reads_result_only_to_add(&[add.clone(), bad.clone()], "y", true),
+                "{bad:?}"
+            );
         }
     }
 
     #[test]
     fn shared_rows_write_only_the_result_values_and_never_grow() {
         let i = Expr::Int(3);
-        let add = Stmt::Store(vals("y"), i.clone(), Expr::add(Expr::load(vals("y"), i.clone()), Expr::Float(1.0)));
+        let add = Stmt::Store(
+            vals("y"),
+            i.clone(),
+            Expr::add(Expr::load(vals("y"), i.clone()), Expr::Float(1.0)),
+        );
         assert!(rows_body_fits(&[add.clone()], "y"));
-        let scratch = ArrayRef { tensor: "y".into(), slot: Slot::Scratch("w".into(), crate::ir::ElemTy::F64) };
-        for bad in [Stmt::Reserve { array: vals("y"), len: Expr::Int(9) }, Stmt::Store(scratch, i.clone(), Expr::Float(1.0))] {
+        let scratch = ArrayRef {
+            tensor: "y".into(),
+            slot: Slot::Scratch("w".into(), crate::ir::ElemTy::F64),
+        };
+        for bad in [
+            Stmt::Reserve {
+                array: vals("y"),
+                len: Expr::Int(9),
+            },
+            Stmt::Store(scratch, i.clone(), Expr::Float(1.0)),
+        ] {
             assert!(!rows_body_fits(&[add.clone(), bad.clone()], "y"), "{bad:?}");
         }
     }
 
     #[test]
     fn partial_kernels_carry_only_sums_across_iterations() {
-        let vars: Vec<crate::ir::VarInfo> = [("t", Ty::F64), ("i", Ty::I64), ("c", Ty::I64)].iter().map(|(n, ty)| crate::ir::VarInfo { name: n.to_string(), ty: *ty }).collect();
+        let vars: Vec<crate::ir::VarInfo> = [("t", Ty::F64), ("i", Ty::I64), ("c", Ty::I64)]
+            .iter()
+            .map(|(n, ty)| crate::ir::VarInfo {
+                name: n.to_string(),
+                ty: *ty,
+            })
+            .collect();
         let (t, i) = (Expr::Var(0), Expr::Var(1));
         let add = |v: VarId, e: Expr| Stmt::Set(v, Expr::add(Expr::Var(v), e));
-        let the_loop = |body: Vec<Stmt>| Stmt::For { var: 1, lo: Expr::Int(0), hi: Expr::Int(9), body };
+        let the_loop = |body: Vec<Stmt>| Stmt::For {
+            var: 1,
+            lo: Expr::Int(0),
+            hi: Expr::Int(9),
+            body,
+        };
         let sum = the_loop(vec![add(0, Expr::load(vals("x"), i.clone()))]);
         let zero = [Stmt::Let(0, Expr::Float(0.0))];
         let store = [Stmt::Store(vals("a"), Expr::Int(0), t.clone())];
         assert!(carried_sums_fit(&zero, &sum, &store, &vars));
         // A sum that starts elsewhere, is scaled after, or an integer carried.
-        assert!(!carried_sums_fit(&[Stmt::Let(0, Expr::Float(1.0))], &sum, &store, &vars));
-        let scaled = [Stmt::Store(vals("a"), Expr::Int(0), Expr::mul(t.clone(), Expr::Float(2.0)))];
+        assert!(!carried_sums_fit(
+            &[Stmt::Let(0, Expr::Float(1.0))],
+            &sum,
+            &store,
+            &vars
+        ));
+        let scaled = [Stmt::Store(
+            vals("a"),
+            Expr::Int(0),
+            Expr::mul(t.clone(), Expr::Float(2.0)),
+        )];
         assert!(!carried_sums_fit(&zero, &sum, &scaled, &vars));
         let counter = the_loop(vec![add(2, Expr::Int(1))]);
-        assert!(!carried_sums_fit(&[Stmt::Let(2, Expr::Int(0))], &counter, &[], &vars));
+        assert!(!carried_sums_fit(
+            &[Stmt::Let(2, Expr::Int(0))],
+            &counter,
+            &[],
+            &vars
+        ));
     }
 
     #[test]
     fn the_set_up_is_separable_from_the_loop() {
         let n = Expr::Int(9);
-        let zero_fill = Stmt::For { var: 1, lo: Expr::Int(0), hi: n.clone(), body: vec![Stmt::Store(vals("y"), Expr::Var(1), Expr::Float(0.0))] };
+        let zero_fill = Stmt::For {
+            var: 1,
+            lo: Expr::Int(0),
+            hi: n.clone(),
+            body: vec![Stmt::Store(vals("y"), Expr::Var(1), Expr::Float(0.0))],
+        };
         let size = Stmt::Let(0, n.clone());
-        assert!(rows_frame_fits(&[size.clone(), zero_fill.clone()], [&Expr::Int(0), &n], &[], "y"));
+        assert!(rows_frame_fits(
+            &[size.clone(), zero_fill.clone()],
+            [&Expr::Int(0), &n],
+            &[],
+            "y"
+        ));
         // A set-up that assigns a variable the loop may read; a `let` that
         // reads the result; an effect after the loop.
-        let counter = Stmt::For { var: 1, lo: Expr::Int(0), hi: n.clone(), body: vec![Stmt::Set(0, Expr::Var(1))] };
-        assert!(!rows_frame_fits(&[size.clone(), counter], [&Expr::Int(0), &n], &[], "y"));
+        let counter = Stmt::For {
+            var: 1,
+            lo: Expr::Int(0),
+            hi: n.clone(),
+            body: vec![Stmt::Set(0, Expr::Var(1))],
+        };
+        assert!(!rows_frame_fits(
+            &[size.clone(), counter],
+            [&Expr::Int(0), &n],
+            &[],
+            "y"
+        ));
         let reads = Stmt::Let(2, Expr::load(vals("y"), Expr::Int(0)));
         assert!(!rows_frame_fits(&[reads], [&Expr::Int(0), &n], &[], "y"));
-        assert!(!rows_frame_fits(&[size], [&Expr::Int(0), &n], &[zero_fill], "y"));
+        assert!(!rows_frame_fits(
+            &[size],
+            [&Expr::Int(0), &n],
+            &[zero_fill],
+            "y"
+        ));
     }
 }

@@ -30,9 +30,15 @@ use super::iterate::{Kind, LoopIterator};
 use super::operands::{Problem, ResultAssembly};
 use super::vars::IndexVar;
 use super::Lowerer;
-use checks::{assigns_outside, carried_counters_fit, carried_sums_fit, reads_result_only_to_add, rows_body_fits, rows_frame_fits};
 use crate::format::level::{Assembly, Iteration, LevelCtx};
-use crate::ir::{CmpOp, Emitter, Expr, Parallel, ParamRef, Stmt, Ty, VarId, CALL_PHASE, CALL_THREAD, CALL_THREADS};
+use crate::ir::{
+    CmpOp, Emitter, Expr, Parallel, ParamRef, Stmt, Ty, VarId, CALL_PHASE, CALL_THREAD,
+    CALL_THREADS,
+};
+use checks::{
+    assigns_outside, carried_counters_fit, carried_sums_fit, reads_result_only_to_add,
+    rows_body_fits, rows_frame_fits,
+};
 
 /// The outermost loop of a nest, as the lowerer emitted it.
 #[derive(Clone, Debug)]
@@ -53,7 +59,13 @@ impl OuterLoop {
     /// A plain loop `var` over every coordinate of `index`, each visited
     /// once (the rows loop of terms sharing a workspace row).
     pub(super) fn rows(var: VarId, index: IndexVar) -> OuterLoop {
-        OuterLoop { var, index, distinct: true, weight: None, runs: None }
+        OuterLoop {
+            var,
+            index,
+            distinct: true,
+            weight: None,
+            runs: None,
+        }
     }
 }
 
@@ -91,17 +103,30 @@ impl<'p> Lowerer<'p> {
             Kind::Value(_) | Kind::Dimension | Kind::Scratch => true,
         };
         let weight = self.weight(it);
-        self.outer = Some(OuterLoop { var, index: v, distinct, weight, runs });
+        self.outer = Some(OuterLoop {
+            var,
+            index: v,
+            distinct,
+            weight,
+            runs,
+        });
     }
 
     /// The coordinate of the outermost level `it` iterates by position, at
     /// a position, when expressions alone give it.
     fn coordinate(&mut self, it: &dyn LoopIterator<'p>) -> Option<Coordinate> {
-        let (Kind::Position(f), Some((op, 0))) = (it.kind(), it.level()) else { return None };
+        let (Kind::Position(f), Some((op, 0))) = (it.kind(), it.level()) else {
+            return None;
+        };
         let o = &self.p.operands[op];
         let at = self.e.fresh("share_at", Ty::I64);
         self.e.open();
-        let (coord, found) = f.pos_access(&LevelCtx::new(&o.tensor, 0), &mut self.e, Expr::Var(at), &[]);
+        let (coord, found) = f.pos_access(
+            &LevelCtx::new(&o.tensor, 0),
+            &mut self.e,
+            Expr::Var(at),
+            &[],
+        );
         let pre = self.e.close();
         (pre.is_empty() && found == Expr::Bool(true)).then_some(Coordinate { at, coord })
     }
@@ -115,7 +140,9 @@ impl<'p> Lowerer<'p> {
         let o = &self.p.operands[op];
         // The outermost loop iterates a first level: its parent position is 0.
         let child = o.format.levels.get(k + 1).filter(|_| k == 0)?;
-        let Iteration::CoordPosition(f) = child.iteration() else { return None };
+        let Iteration::CoordPosition(f) = child.iteration() else {
+            return None;
+        };
         // A branchless child has one position per parent: no news.
         if !child.properties().compact || child.properties().branchless {
             return None;
@@ -134,12 +161,20 @@ impl<'p> Lowerer<'p> {
             Kind::Dimension | Kind::Scratch => None,
         };
         let bounds = match (pos(&mut self.e, lo_at), pos(&mut self.e, hi_at)) {
-            (Some(lo_pos), Some(hi_pos)) => Some((f.pos_bounds(&c1, &mut self.e, lo_pos).0, f.pos_bounds(&c1, &mut self.e, hi_pos).1)),
+            (Some(lo_pos), Some(hi_pos)) => Some((
+                f.pos_bounds(&c1, &mut self.e, lo_pos).0,
+                f.pos_bounds(&c1, &mut self.e, hi_pos).1,
+            )),
             _ => None,
         };
         let pre = self.e.close();
         let (lo, hi) = bounds.filter(|_| pre.is_empty())?;
-        Some(Weight { lo_at, lo, hi_at, hi })
+        Some(Weight {
+            lo_at,
+            lo,
+            hi_at,
+            hi,
+        })
     }
 }
 
@@ -147,7 +182,11 @@ impl<'p> Lowerer<'p> {
 /// from how the result is assembled.
 fn mode(p: &Problem, outer: &OuterLoop) -> Option<Parallel> {
     let o = p.output();
-    if p.assembly != ResultAssembly::Buffer && stitches(o) && outer.distinct && o.level_vars.first() == Some(&outer.index) {
+    if p.assembly != ResultAssembly::Buffer
+        && stitches(o)
+        && outer.distinct
+        && o.level_vars.first() == Some(&outer.index)
+    {
         return Some(Parallel::Stitch);
     }
     if p.assembly != ResultAssembly::Direct {
@@ -155,7 +194,9 @@ fn mode(p: &Problem, outer: &OuterLoop) -> Option<Parallel> {
     }
     // Dense levels give every coordinate its own position, computed
     // without writing anything shared: partial results line up too.
-    let dense = o.format.levels.iter().all(|l| l.properties().full && l.locate().is_some() && matches!(l.assembly(), Assembly::Insert(_)));
+    let dense = o.format.levels.iter().all(|l| {
+        l.properties().full && l.locate().is_some() && matches!(l.assembly(), Assembly::Insert(_))
+    });
     if !dense {
         return None;
     }
@@ -172,7 +213,10 @@ fn mode(p: &Problem, outer: &OuterLoop) -> Option<Parallel> {
 fn stitches(o: &super::operands::Operand) -> bool {
     match o.format.levels.as_slice() {
         [rows, below] => {
-            rows.properties().full && rows.locate().is_some() && matches!(rows.assembly(), Assembly::Insert(_)) && matches!(below.assembly(), Assembly::Append(a) if a.stitch_shares().is_some())
+            rows.properties().full
+                && rows.locate().is_some()
+                && matches!(rows.assembly(), Assembly::Insert(_))
+                && matches!(below.assembly(), Assembly::Append(a) if a.stitch_shares().is_some())
         }
         _ => false,
     }
@@ -184,15 +228,31 @@ pub(super) fn share_outer(e: &mut Emitter, p: &Problem, outer: &OuterLoop) -> Op
     let mode = mode(p, outer)?;
     let out = p.output().tensor.clone();
     let mut body = e.take();
-    let fits = match body.iter().position(|s| matches!(s, Stmt::For { var, .. } if *var == outer.var)) {
+    let fits = match body
+        .iter()
+        .position(|s| matches!(s, Stmt::For { var, .. } if *var == outer.var))
+    {
         Some(k) => match (&body[k], mode) {
             // Shares run apart: nothing may flow from one iteration to the next.
-            (l @ Stmt::For { body: inner, lo, hi, .. }, Parallel::Rows) => {
-                rows_body_fits(inner, &out) && !assigns_outside(l) && rows_frame_fits(&body[..k], [lo, hi], &body[k + 1..], &out)
+            (
+                l @ Stmt::For {
+                    body: inner,
+                    lo,
+                    hi,
+                    ..
+                },
+                Parallel::Rows,
+            ) => {
+                rows_body_fits(inner, &out)
+                    && !assigns_outside(l)
+                    && rows_frame_fits(&body[..k], [lo, hi], &body[k + 1..], &out)
             }
             // Threads' results are added up: the kernel may only add to
             // its result (its scratch arrays are each call's own).
-            (l, Parallel::Partials) => reads_result_only_to_add(&body, &out, false) && carried_sums_fit(&body[..k], l, &body[k + 1..], &e.vars),
+            (l, Parallel::Partials) => {
+                reads_result_only_to_add(&body, &out, false)
+                    && carried_sums_fit(&body[..k], l, &body[k + 1..], &e.vars)
+            }
             (l, Parallel::Stitch) => carried_counters_fit(l, &e.vars),
             _ => false,
         }
@@ -203,7 +263,16 @@ pub(super) fn share_outer(e: &mut Emitter, p: &Problem, outer: &OuterLoop) -> Op
         Some(k) => body.split_off(k + 1),
         None => Vec::new(),
     };
-    let (Some(Stmt::For { var, lo, hi, body: inner }), true) = (body.last().cloned(), fits.is_some()) else {
+    let (
+        Some(Stmt::For {
+            var,
+            lo,
+            hi,
+            body: inner,
+        }),
+        true,
+    ) = (body.last().cloned(), fits.is_some())
+    else {
         for s in body {
             e.push(s);
         }
@@ -215,25 +284,48 @@ pub(super) fn share_outer(e: &mut Emitter, p: &Problem, outer: &OuterLoop) -> Op
     for s in body {
         match (mode, s) {
             (Parallel::Rows, s @ (Stmt::Let(..) | Stmt::Comment(_))) => {
-                gate(e, &mut set_up, Expr::cmp(CmpOp::Ne, phase.clone(), Expr::Int(2)));
+                gate(
+                    e,
+                    &mut set_up,
+                    Expr::cmp(CmpOp::Ne, phase.clone(), Expr::Int(2)),
+                );
                 e.push(s);
             }
             (Parallel::Rows, s) => set_up.push(s),
             (Parallel::Partials | Parallel::Stitch, s) => e.push(s),
         }
     }
-    gate(e, &mut set_up, Expr::cmp(CmpOp::Ne, phase.clone(), Expr::Int(2)));
+    gate(
+        e,
+        &mut set_up,
+        Expr::cmp(CmpOp::Ne, phase.clone(), Expr::Int(2)),
+    );
     e.comment(match mode {
-        Parallel::Rows => format!("each thread runs a share of the loop, writing its own rows of {out}"),
-        Parallel::Partials => format!("each thread runs a share of the loop into its own {out}, added up afterwards"),
-        Parallel::Stitch => format!("each thread runs a share of the rows into its own {out}, stitched together afterwards"),
+        Parallel::Rows => {
+            format!("each thread runs a share of the loop, writing its own rows of {out}")
+        }
+        Parallel::Partials => {
+            format!("each thread runs a share of the loop into its own {out}, added up afterwards")
+        }
+        Parallel::Stitch => format!(
+            "each thread runs a share of the rows into its own {out}, stitched together afterwards"
+        ),
     });
     e.open();
     let (begin, end) = share_bounds(e, lo, hi, outer.weight.as_ref(), outer.runs.as_ref());
-    e.push(Stmt::For { var, lo: begin, hi: end, body: inner });
+    e.push(Stmt::For {
+        var,
+        lo: begin,
+        hi: end,
+        body: inner,
+    });
     let share = e.close();
     match mode {
-        Parallel::Rows => e.push(Stmt::If { cond: Expr::cmp(CmpOp::Ne, phase, Expr::Int(1)), then: share, els: Vec::new() }),
+        Parallel::Rows => e.push(Stmt::If {
+            cond: Expr::cmp(CmpOp::Ne, phase, Expr::Int(1)),
+            then: share,
+            els: Vec::new(),
+        }),
         Parallel::Partials | Parallel::Stitch => share.into_iter().for_each(|s| e.push(s)),
     }
     for s in after {
@@ -245,7 +337,11 @@ pub(super) fn share_outer(e: &mut Emitter, p: &Problem, outer: &OuterLoop) -> Op
 /// Emit `pending` (if any) under `if cond`.
 fn gate(e: &mut Emitter, pending: &mut Vec<Stmt>, cond: Expr) {
     if !pending.is_empty() {
-        e.push(Stmt::If { cond, then: std::mem::take(pending), els: Vec::new() });
+        e.push(Stmt::If {
+            cond,
+            then: std::mem::take(pending),
+            els: Vec::new(),
+        });
     }
 }
 
@@ -256,14 +352,23 @@ fn gate(e: &mut Emitter, pending: &mut Vec<Stmt>, cond: Expr) {
 /// `s - 1` on, so boundaries never decrease; boundary `threads` is `hi`.
 /// With `runs`, a boundary inside a run of equal coordinates moves to its
 /// end.
-fn share_bounds(e: &mut Emitter, lo: Expr, hi: Expr, weight: Option<&Weight>, runs: Option<&Coordinate>) -> (Expr, Expr) {
+fn share_bounds(
+    e: &mut Emitter,
+    lo: Expr,
+    hi: Expr,
+    weight: Option<&Weight>,
+    runs: Option<&Coordinate>,
+) -> (Expr, Expr) {
     let thread = Expr::Param(ParamRef::call(CALL_THREAD));
     let threads = Expr::Param(ParamRef::call(CALL_THREADS));
     let lo = e.bind("share_lo", lo);
     let hi = e.bind("share_hi", hi);
     let begin = e.let_var("share_begin", lo.clone());
     let end = e.let_var("share_end", hi.clone());
-    let split = Expr::and(Expr::cmp(CmpOp::Gt, threads.clone(), Expr::Int(1)), Expr::lt(lo.clone(), hi.clone()));
+    let split = Expr::and(
+        Expr::cmp(CmpOp::Gt, threads.clone(), Expr::Int(1)),
+        Expr::lt(lo.clone(), hi.clone()),
+    );
     e.if_(split, |e| {
         let mut total = Expr::sub(hi.clone(), lo.clone());
         // Read only at iterations inside `[lo, hi)`: `lo` and `m - 1`.
@@ -276,45 +381,87 @@ fn share_bounds(e: &mut Emitter, lo: Expr, hi: Expr, weight: Option<&Weight>, ru
         });
         let total = e.let_var("share_total", total);
         let b = e.let_var("share_b", lo.clone());
-        e.for_("share_s", Expr::Int(1), Expr::add(thread.clone(), Expr::Int(2)), |e, s| {
-            let last = e.block(|e| e.set(&b, hi.clone()));
-            let search = e.block(|e| {
-                let target = e.let_var("share_target", Expr::div(Expr::mul(total.clone(), s.clone()), threads.clone()));
-                let a = e.let_var("share_a", b.clone());
-                let z = e.let_var("share_z", hi.clone());
-                e.while_(Expr::lt(a.clone(), z.clone()), |e| {
-                    let m = e.let_var("share_m", Expr::add(a.clone(), Expr::div(Expr::sub(z.clone(), a.clone()), Expr::Int(2))));
-                    let cost = e.let_var("share_cost", Expr::sub(m.clone(), lo.clone()));
-                    if let (Some(w), Some(base)) = (weight, &base) {
-                        e.if_(Expr::cmp(CmpOp::Gt, m.clone(), lo.clone()), |e| {
-                            e.push(Stmt::Set(w.hi_at, Expr::sub(m.clone(), Expr::Int(1))));
-                            e.set(&cost, Expr::add(cost.clone(), Expr::sub(w.hi.clone(), base.clone())));
+        e.for_(
+            "share_s",
+            Expr::Int(1),
+            Expr::add(thread.clone(), Expr::Int(2)),
+            |e, s| {
+                let last = e.block(|e| e.set(&b, hi.clone()));
+                let search = e.block(|e| {
+                    let target = e.let_var(
+                        "share_target",
+                        Expr::div(Expr::mul(total.clone(), s.clone()), threads.clone()),
+                    );
+                    let a = e.let_var("share_a", b.clone());
+                    let z = e.let_var("share_z", hi.clone());
+                    e.while_(Expr::lt(a.clone(), z.clone()), |e| {
+                        let m = e.let_var(
+                            "share_m",
+                            Expr::add(
+                                a.clone(),
+                                Expr::div(Expr::sub(z.clone(), a.clone()), Expr::Int(2)),
+                            ),
+                        );
+                        let cost = e.let_var("share_cost", Expr::sub(m.clone(), lo.clone()));
+                        if let (Some(w), Some(base)) = (weight, &base) {
+                            e.if_(Expr::cmp(CmpOp::Gt, m.clone(), lo.clone()), |e| {
+                                e.push(Stmt::Set(w.hi_at, Expr::sub(m.clone(), Expr::Int(1))));
+                                e.set(
+                                    &cost,
+                                    Expr::add(cost.clone(), Expr::sub(w.hi.clone(), base.clone())),
+                                );
+                            });
+                        }
+                        let found = e.block(|e| e.set(&z, m.clone()));
+                        let not = e.block(|e| e.set(&a, Expr::add(m.clone(), Expr::Int(1))));
+                        e.push(Stmt::If {
+                            cond: Expr::cmp(CmpOp::Ge, cost.clone(), target.clone()),
+                            then: found,
+                            els: not,
+                        });
+                    });
+                    if let Some(r) = runs {
+                        // `a - 1` and `a` are both positions of `[lo, hi)` here.
+                        let more = e.let_var(
+                            "share_more",
+                            Expr::and(
+                                Expr::cmp(CmpOp::Gt, a.clone(), lo.clone()),
+                                Expr::lt(a.clone(), hi.clone()),
+                            ),
+                        );
+                        e.while_(more.clone(), |e| {
+                            e.push(Stmt::Let(r.at, Expr::sub(a.clone(), Expr::Int(1))));
+                            let before = e.let_var("share_prev", r.coord.clone());
+                            e.push(Stmt::Set(r.at, a.clone()));
+                            let same = Expr::eq(r.coord.clone(), before);
+                            let next = e.block(|e| e.set(&a, Expr::add(a.clone(), Expr::Int(1))));
+                            let stop = e.block(|e| e.set(&more, Expr::Bool(false)));
+                            e.push(Stmt::If {
+                                cond: same,
+                                then: next,
+                                els: stop,
+                            });
+                            e.if_(Expr::cmp(CmpOp::Ge, a.clone(), hi.clone()), |e| {
+                                e.set(&more, Expr::Bool(false))
+                            });
                         });
                     }
-                    let found = e.block(|e| e.set(&z, m.clone()));
-                    let not = e.block(|e| e.set(&a, Expr::add(m.clone(), Expr::Int(1))));
-                    e.push(Stmt::If { cond: Expr::cmp(CmpOp::Ge, cost.clone(), target.clone()), then: found, els: not });
+                    e.set(&b, a.clone());
                 });
-                if let Some(r) = runs {
-                    // `a - 1` and `a` are both positions of `[lo, hi)` here.
-                    let more = e.let_var("share_more", Expr::and(Expr::cmp(CmpOp::Gt, a.clone(), lo.clone()), Expr::lt(a.clone(), hi.clone())));
-                    e.while_(more.clone(), |e| {
-                        e.push(Stmt::Let(r.at, Expr::sub(a.clone(), Expr::Int(1))));
-                        let before = e.let_var("share_prev", r.coord.clone());
-                        e.push(Stmt::Set(r.at, a.clone()));
-                        let same = Expr::eq(r.coord.clone(), before);
-                        let next = e.block(|e| e.set(&a, Expr::add(a.clone(), Expr::Int(1))));
-                        let stop = e.block(|e| e.set(&more, Expr::Bool(false)));
-                        e.push(Stmt::If { cond: same, then: next, els: stop });
-                        e.if_(Expr::cmp(CmpOp::Ge, a.clone(), hi.clone()), |e| e.set(&more, Expr::Bool(false)));
-                    });
-                }
-                e.set(&b, a.clone());
-            });
-            e.push(Stmt::If { cond: Expr::eq(s.clone(), threads.clone()), then: last, els: search });
-            e.if_(Expr::eq(s.clone(), thread.clone()), |e| e.set(&begin, b.clone()));
-            e.if_(Expr::eq(s.clone(), Expr::add(thread.clone(), Expr::Int(1))), |e| e.set(&end, b.clone()));
-        });
+                e.push(Stmt::If {
+                    cond: Expr::eq(s.clone(), threads.clone()),
+                    then: last,
+                    els: search,
+                });
+                e.if_(Expr::eq(s.clone(), thread.clone()), |e| {
+                    e.set(&begin, b.clone())
+                });
+                e.if_(
+                    Expr::eq(s.clone(), Expr::add(thread.clone(), Expr::Int(1))),
+                    |e| e.set(&end, b.clone()),
+                );
+            },
+        );
     });
     (begin, end)
 }
