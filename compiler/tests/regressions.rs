@@ -661,3 +661,89 @@ fn block_sizes_the_format_fixes_are_constants_in_the_kernel() {
         }
     }
 }
+
+/// The number of entries the kernel's result stores (explicit zeros
+/// included), after checking its values against the oracle.
+fn stored(
+    expr: &str,
+    specs: &[(&str, &str)],
+    data: &BTreeMap<String, CooTensor>,
+    out_dims: &[usize],
+) -> usize {
+    ok(check(expr, specs, data, out_dims));
+    let a = tensor_compiler::notation::parse_assignment(expr).unwrap(); // ok: test code, a panic is a failed test
+    let formats = formats_rest_dense(&a, specs, data, out_dims.len());
+    let mut prepared =
+        tensor_compiler::execute::prepare("kernel", &a, &formats, data, out_dims, None).unwrap(); // ok: test code
+    prepared.run().unwrap(); // ok: test code
+    prepared.result().unwrap().nnz() // ok: test code
+}
+
+#[test]
+fn sparse_results_store_only_entries_some_term_has() {
+    // An inner product over every (i, j) appended an explicit zero for each
+    // pair whose row and column share no k: n^2 entries, which on a
+    // 40K-row matrix ran out of memory.
+    let mut d = BTreeMap::new();
+    d.insert(
+        "B".to_string(),
+        tensor(&[4, 4], &[(&[0, 0], 1.0), (&[2, 1], 2.0)]),
+    );
+    d.insert(
+        "C".to_string(),
+        tensor(&[4, 4], &[(&[0, 0], 1.0), (&[2, 1], 2.0)]),
+    );
+    for c in ["CSC", "CSR", "COO", "DCSR"] {
+        for a in ["CSR", "CSC", "DCSR", "COO", "dense,hashed"] {
+            assert_eq!(
+                stored(
+                    "A(i,j) = B(i,k) * C(k,j)",
+                    &[("B", "CSR"), ("C", c), ("A", a)],
+                    &d,
+                    &[4, 4]
+                ),
+                1,
+                "C {c}, A {a}"
+            );
+            assert_eq!(
+                stored(
+                    "A(i,j) = B(i,k) * C(k,j)",
+                    &[("B", "DCSR"), ("C", c), ("A", a)],
+                    &d,
+                    &[4, 4]
+                ),
+                1,
+                "B DCSR, C {c}, A {a}"
+            );
+        }
+    }
+    // A hashed operand located where it holds nothing; a dense copy of a
+    // sparse operand (its zeros are no entries); a hashed result.
+    let mut d = BTreeMap::new();
+    d.insert("B".to_string(), tensor(&[4, 5], &[]));
+    d.insert("M".to_string(), tensor(&[3, 3], &[(&[1, 1], 1.0)]));
+    d.insert("x".to_string(), tensor(&[3], &[]));
+    assert_eq!(
+        stored(
+            "A(i,j) = B(i,j)",
+            &[("B", "dense,hashed"), ("A", "CSC")],
+            &d,
+            &[4, 5]
+        ),
+        0
+    );
+    for y in ["sparse", "hash"] {
+        for m in ["CSR", "CSB(2)", "COO"] {
+            assert_eq!(
+                stored(
+                    "y(i) = M(i,j) * x(j)",
+                    &[("M", m), ("x", "sparse"), ("y", y)],
+                    &d,
+                    &[3]
+                ),
+                0,
+                "M {m}, y {y}"
+            );
+        }
+    }
+}

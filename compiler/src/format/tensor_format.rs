@@ -17,6 +17,10 @@ pub struct TensorFormat {
     /// The preset this format came from, for display (`CSR`, `BCSR(4)`);
     /// formats with hidden levels print as their preset.
     pub preset: Option<String>,
+    /// Whether the values' zeros are positions the tensor does not hold:
+    /// a dense copy the compiler makes of a sparse operand, whose zeros
+    /// must not become entries of a sparse result.
+    pub zeros_are_fill: bool,
 }
 
 impl fmt::Debug for TensorFormat {
@@ -76,6 +80,7 @@ impl TensorFormat {
             levels,
             map,
             preset: None,
+            zeros_are_fill: false,
         })
     }
 
@@ -88,9 +93,13 @@ impl TensorFormat {
 
     /// Whether the values may hold fill: a level that stores every
     /// coordinate of its span (`LevelFormat::stores_fill`) at or below a
-    /// level that is not full. A dense tensor's zeros are entries; a BCSR
-    /// block's or a DIA diagonal's are not.
+    /// level that is not full, or anywhere in a copy whose zeros are fill.
+    /// A dense tensor's zeros are entries; a BCSR block's or a DIA
+    /// diagonal's are not.
     pub fn values_may_hold_fill(&self) -> bool {
+        if self.zeros_are_fill {
+            return self.levels.iter().any(|l| l.stores_fill());
+        }
         let mut sparse_above = false;
         for l in &self.levels {
             sparse_above |= !l.properties().full;

@@ -182,6 +182,10 @@ impl<'p> Lowerer<'p> {
             return self.next_var(next, st, expr);
         };
         if self.p.assembly.is_workspace() && k + 1 == o.level_vars.len() {
+            if self.entry_may_miss(next, &st, &expr) {
+                return self
+                    .place_if_present(next, st, expr, coord.clone(), |me| Ok(me.touch(coord)));
+            }
             // The value's place in the workspace row: the coordinate
             // itself in a dense row.
             let at = self.touch(coord);
@@ -190,6 +194,22 @@ impl<'p> Lowerer<'p> {
         }
         let c = LevelCtx::new(&o.tensor, k);
         match o.format.levels[k].assembly() {
+            // A last level that holds only the coordinates inserted (a
+            // hashed one) gets the coordinate once the value is known to
+            // be an entry.
+            Assembly::Insert(ins)
+                if k + 1 == o.level_vars.len()
+                    && !o.format.levels[k].properties().full
+                    && self.entry_may_miss(next, &st, &expr) =>
+            {
+                let at = st.clone();
+                self.place_if_present(next, st, expr, coord.clone(), |me| {
+                    let (pos, found) = me.locate(OperandId::OUTPUT, coord.clone(), &at)?;
+                    let insert = me.e.block(|e| ins.insert_coord(&c, e, pos.clone(), coord));
+                    me.guard_entry(Expr::not(found), insert);
+                    Ok(pos)
+                })
+            }
             Assembly::Insert(ins) => {
                 let (pos, found) = self.locate(OperandId::OUTPUT, coord.clone(), &st)?;
                 self.e.open();
@@ -242,17 +262,24 @@ impl<'p> Lowerer<'p> {
                 let last = t + 1 == o.level_vars.len();
                 if last {
                     let sum = self.e.let_var("tsum", Expr::Float(0.0));
-                    st.sink = Sink::Temp(sum.clone());
+                    let (touched, present) = self.entry_flag(next, &st, &expr);
+                    st.sink = Sink::Temp {
+                        sum: sum.clone(),
+                        touched,
+                    };
                     let coords: Vec<Expr> = (h..=t)
                         .map(|l| st.bound[&o.level_vars[l]].clone())
                         .collect();
                     self.next_var(next, st, expr)?;
+                    self.e.open();
                     self.append_chain(h, t, &at, &coords);
                     let vals = ArrayRef::vals(&o.tensor);
                     self.e
                         .reserve(vals.clone(), Expr::add(at.clone(), Expr::Int(1)));
                     self.e.store(vals, at.clone(), sum);
                     self.e.set(&at, Expr::add(at.clone(), Expr::Int(1)));
+                    let append = self.e.close();
+                    self.guard_entry(present, append);
                     Ok(())
                 } else {
                     let Some(child) = self.out_sizes.get(&(t + 1)).cloned() else {
@@ -295,6 +322,77 @@ impl<'p> Lowerer<'p> {
         }
     }
 
+    /// Whether the result's entry at the current coordinates may not exist
+    /// (`entry_flag`): reductions still to run, an operand located here
+    /// that may not hold it, or an operand that may hold fill.
+    fn entry_may_miss(&self, next: usize, st: &State, expr: &LExpr) -> bool {
+        matches!(st.sink, Sink::Direct)
+            && (next < self.order.len()
+                || self.holds_fill(expr)
+                || expr.presence(&|op| st.found[op].clone()) != Expr::Bool(true))
+    }
+
+    /// The result's last coordinate `coord` where the entry may be missing
+    /// (`entry_may_miss`): the value is added into a scalar, and only if it
+    /// is an entry does `place` give the coordinate its position (touch a
+    /// workspace row, insert into a hashed level), to which it is added.
+    fn place_if_present(
+        &mut self,
+        next: usize,
+        mut st: State,
+        expr: LExpr,
+        coord: Expr,
+        place: impl FnOnce(&mut Self) -> Result<Expr, LowerError>,
+    ) -> Result<(), LowerError> {
+        let sum = self.e.let_var("tsum", Expr::Float(0.0));
+        let (touched, present) = self.entry_flag(next, &st, &expr);
+        st.sink = Sink::Temp {
+            sum: sum.clone(),
+            touched,
+        };
+        // The result's levels are all resolved (the sink holds the value).
+        st.pos[0].push(coord);
+        self.lower(next, st, expr)?;
+        self.e.open();
+        let at = place(self)?;
+        let vals = self.result_values();
+        self.accumulating_stores += 1;
+        self.e.store(
+            vals.clone(),
+            at.clone(),
+            Expr::add(Expr::load(vals, at), sum),
+        );
+        let add = self.e.close();
+        self.guard_entry(present, add);
+        Ok(())
+    }
+
+    /// Whether the result's entry at the current coordinates exists, for
+    /// a sparse result that must not store explicit zeros: with
+    /// reductions still to run, or an operand that may hold fill (a dense
+    /// copy of a sparse one, which must not make the result dense), a flag (returned first) that the leaves
+    /// set where they meet an entry; else whether the operands located
+    /// here were found. The second is the condition that guards the entry.
+    fn entry_flag(&mut self, next: usize, st: &State, expr: &LExpr) -> (Option<Expr>, Expr) {
+        if next < self.order.len() || self.holds_fill(expr) {
+            let touched = self.e.let_var("ttouched", Expr::Int(0));
+            return (Some(touched.clone()), Expr::ne(touched, Expr::Int(0)));
+        }
+        (None, expr.presence(&|op| st.found[op].clone()))
+    }
+
+    /// `body` where `present` holds (unguarded where it always does).
+    fn guard_entry(&mut self, present: Expr, body: Vec<Stmt>) {
+        match present {
+            Expr::Bool(true) => body.into_iter().for_each(|s| self.e.push(s)),
+            cond => self.e.push(Stmt::If {
+                cond,
+                then: body,
+                els: Vec::new(),
+            }),
+        }
+    }
+
     fn append_chain(&mut self, h: usize, t: usize, at: &Expr, coords: &[Expr]) {
         let o = self.p.output();
         for (l, coord) in (h..=t).zip(coords) {
@@ -313,7 +411,26 @@ impl<'p> Lowerer<'p> {
     pub(super) fn leaf(&mut self, st: &State, expr: &LExpr) {
         let value = self.value(st, expr);
         match &st.sink {
-            Sink::Temp(t) => self.e.set(t, Expr::add(t.clone(), value)),
+            Sink::Temp {
+                sum,
+                touched: Some(t),
+            } => {
+                let mut present = expr.presence(&|op| st.found[op].clone());
+                let fill = self.holds_fill(expr);
+                let value = if fill {
+                    self.e.bind("tvalue", value)
+                } else {
+                    value
+                };
+                if fill {
+                    // Where fill takes part, an entry is a nonzero value.
+                    present = Expr::and(present, Expr::ne(value.clone(), Expr::Float(0.0)));
+                }
+                self.e.set(sum, Expr::add(sum.clone(), value));
+                let mark = self.e.block(|e| e.set(t, Expr::Int(1)));
+                self.guard_entry(present, mark);
+            }
+            Sink::Temp { sum, touched: None } => self.e.set(sum, Expr::add(sum.clone(), value)),
             Sink::Direct => {
                 self.accumulating_stores += 1;
                 let vals = self.result_values();
@@ -403,6 +520,13 @@ impl<'p> Lowerer<'p> {
                 }
             },
         }
+    }
+
+    /// Whether an operand of `e` may hold fill among its values.
+    fn holds_fill(&self, e: &LExpr) -> bool {
+        e.operands()
+            .iter()
+            .any(|op| self.p.operands[*op].format.values_may_hold_fill())
     }
 
     /// Operands whose values may hold fill among the factors of the

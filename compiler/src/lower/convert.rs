@@ -137,8 +137,9 @@ fn search(
         while formats.contains_key(&copy) || dims.contains_key(&copy) {
             copy.push('_');
         }
+        let format = copy_format(&formats[&acc.tensor], alt.format);
         let mut f = formats.clone();
-        f.insert(copy.clone(), alt.format.clone());
+        f.insert(copy.clone(), format.clone());
         let mut d = dims.clone();
         d.insert(copy.clone(), dims[&acc.tensor].clone());
         let statement = Assignment {
@@ -148,7 +149,7 @@ fn search(
         let conversion = Conversion {
             source: acc.tensor.clone(),
             copy,
-            format: alt.format,
+            format,
             format_text: alt.text,
             reason: refusal.to_string(),
             span: acc.span,
@@ -168,6 +169,17 @@ fn search(
         }
     }
     Err(refusal)
+}
+
+/// `format` for a copy of a tensor stored as `source`: the zeros its
+/// dense levels fill in are not entries unless the source's were (a dense
+/// copy of a sparse operand must not make a sparse result dense).
+fn copy_format(source: &TensorFormat, format: TensorFormat) -> TensorFormat {
+    let zeros_are_fill = source.zeros_are_fill || !source.is_all_dense();
+    TensorFormat {
+        zeros_are_fill,
+        ..format
+    }
 }
 
 /// A statement that only moves entries, `A(i,j) = B(j,i)` or `A(i,j) =
@@ -439,6 +451,7 @@ fn dense_copy(
     let format =
         crate::format::parse_format(&text, o.format.order(), &crate::format::Registry::builtin())
             .ok()?;
+    let format = copy_format(&o.format, format);
     (format != o.format).then_some((format, size))
 }
 

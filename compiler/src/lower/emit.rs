@@ -7,12 +7,11 @@
 
 use super::ids::IterId;
 use super::iterate::{note_coord, Cursor, Cx, Kind, LoopIterator, Shape, Step};
-use super::lattice::{LExpr, Lattice, Point};
+use super::lattice::{Lattice, Point};
 use super::loops::{Its, Strategy};
 use super::vars::IndexVar;
 use super::{LowerError, Lowerer, State};
 use crate::ir::{Expr, Stmt};
-use crate::notation::BinOp;
 use std::collections::BTreeMap;
 
 /// Positions resolved by one case: (iterator, position, run end, found).
@@ -21,21 +20,6 @@ use std::collections::BTreeMap;
 /// under its parent (a position iterator: empty where the parent is absent,
 /// so being there implies the presence above it).
 type Resolved = (IterId, Expr, Option<Expr>, Expr, bool);
-
-/// Whether `e` can be nonzero, given the found flags of its located
-/// operands (the others are present by the case that computes `e`).
-fn present(e: &LExpr, found: &BTreeMap<IterId, Expr>) -> Expr {
-    match e {
-        LExpr::Access(i) => found
-            .get(&IterId::Operand(*i))
-            .cloned()
-            .unwrap_or(Expr::Bool(true)),
-        LExpr::Const(_) => Expr::Bool(true),
-        LExpr::Neg(x) => present(x, found),
-        LExpr::Bin(BinOp::Mul, a, b) => Expr::and(present(a, found), present(b, found)),
-        LExpr::Bin(_, a, b) => Expr::or(present(a, found), present(b, found)),
-    }
-}
 
 impl<'p> Lowerer<'p> {
     /// Where iterators emit, for the loop over `v`.
@@ -363,7 +347,12 @@ impl<'p> Lowerer<'p> {
             found_of.insert(*op, found.clone());
             resolved.push((*op, pos.clone(), None, found.clone(), false));
         }
-        let cond = present(&pt.expr, &found_of);
+        let cond = pt.expr.presence(&|op| {
+            found_of
+                .get(&IterId::Operand(op))
+                .cloned()
+                .unwrap_or(Expr::Bool(true))
+        });
         self.e.open();
         self.case(d, v, coord.clone(), st, pt, &resolved, its)?;
         let body = self.e.close();
@@ -418,7 +407,15 @@ impl<'p> Lowerer<'p> {
                 resolved.push((op, pos.clone(), None, found.clone(), false));
             }
         }
-        cond = Expr::and(cond, present(&q.expr, &found_of));
+        cond = Expr::and(
+            cond,
+            q.expr.presence(&|op| {
+                found_of
+                    .get(&IterId::Operand(op))
+                    .cloned()
+                    .unwrap_or(Expr::Bool(true))
+            }),
+        );
         self.e.open();
         self.case(d, v, coord.clone(), st, q, &resolved, its)?;
         let then = self.e.close();

@@ -18,6 +18,20 @@ pub enum LExpr {
 }
 
 impl LExpr {
+    /// Whether `self` can have an entry here, given the found flags of its
+    /// located operands (the others are present by the case that computes
+    /// it): a product needs every factor, a sum any term.
+    pub fn presence(&self, found: &dyn Fn(OperandId) -> crate::ir::Expr) -> crate::ir::Expr {
+        use crate::ir::Expr;
+        match self {
+            LExpr::Access(i) => found(*i),
+            LExpr::Const(_) => Expr::Bool(true),
+            LExpr::Neg(x) => x.presence(found),
+            LExpr::Bin(BinOp::Mul, a, b) => Expr::and(a.presence(found), b.presence(found)),
+            LExpr::Bin(_, a, b) => Expr::or(a.presence(found), b.presence(found)),
+        }
+    }
+
     /// Number the accesses of `e` from 1, left to right (as `resolve` does).
     pub fn from_notation(e: &Expr) -> LExpr {
         fn go(e: &Expr, next: &mut usize) -> LExpr {

@@ -582,7 +582,10 @@ impl<'p> Lowerer<'p> {
         let scatters = self.p.output_inserts() || self.p.assembly.is_workspace();
         if out_done && matches!(st.sink, Sink::Direct) && next < self.order.len() && scatters {
             let t = self.e.let_var("tsum", Expr::Float(0.0));
-            st.sink = Sink::Temp(t.clone());
+            st.sink = Sink::Temp {
+                sum: t.clone(),
+                touched: None,
+            };
             let pos = st.pos[0].last().cloned().unwrap_or(Expr::Int(0));
             let exact = st.exact;
             self.lower(next, st, expr)?;

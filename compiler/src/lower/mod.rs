@@ -191,8 +191,12 @@ impl Kernel {
 pub(crate) enum Sink {
     /// Add each value into the result's values at its position.
     Direct,
-    /// Add into a scalar accumulator, stored once the inner loops finish.
-    Temp(Expr),
+    /// Add into a scalar accumulator, stored once the inner loops finish;
+    /// `touched` (an integer variable, when given) is set to 1 by the first
+    /// value, so that a sparse result gets an entry only where a reduction
+    /// met one (an inner product whose operands share no coordinate
+    /// stores nothing, not an explicit zero).
+    Temp { sum: Expr, touched: Option<Expr> },
 }
 
 /// What the recursion knows at a point in the loop nest.

@@ -84,9 +84,20 @@ pub(super) fn compile_with_temporary(
         ..a.clone()
     };
     let mut formats = formats.clone();
+    // Where no term of a sparse sum met an entry, the temporary's zeros
+    // are no entries.
+    let sparse = summed.accesses().iter().any(|acc| {
+        formats
+            .get(&acc.tensor)
+            .is_none_or(|f| !f.is_all_dense() || f.zeros_are_fill)
+    });
+    let format = parse_format("dense", kept.len(), &Registry::builtin()).ok()?;
     formats.insert(
         temp.clone(),
-        parse_format("dense", kept.len(), &Registry::builtin()).ok()?,
+        TensorFormat {
+            zeros_are_fill: sparse,
+            ..format
+        },
     );
     let mut dims = dims.clone();
     dims.insert(temp.clone(), kept.iter().map(|(_, _, n)| *n).collect());

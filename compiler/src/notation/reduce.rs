@@ -125,7 +125,14 @@ pub fn distributed_terms(
 ) -> Option<Vec<(bool, Expr)>> {
     let reductions = a.reduction_vars();
     let mut out = Vec::new();
-    distribute(&a.rhs, true, &[], &reductions, &extent, &mut out).then_some(out)
+    if !distribute(&a.rhs, true, &[], &reductions, &extent, &mut out) {
+        return None;
+    }
+    // Every term summed over an empty range: the sum has no terms.
+    if out.is_empty() {
+        out.push((true, Expr::Const(0.0, a.rhs.span())));
+    }
+    Some(out)
 }
 
 fn distribute(
@@ -170,6 +177,10 @@ fn distribute(
                         None => return false,
                     }
                 }
+            }
+            // Summed over an empty range, the term has no terms at all.
+            if scale == 0.0 {
+                return true;
             }
             let span = term.span();
             let term = if scale == 1.0 {

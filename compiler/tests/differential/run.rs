@@ -144,7 +144,17 @@ fn attempt(case: &Case) -> Outcome {
                 )
             }
         };
-        if let Some(diff) = compare(&got, &want) {
+        let extra = || {
+            super::pattern::outside_pattern(
+                &a,
+                &formats[&case.result.name],
+                &data,
+                &prepared.inputs,
+                initial,
+                &got,
+            )
+        };
+        if let Some(diff) = compare(&got, &want).or_else(extra) {
             let mut o = Outcome::new(Class::Wrong, format!("{on}{diff}"));
             o.detail = format!(
                 "want:\n{}got:\n{}",
