@@ -747,3 +747,58 @@ fn sparse_results_store_only_entries_some_term_has() {
         }
     }
 }
+
+/// A 2-D five-point stencil on an n x n grid (n^2 rows).
+fn stencil(n: u32) -> CooTensor {
+    let mut t = CooTensor::new(vec![(n * n) as usize; 2]);
+    for r in 0..n {
+        for c in 0..n {
+            let row = r * n + c;
+            for (dr, dc) in [(0i64, 0i64), (-1, 0), (1, 0), (0, -1), (0, 1)] {
+                let (rr, cc) = (r as i64 + dr, c as i64 + dc);
+                if (0..n as i64).contains(&rr) && (0..n as i64).contains(&cc) {
+                    t.push(&[row, (rr * n as i64 + cc) as u32], 1.0 + (row % 7) as f64);
+                }
+            }
+        }
+    }
+    t
+}
+
+#[test]
+fn spgemm_in_every_format_runs_without_inner_products() {
+    // With C in CSC (or any C whose rows cannot be located), the loops
+    // could take an inner product of B's row and C's column for every
+    // (i, j): 9 s on a 40K-row stencil, out of memory into CSR. An operand
+    // is converted instead, so no format combination merges an operand
+    // again for each outer coordinate.
+    let presets = ["CSR", "CSC", "DCSR", "COO"];
+    let mut d = BTreeMap::new();
+    d.insert("B".to_string(), stencil(12));
+    d.insert("C".to_string(), transpose(&stencil(12)));
+    let a = tensor_compiler::notation::parse_assignment("A(i,j) = B(i,k) * C(k,j)").unwrap(); // ok: test code
+    for b in presets {
+        for c in presets {
+            for out in presets {
+                let specs = [("B", b), ("C", c), ("A", out)];
+                // The answers (every combination is also in the
+                // differential sweep's SpGEMM family).
+                if b == out || c == out {
+                    ok(check("A(i,j) = B(i,k) * C(k,j)", &specs, &d, &[144, 144]));
+                }
+                let formats = formats_rest_dense(&a, &specs, &d, 2);
+                let dims: BTreeMap<String, Vec<usize>> = ["A", "B", "C"]
+                    .iter()
+                    .map(|t| (t.to_string(), vec![1 << 20, 1 << 20]))
+                    .collect();
+                let kernel =
+                    tensor_compiler::lower::compile("kernel", &a, &formats, &dims).unwrap(); // ok: test code
+                assert!(
+                    kernel.remerged_operands().is_empty(),
+                    "{b} x {c} -> {out} merges {:?} again for each outer coordinate",
+                    kernel.remerged_operands()
+                );
+            }
+        }
+    }
+}

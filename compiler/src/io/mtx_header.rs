@@ -107,13 +107,17 @@ fn parse_banner<R>(lines: &Lines<R>) -> Result<Banner, IoError> {
     let mut toks = tokens(line);
     match toks.next() {
         Some(t) if t.eq_ignore_ascii_case(b"%%MatrixMarket") => {}
-        Some(t) => return Err(lines.error(format!(
+        Some(t) => {
+            return Err(lines.error(format!(
             "not a Matrix Market file: the first line must be a `{BANNER_FORM}` banner, found {}",
             show(t)
-        ))),
-        None => return Err(lines.error(format!(
+        )))
+        }
+        None => {
+            return Err(lines.error(format!(
             "not a Matrix Market file: the first line is blank, expected a `{BANNER_FORM}` banner"
-        ))),
+        )))
+        }
     }
     let mut next = |what: &str| {
         toks.next().ok_or_else(|| {

@@ -156,6 +156,13 @@ fn search(
             needed: true,
         };
         match compile(&statement, &f, &d) {
+            // A copy converted again: this search tries the second format
+            // from the source itself.
+            Ok(kernel)
+                if kernel
+                    .conversions
+                    .iter()
+                    .any(|c| c.source == conversion.copy) => {}
             Ok(kernel) => return Ok(with_conversion(a, conversion, kernel)),
             Err(e) if depth > 1 && e.is_refusal() && e != refusal && progress.len() < FOLLOWED => {
                 progress.push((statement, f, d, e, conversion))
@@ -308,52 +315,15 @@ pub(super) fn densify_remerged(
         return kernel;
     };
     let order = &nest.graph.order;
-    let level_at = |o: &super::operands::Operand, v: &super::vars::IndexVar| {
-        o.level_vars
-            .iter()
-            .position(|x| x == v)
-            .map(|k| o.format.levels[k].clone())
-    };
-    // Costly to reach again for each outer coordinate: a level merged with
-    // another operand's (restarting from its first entry), or a hashed one
-    // probed where a dense copy is one load.
-    let costly =
-        |o: &super::operands::Operand, v: &super::vars::IndexVar, p: &super::operands::Operand| {
-            match (level_at(o, v), level_at(p, v)) {
-                (Some(mine), Some(theirs)) => {
-                    !mine.is_dense() && (mine.locate().is_some() || theirs.locate().is_none())
-                }
-                _ => false,
-            }
-        };
     // An operand already read from a copy (sorted, say) is densified from
     // its source instead.
-    let source = |o: &super::operands::Operand| {
-        kernel
-            .conversions
-            .iter()
-            .find(|c| c.copy == o.tensor)
-            .map_or(o.tensor.clone(), |c| c.source.clone())
-    };
-    let remerged = nest.problem.inputs().iter().find_map(|o| {
-        let first = o
-            .level_vars
-            .first()
-            .and_then(|v| order.iter().position(|x| x == v))?;
-        let outer_without = order[..first].iter().any(|u| !o.level_vars.contains(u));
-        let dense: Vec<bool> = o
-            .level_vars
-            .iter()
-            .map(|v| {
-                nest.problem
-                    .inputs()
-                    .iter()
-                    .any(|p| source(p) != source(o) && costly(o, v, p))
-            })
-            .collect();
-        let copy = dense_copy(o, &dense, dims.get(&source(o))?)?;
-        (outer_without && copy.1 <= crate::format::alternatives::DENSE_LIMIT).then_some((o, copy))
-    });
+    let source = |o: &super::operands::Operand| source_of(&kernel, o);
+    let remerged = remerged_operands(&kernel, nest)
+        .into_iter()
+        .find_map(|(o, dense)| {
+            let copy = dense_copy(o, &dense, dims.get(&source(o))?)?;
+            (copy.1 <= crate::format::alternatives::DENSE_LIMIT).then_some((o, copy))
+        });
     let Some((o, (copy_format, copy_size))) = remerged else {
         return kernel;
     };
@@ -406,6 +376,176 @@ pub(super) fn densify_remerged(
             with_conversion(a, conversion, k)
         }
         _ => kernel,
+    }
+}
+
+/// Compiles a statement given formats and dimensions (the caller's
+/// pipeline, with or without its own fallbacks).
+pub(super) type Compile<'c> = &'c dyn Fn(
+    &Assignment,
+    &BTreeMap<String, TensorFormat>,
+    &BTreeMap<String, Vec<usize>>,
+) -> Result<Kernel, LowerError>;
+
+/// The tensor `o` reads in `kernel`: the source of a copy.
+pub(super) fn source_of(kernel: &Kernel, o: &super::operands::Operand) -> String {
+    kernel
+        .conversions
+        .iter()
+        .find(|c| c.copy == o.tensor)
+        .map_or(o.tensor.clone(), |c| c.source.clone())
+}
+
+/// The operands of `nest` reached again for each coordinate of an outer
+/// loop over a variable they lack, each with the levels that cost so: a
+/// level merged with another operand's (restarting from its first entry
+/// each time), or a hashed one probed where a dense copy is one load.
+pub(super) fn remerged_operands<'n>(
+    kernel: &Kernel,
+    nest: &'n super::Nest,
+) -> Vec<(&'n super::operands::Operand, Vec<bool>)> {
+    let order = &nest.graph.order;
+    let level_at = |o: &super::operands::Operand, v: &super::vars::IndexVar| {
+        let k = o.level_vars.iter().position(|x| x == v)?;
+        Some(o.format.levels[k].clone())
+    };
+    let costly = |o, v, p| match (level_at(o, v), level_at(p, v)) {
+        (Some(mine), Some(theirs)) => {
+            !mine.is_dense() && (mine.locate().is_some() || theirs.locate().is_none())
+        }
+        _ => false,
+    };
+    let inputs = nest.problem.inputs();
+    let mut out = Vec::new();
+    for o in inputs {
+        let Some(first) = o
+            .level_vars
+            .first()
+            .and_then(|v| order.iter().position(|x| x == v))
+        else {
+            continue;
+        };
+        let outer_without = order[..first].iter().any(|u| !o.level_vars.contains(u));
+        let levels: Vec<bool> = o
+            .level_vars
+            .iter()
+            .map(|v| {
+                inputs
+                    .iter()
+                    .any(|p| source_of(kernel, p) != source_of(kernel, o) && costly(o, v, p))
+            })
+            .collect();
+        if outer_without && levels.contains(&true) {
+            out.push((o, levels));
+        }
+    }
+    out
+}
+
+/// Whether `nest` runs a loop over a summed variable that iterates sparse
+/// levels inside two nested loops over whole dimensions of the result (an
+/// inner product for every (i, j) of a dense copy: rows x columns passes
+/// over the rows of B, however sparse the result).
+fn sums_under_full_pairs(nest: &super::Nest) -> bool {
+    let p = &nest.problem;
+    let full = |v: &super::vars::IndexVar| {
+        p.inputs().iter().all(|o| {
+            let k = o.level_vars.iter().position(|x| x == v);
+            k.is_none_or(|k| o.format.levels[k].is_dense())
+        })
+    };
+    let result = &p.output().level_vars;
+    let mut full_result_loops = 0;
+    for v in &nest.graph.order {
+        if result.contains(v) {
+            full_result_loops += usize::from(full(v));
+        } else if full_result_loops >= 2 && !full(v) {
+            return true;
+        }
+    }
+    false
+}
+
+/// A product with a sum whose loops merge an operand again from its start
+/// for each coordinate of an outer loop (`A(i,j) = B(i,k) * C(k,j)` with C
+/// in CSC: an inner product of B's row and C's column for every (i, j),
+/// rows x columns merges), where no dense copy (`densify_remerged`) fits:
+/// read from a copy in another format (C in CSR: Gustavson's rows, one
+/// pass over the entries) that lets the loops run without re-merging,
+/// when one exists. Otherwise `kernel` as it is.
+pub(super) fn reorder_remerged(
+    a: &Assignment,
+    formats: &BTreeMap<String, TensorFormat>,
+    dims: &BTreeMap<String, Vec<usize>>,
+    kernel: Kernel,
+    compile: Compile,
+) -> Kernel {
+    let sums = !a.reduction_vars().is_empty();
+    let ([nest], true, true) = (kernel.nests.as_slice(), only_products(&a.rhs), sums) else {
+        return kernel;
+    };
+    // Operands a dense copy fits are `densify_remerged`'s to weigh.
+    let fits = |o: &super::operands::Operand, dense: &[bool]| {
+        let copy = dims
+            .get(&source_of(&kernel, o))
+            .and_then(|d| dense_copy(o, dense, d));
+        copy.is_some_and(|(_, size)| size <= crate::format::alternatives::DENSE_LIMIT)
+    };
+    let remerged = remerged_operands(&kernel, nest)
+        .into_iter()
+        .find(|(o, dense)| !fits(o, dense));
+    let Some((o, _)) = remerged else {
+        return kernel;
+    };
+    let outer = nest.graph.order.iter().find(|u| !o.level_vars.contains(u));
+    let outer = outer.map_or(String::new(), |&u| nest.problem.vars.name(u).to_string());
+    let tensor = source_of(&kernel, o);
+    let reason =
+        format!("the loops would merge `{tensor}` again from its start for every `{outer}`");
+    let refusal = LowerError::Unsupported {
+        reason: reason.clone(),
+        span: a.span,
+    };
+    // Even at the cost of the result's direct assembly: sorting the
+    // result's entries (SpGEMM into COO: 20 ms on a 40K-row stencil) costs
+    // far less than rows x columns merges (9 s).
+    let filtered = without_remerging(compile, &refusal, true);
+    match search(a, formats, dims, refusal.clone(), &filtered, 1) {
+        Ok(mut k) => {
+            if let Some(c) = k.conversions.first_mut() {
+                c.reason = reason;
+                c.needed = false;
+            }
+            k
+        }
+        _ => kernel,
+    }
+}
+
+/// `compile`, refusing (with `refusal`) a kernel that still merges an
+/// operand again for each outer coordinate or sums under two loops over
+/// whole dimensions of the result, or (unless `buffer_ok`) that
+/// assembles its result through a coordinate buffer.
+pub(super) fn without_remerging<'c>(
+    compile: Compile<'c>,
+    refusal: &'c LowerError,
+    buffer_ok: bool,
+) -> impl Fn(
+    &Assignment,
+    &BTreeMap<String, TensorFormat>,
+    &BTreeMap<String, Vec<usize>>,
+) -> Result<Kernel, LowerError>
+       + 'c {
+    move |s, f, d| {
+        let k = compile(s, f, d)?;
+        let remerges = k
+            .nests
+            .iter()
+            .any(|n| !remerged_operands(&k, n).is_empty() || sums_under_full_pairs(n));
+        if remerges || (k.buffer.is_some() && !buffer_ok) {
+            return Err(refusal.clone());
+        }
+        Ok(k)
     }
 }
 
@@ -546,8 +686,20 @@ fn only_products(e: &Expr) -> bool {
 /// `kernel` (compiled from `a` with `conversion` applied) as the kernel of
 /// `a`: its conversions run first.
 fn with_conversion(a: &Assignment, conversion: Conversion, kernel: Kernel) -> Kernel {
-    let mut conversions = vec![conversion];
-    conversions.extend(kernel.conversions.iter().cloned());
+    // A copy the kernel converts again is converted from the source
+    // straight away (one conversion, not two), and kept only where the
+    // loops still read it.
+    let mut inner = kernel.conversions.clone();
+    for c in inner.iter_mut().filter(|c| c.source == conversion.copy) {
+        c.source = conversion.source.clone();
+    }
+    let read = kernel
+        .nests
+        .iter()
+        .flat_map(|n| n.problem.inputs())
+        .any(|o| o.tensor == conversion.copy);
+    let mut conversions = if read { vec![conversion] } else { Vec::new() };
+    conversions.extend(inner);
     Kernel {
         assignment: a.clone(),
         conversions,

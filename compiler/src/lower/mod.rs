@@ -158,6 +158,20 @@ impl Kernel {
             })
         })
     }
+    /// The operands (as the user named them) that the loops merge again
+    /// from their start for each coordinate of an outer loop over a
+    /// variable they lack: an inner product's rows x columns merges, which
+    /// the compiler avoids by converting an operand wherever it can.
+    pub fn remerged_operands(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .nests
+            .iter()
+            .flat_map(|n| convert::remerged_operands(self, n))
+            .map(|(o, _)| convert::source_of(self, o))
+            .collect();
+        names.dedup();
+        names
+    }
     /// The workspace row the result's last level goes through, if any:
     /// the level's variable and what the row is, for the user.
     pub fn workspace(&self) -> Option<(String, String)> {
@@ -296,6 +310,9 @@ fn compile_with(
         convert::densify_remerged(statement, formats, dims, entries, kernel, &|s, f, d| {
             compile_resolved(name, s, f, d)
         });
+    let kernel = convert::reorder_remerged(statement, formats, dims, kernel, &|s, f, d| {
+        compile_resolved(name, s, f, d)
+    });
     let mut kernel = Kernel {
         assignment: a.clone(),
         prior: prior.map(|p| p.name),
@@ -378,30 +395,29 @@ fn compile_or_buffer(
     }) {
         return Ok(kernel);
     }
-    if let Some(row) = workspace_row(a, formats, dims) {
-        if let Ok(kernel) =
-            compile_statement(name, a, formats, dims, ResultAssembly::Workspace(row))
-        {
-            return Ok(kernel);
-        }
+    if let Ok(kernel) = compile_in_workspace(name, a, formats, dims) {
+        return Ok(kernel);
     }
     // Operands that visit their indices in conflicting orders (`B(i,j) +
-    // B(j,i)`, CSR + CSC): one read from a copy in the other order (a
-    // counting sort of its entries) lets the loops write the result in
-    // order, for less than buffering and sorting every entry of the result.
-    // Not with a sum: the order the copy allows can take far more steps
-    // (SpGEMM into COO would become inner products over every (i, j)).
-    let sums = a
-        .rhs
-        .accesses()
-        .iter()
-        .flat_map(|acc| &acc.indices)
-        .any(|x| !a.lhs.indices.iter().any(|y| y.name == x.name));
-    if reorder && !sums && matches!(refusal, LowerError::NoLoopOrder { .. }) {
-        if let Ok(kernel) =
-            convert::compile_converting(a, formats, dims, refusal.clone(), &|s, f, d| {
-                compile_statement(name, s, f, d, ResultAssembly::Direct)
-            })
+    // B(j,i)`, CSR + CSC, CSC x CSR into CSR): one read from a copy in the
+    // other order (a counting sort of its entries) lets the loops write
+    // the result in order, for less than buffering and sorting every entry
+    // of the result. With a sum, only where the copy's loops do not merge
+    // an operand again for each outer coordinate (SpGEMM into COO would
+    // become inner products over every (i, j)).
+    let sums = !a.reduction_vars().is_empty();
+    if reorder && matches!(refusal, LowerError::NoLoopOrder { .. }) {
+        let in_order = |s: &Assignment,
+                        f: &BTreeMap<String, TensorFormat>,
+                        d: &BTreeMap<String, Vec<usize>>| {
+            match compile_statement(name, s, f, d, ResultAssembly::Direct) {
+                Err(e) if e.is_refusal() => compile_in_workspace(name, s, f, d).map_err(|_| e),
+                r => r,
+            }
+        };
+        let once = convert::without_remerging(&in_order, &refusal, false);
+        let compile: convert::Compile = if sums { &once } else { &in_order };
+        if let Ok(kernel) = convert::compile_converting(a, formats, dims, refusal.clone(), compile)
         {
             return Ok(kernel);
         }
@@ -442,6 +458,20 @@ fn compile_or_buffer(
         Err(e) if e.span() != Some(a.lhs.span) => Err(e),
         Err(_) => Err(refusal),
     }
+}
+
+/// The statement with its result assembled through a workspace row,
+/// where the result has one (`workspace_row`).
+fn compile_in_workspace(
+    name: &str,
+    a: &Assignment,
+    formats: &BTreeMap<String, TensorFormat>,
+    dims: &BTreeMap<String, Vec<usize>>,
+) -> Result<Kernel, LowerError> {
+    let Some(row) = workspace_row(a, formats, dims) else {
+        return Err(LowerError::Internal("no workspace row".into()));
+    };
+    compile_statement(name, a, formats, dims, ResultAssembly::Workspace(row))
 }
 
 /// Most coordinates a dense workspace row spans (16 bytes each: value,
