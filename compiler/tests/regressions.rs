@@ -798,6 +798,12 @@ fn spgemm_in_every_format_runs_without_inner_products() {
                     "{b} x {c} -> {out} merges {:?} again for each outer coordinate",
                     kernel.remerged_operands()
                 );
+                // Gustavson's rows into every result, COO's too (each
+                // flushed coordinate appended with its row).
+                assert!(
+                    kernel.buffer.is_none() && kernel.workspace().is_some(),
+                    "{b} x {c} -> {out} is not assembled through a workspace row"
+                );
             }
         }
     }

@@ -235,7 +235,7 @@ impl<'p> Lowerer<'p> {
                         .let_var(&format!("{}{}_begin", o.tensor, k + 2), counter.clone());
                     self.output_levels(next, st, expr)?;
                     if self.p.assembly.is_workspace() && k + 2 == o.level_vars.len() {
-                        self.flush_workspace();
+                        self.flush_workspace(&[]);
                     }
                     if let Assembly::Append(app) = o.format.levels[k + 1].assembly() {
                         app.append_edges(
@@ -256,6 +256,18 @@ impl<'p> Lowerer<'p> {
                 let t = self.chain_tail(h);
                 let at = self.out_sizes[&h].clone();
                 st.pos[0].push(at.clone());
+                // The level above a workspace row that is appended with it
+                // (COO's rows): the row is flushed once this level's
+                // coordinate is done, each entry with the chain's
+                // coordinates.
+                if self.p.assembly.is_workspace() && k + 1 == t && t + 1 == o.level_vars.len() {
+                    let above: Vec<Expr> = (h..=k)
+                        .map(|l| st.bound[&o.level_vars[l]].clone())
+                        .collect();
+                    self.output_levels(next, st, expr)?;
+                    self.flush_workspace(&above);
+                    return Ok(());
+                }
                 if k < t {
                     return self.output_levels(next, st, expr);
                 }
@@ -295,7 +307,7 @@ impl<'p> Lowerer<'p> {
                         .collect();
                     self.output_levels(next, st, expr)?;
                     if self.p.assembly.is_workspace() && t + 2 == o.level_vars.len() {
-                        self.flush_workspace();
+                        self.flush_workspace(&[]);
                     }
                     self.e.open();
                     self.append_chain(h, t, &at, &coords);

@@ -69,7 +69,7 @@ pub(super) fn compile_converting(
         &BTreeMap<String, Vec<usize>>,
     ) -> Result<Kernel, LowerError>,
 ) -> Result<Kernel, LowerError> {
-    search(a, formats, dims, refusal, compile, MAX_CONVERSIONS)
+    search(a, formats, dims, refusal, compile, MAX_CONVERSIONS, &[])
 }
 
 /// At most this many operands are converted for one statement (two
@@ -77,8 +77,10 @@ pub(super) fn compile_converting(
 const MAX_CONVERSIONS: usize = 2;
 
 /// A conversion that trades the refusal for another one is followed by a
-/// second conversion for at most this many of them (each costs a search).
-const FOLLOWED: usize = 4;
+/// second conversion for at most this many of them (each costs a search;
+/// SpGEMM from DCSR and CSR into CSC needs the fifth: both operands in
+/// CSC).
+const FOLLOWED: usize = 6;
 
 fn search(
     a: &Assignment,
@@ -91,6 +93,7 @@ fn search(
         &BTreeMap<String, Vec<usize>>,
     ) -> Result<Kernel, LowerError>,
     depth: usize,
+    made: &[String],
 ) -> Result<Kernel, LowerError> {
     let accesses: Vec<&Access> = a.rhs.accesses();
     // What may be read from one copy: every access of a tensor (a tensor
@@ -98,6 +101,11 @@ fn search(
     // tensor read in two orders, `B(i,j) * B(j,i)`).
     let mut groups: Vec<Vec<usize>> = Vec::new();
     for (n, acc) in accesses.iter().enumerate() {
+        // A copy this search made is not converted again: the search
+        // tries the other format from the source itself.
+        if made.contains(&acc.tensor) {
+            continue;
+        }
         let all: Vec<usize> = (0..accesses.len())
             .filter(|&m| accesses[m].tensor == acc.tensor)
             .collect();
@@ -171,7 +179,8 @@ fn search(
         }
     }
     for (statement, f, d, e, conversion) in progress {
-        if let Ok(kernel) = search(&statement, &f, &d, e, compile, depth - 1) {
+        let made = [made, &[conversion.copy.clone()]].concat();
+        if let Ok(kernel) = search(&statement, &f, &d, e, compile, depth - 1, &made) {
             return Ok(with_conversion(a, conversion, kernel));
         }
     }
@@ -510,7 +519,7 @@ pub(super) fn reorder_remerged(
     // result's entries (SpGEMM into COO: 20 ms on a 40K-row stencil) costs
     // far less than rows x columns merges (9 s).
     let filtered = without_remerging(compile, &refusal, true);
-    match search(a, formats, dims, refusal.clone(), &filtered, 1) {
+    match search(a, formats, dims, refusal.clone(), &filtered, 1, &[]) {
         Ok(mut k) => {
             if let Some(c) = k.conversions.first_mut() {
                 c.reason = reason;

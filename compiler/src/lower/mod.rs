@@ -499,10 +499,21 @@ fn workspace_row(
         Assembly::Append(_) => l.properties().unique,
         Assembly::None => false,
     };
+    // The levels appended together with the last one (COO's coordinates
+    // of an entry: a chain of singletons below its head), each written
+    // once per flushed coordinate.
+    let mut head = n.saturating_sub(1);
+    while head > 0
+        && f.levels[head].properties().branchless
+        && matches!(f.levels[head - 1].assembly(), Assembly::Append(_))
+    {
+        head -= 1;
+    }
+    let chained = head + 1 < n;
     let last_fits = n >= 2
         && matches!(f.levels[n - 1].assembly(), Assembly::Append(_))
-        && !f.levels[n - 1].properties().branchless;
-    let levels_fit = last_fits && f.levels[..n - 1].iter().all(rows_fit);
+        && (chained || !f.levels[n - 1].properties().branchless);
+    let levels_fit = last_fits && f.levels[..head.min(n - 1)].iter().all(rows_fit);
     let crate::format::LevelVar::Dim(k) = f.map.level_var(n - 1) else {
         return None;
     };

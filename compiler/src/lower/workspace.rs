@@ -160,7 +160,9 @@ impl<'p> Lowerer<'p> {
 
     /// Append the touched coordinates of the workspace row to the result's
     /// last level (sorted when the level is ordered), and clear the row.
-    pub(super) fn flush_workspace(&mut self) {
+    /// `above`: the coordinates of the levels appended together with the
+    /// last one (COO's row of each entry), written with every coordinate.
+    pub(super) fn flush_workspace(&mut self, above: &[Expr]) {
         let o = self.p.output();
         let last = o.level_vars.len() - 1;
         let Some(RowState { count, slots }) = self.row.clone() else {
@@ -169,7 +171,18 @@ impl<'p> Lowerer<'p> {
         let Assembly::Append(app) = o.format.levels[last].assembly() else {
             return;
         };
-        let at = self.out_sizes[&self.chain_head(last)].clone();
+        let head = self.chain_head(last);
+        let at = self.out_sizes[&head].clone();
+        let chain: Vec<_> = (head..last)
+            .zip(above.iter().cloned())
+            .map(|(l, c)| {
+                (
+                    LevelCtx::new(&o.tensor, l),
+                    o.format.levels[l].assembly(),
+                    c,
+                )
+            })
+            .collect();
         let w = Workspace::of(&o.tensor);
         let ordered = o.format.levels[last].properties().ordered;
         // The table of a hashed row is cleared first: flushing reads the
@@ -204,6 +217,11 @@ impl<'p> Lowerer<'p> {
                 e.set(&place, rank);
             });
             let dst = e.let_var("wdst", Expr::add(at.clone(), place));
+            for (ctx, assembly, coord) in &chain {
+                if let Assembly::Append(up) = assembly {
+                    up.append_coord(ctx, e, dst.clone(), coord.clone());
+                }
+            }
             app.append_coord(&c, e, dst.clone(), j.clone());
             e.reserve(vals.clone(), Expr::add(dst.clone(), Expr::Int(1)));
             let held = if hashed { t } else { j.clone() };
