@@ -12,6 +12,7 @@ pub mod c;
 pub mod interp;
 pub mod passes;
 pub mod print;
+pub mod runs;
 mod sort;
 pub mod splice;
 pub mod unroll;

@@ -1,0 +1,193 @@
+//! Runs of equal positions added in a register. A loop whose only use of an
+//! array is `a[i] += e`, with `i` read inside the loop (COO's row of each
+//! entry: `y[crd1[p]] += A[p] * x[crd2[p]]`), makes every iteration wait
+//! for the previous one's store to `a[i]` to reach the load: a chain of
+//! store-to-load forwarding plus the addition, about twice the cost of
+//! CSR's register sum. Adding a run of iterations with the same `i` into a
+//! register and storing it when `i` changes (and after the loop) leaves
+//! only the addition on the chain; where `i` changes at every iteration
+//! (CSC's column), the branch is always taken and predicted. Works on any
+//! loop of that shape, whatever the formats that produced it.
+//!
+//! Sound because nothing else in the loop reads or writes `a`: the sum of
+//! a run reaches `a[i]` before any other position's, and `a` holds every
+//! sum once the loop is done (the additions regroup: `a[i] + (e1 + e2)`
+//! instead of `(a[i] + e1) + e2`).
+
+use super::*;
+
+/// Rewrite every eligible loop of `f` whose position is read from an
+/// array `repeats` says may hold runs of equal values (the coordinates of
+/// a non-unique level; a unique level's would make every run one long).
+pub fn accumulate_runs(f: &mut Function, repeats: &dyn Fn(&ArrayRef) -> bool) {
+    let mut body = std::mem::take(&mut f.body);
+    rewrite(&mut body, &mut f.vars, repeats);
+    f.body = body;
+}
+
+fn rewrite(b: &mut Block, vars: &mut Vec<VarInfo>, repeats: &dyn Fn(&ArrayRef) -> bool) {
+    let mut out = Vec::with_capacity(b.len());
+    for mut s in b.drain(..) {
+        for inner in nested_blocks_mut(&mut s) {
+            rewrite(inner, vars, repeats);
+        }
+        match s {
+            Stmt::For { var, lo, hi, body } => match run_store(&body, var, repeats) {
+                Some(k) => out.extend(with_runs(var, lo, hi, body, k, vars)),
+                None => out.push(Stmt::For { var, lo, hi, body }),
+            },
+            other => out.push(other),
+        }
+    }
+    *b = out;
+}
+
+/// The position in `body` of the statement `a[i] = a[i] + e` (a float
+/// array, `i` computed from a load of an array that `repeats`, directly or
+/// through variables the loop declares) when no other statement or
+/// expression of the loop touches `a`.
+fn run_store(body: &Block, var: VarId, repeats: &dyn Fn(&ArrayRef) -> bool) -> Option<usize> {
+    let k = body.iter().position(|s| add_into(s).is_some())?;
+    let (array, index, _) = add_into(&body[k])?;
+    if !may_repeat(index, body, var, repeats, 4) {
+        return None;
+    }
+    let mut touches = 0;
+    walk_block(body, &mut |s| {
+        if matches!(s, Stmt::Store(a, ..) | Stmt::Reserve { array: a, .. } if a == array) {
+            touches += 1;
+        }
+        for e in stmt_exprs(s) {
+            e.walk(&mut |x| touches += usize::from(matches!(x, Expr::Load(a, _) if a == array)));
+        }
+    });
+    // The store and its own load, nothing else.
+    (touches == 2).then_some(k)
+}
+
+/// Whether `e` may repeat from one iteration to the next: it reads arrays
+/// that `repeats` and no others, itself or through the variables `body`
+/// declares (at most `depth` deep), and not the loop's variable `var`. A
+/// position that also reads a unique level's coordinate (COO's column in
+/// `A[i*N + j]`) changes at every entry.
+fn may_repeat(
+    e: &Expr,
+    body: &Block,
+    var: VarId,
+    repeats: &dyn Fn(&ArrayRef) -> bool,
+    depth: usize,
+) -> bool {
+    let (mut repeating, mut other) = (false, false);
+    reads(e, body, var, repeats, depth, &mut repeating, &mut other);
+    repeating && !other
+}
+
+fn reads(
+    e: &Expr,
+    body: &Block,
+    var: VarId,
+    repeats: &dyn Fn(&ArrayRef) -> bool,
+    depth: usize,
+    repeating: &mut bool,
+    other: &mut bool,
+) {
+    let mut go = |x: &Expr| reads(x, body, var, repeats, depth, repeating, other);
+    match e {
+        // What a load reads, not where: `crd[p]` repeats though `p` does not.
+        Expr::Load(a, _) if repeats(a) => *repeating = true,
+        Expr::Load(..) => *other = true,
+        // The loop's own variable changes at every iteration.
+        Expr::Var(v) if *v == var => *other = true,
+        Expr::Var(v) => {
+            let declared = body.iter().find_map(|s| match s {
+                Stmt::Let(x, init) if x == v => Some(init),
+                _ => None,
+            });
+            match declared {
+                Some(init) if depth > 0 => {
+                    reads(init, body, var, repeats, depth - 1, repeating, other)
+                }
+                Some(_) => *other = true,
+                None => {}
+            }
+        }
+        Expr::Bin(_, x, y) | Expr::Cmp(_, x, y) => {
+            go(x);
+            go(y);
+        }
+        Expr::Not(x) | Expr::Neg(x) => go(x),
+        Expr::Select(c, x, y) => {
+            go(c);
+            go(x);
+            go(y);
+        }
+        Expr::Int(_) | Expr::Float(_) | Expr::Bool(_) | Expr::Param(_) => {}
+    }
+}
+
+/// `(a, i, e)` of a statement `a[i] = a[i] + e` over a float array.
+fn add_into(s: &Stmt) -> Option<(&ArrayRef, &Expr, &Expr)> {
+    let Stmt::Store(a, i, Expr::Bin(BinOp::Add, x, e)) = s else {
+        return None;
+    };
+    let Expr::Load(b, j) = x.as_ref() else {
+        return None;
+    };
+    (a == b && **j == *i && a.elem() == ElemTy::F64).then_some((a, i, e.as_ref()))
+}
+
+/// The loop with the statement at `k` adding into a register run: `run_at`
+/// the run's position (-1 before the first), `run_sum` its sum.
+fn with_runs(
+    var: VarId,
+    lo: Expr,
+    hi: Expr,
+    mut body: Block,
+    k: usize,
+    vars: &mut Vec<VarInfo>,
+) -> Vec<Stmt> {
+    let Stmt::Store(array, index, Expr::Bin(_, _, e)) = body[k].clone() else {
+        return vec![Stmt::For { var, lo, hi, body }];
+    };
+    let at = fresh(vars, "run_at", Ty::I64);
+    let sum = fresh(vars, "run_sum", Ty::F64);
+    let flush = |array: &ArrayRef| Stmt::If {
+        cond: Expr::Cmp(CmpOp::Ge, Box::new(Expr::Var(at)), Box::new(Expr::Int(0))),
+        then: vec![Stmt::Store(
+            array.clone(),
+            Expr::Var(at),
+            Expr::Bin(
+                BinOp::Add,
+                Box::new(Expr::Load(array.clone(), Box::new(Expr::Var(at)))),
+                Box::new(Expr::Var(sum)),
+            ),
+        )],
+        els: Vec::new(),
+    };
+    let new_run = Stmt::If {
+        cond: Expr::Cmp(CmpOp::Ne, Box::new(index.clone()), Box::new(Expr::Var(at))),
+        then: vec![
+            flush(&array),
+            Stmt::Set(at, index),
+            Stmt::Set(sum, Expr::Float(0.0)),
+        ],
+        els: Vec::new(),
+    };
+    let add = Stmt::Set(sum, Expr::Bin(BinOp::Add, Box::new(Expr::Var(sum)), e));
+    body.splice(k..=k, [new_run, add]);
+    vec![
+        Stmt::Let(at, Expr::Int(-1)),
+        Stmt::Let(sum, Expr::Float(0.0)),
+        Stmt::For { var, lo, hi, body },
+        flush(&array),
+    ]
+}
+
+fn fresh(vars: &mut Vec<VarInfo>, name: &str, ty: Ty) -> VarId {
+    let mut name = name.to_string();
+    while vars.iter().any(|v| v.name == name) {
+        name.push('_');
+    }
+    vars.push(VarInfo { name, ty });
+    (vars.len() - 1) as VarId
+}
