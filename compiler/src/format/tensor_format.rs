@@ -97,8 +97,11 @@ impl TensorFormat {
     /// A dense tensor's zeros are entries; a BCSR block's or a DIA
     /// diagonal's are not.
     pub fn values_may_hold_fill(&self) -> bool {
-        if self.zeros_are_fill {
-            return self.levels.iter().any(|l| l.stores_fill());
+        // A copy's values hold positions it did not store only below a
+        // last level that stores every coordinate (a dense copy); a CSR
+        // copy's values are its entries.
+        if self.zeros_are_fill && self.levels.last().is_some_and(|l| l.stores_fill()) {
+            return true;
         }
         let mut sparse_above = false;
         for l in &self.levels {
