@@ -29,7 +29,8 @@ SPMV = ["CSR", "CSC", "COO", "DCSR", "COO-AoS", "ELL", "DIA", "BCSR(4)", "CSB(4)
 # pattern when A is not square).
 UNION = [("CSR", "CSR"), ("CSR", "CSC"), ("COO", "COO"), ("CSR", "dense")]
 SPGEMM = [("CSR", "CSR", "CSR"), ("CSC", "CSC", "CSC"), ("CSR", "CSC", "CSR"), ("DCSR", "DCSR", "DCSR"),
-          ("COO", "CSR", "COO"), ("CSR", "CSR", "dense"), ("CSR", "dense", "dense"), ("COO", "dense", "CSR")]
+          ("COO", "CSR", "COO"), ("CSR", "CSR", "dense"), ("CSR", "dense", "dense"), ("COO", "dense", "CSR"),
+          ("CSC", "CSR", "CSR"), ("CSR", "CSC", "COO"), ("DCSR", "CSR", "CSC"), ("COO", "CSC", "DCSR"), ("COO", "COO", "CSR")]
 ADD = [("CSR", "CSR", "CSR"), ("CSR", "CSC", "CSR"), ("CSC", "CSC", "CSC"), ("COO", "COO", "COO"), ("DCSR", "CSR", "DCSR"), ("CSR", "CSR", "dense")]
 TRANSPOSE = [("CSR", "CSR"), ("CSR", "CSC"), ("CSC", "CSC"), ("COO", "COO"), ("CSR", "dense"), ("DCSR", "DCSR")]
 CONVERT = [("CSR", "CSC"), ("CSC", "CSR"), ("COO", "CSR"), ("COO", "CSC"), ("CSR", "DCSR"), ("CSR", "COO"), ("ELL", "CSR"),

@@ -91,6 +91,19 @@ impl TensorFormat {
         }
     }
 
+    /// First level of the append chain that level `k` belongs to: an
+    /// appended level followed by branchless appended levels (COO's
+    /// singletons) appends them together, one position for all.
+    pub fn append_chain_head(&self, k: usize) -> usize {
+        let appends =
+            |l: &Arc<dyn LevelFormat>| matches!(l.assembly(), super::level::Assembly::Append(_));
+        let mut h = k;
+        while h > 0 && self.levels[h].properties().branchless && appends(&self.levels[h - 1]) {
+            h -= 1;
+        }
+        h
+    }
+
     /// Whether the values may hold fill: a level that stores every
     /// coordinate of its span (`LevelFormat::stores_fill`) at or below a
     /// level that is not full, or anywhere in a copy whose zeros are fill.

@@ -395,6 +395,17 @@ pub fn stmt_exprs(s: &Stmt) -> Vec<&Expr> {
     }
 }
 
+/// A new variable of `ty` in `vars`, named `name` (with `_` appended
+/// until no other variable has it), for passes that rewrite a function.
+pub fn fresh_var(vars: &mut Vec<VarInfo>, name: &str, ty: Ty) -> VarId {
+    let mut name = name.to_string();
+    while vars.iter().any(|v| v.name == name) {
+        name.push('_');
+    }
+    vars.push(VarInfo { name, ty });
+    (vars.len() - 1) as VarId
+}
+
 impl Function {
     /// Arrays the function touches, sorted, with whether it writes them.
     pub fn arrays(&self) -> Vec<(ArrayRef, bool)> {

@@ -149,8 +149,8 @@ fn with_runs(
     let Stmt::Store(array, index, Expr::Bin(_, _, e)) = body[k].clone() else {
         return vec![Stmt::For { var, lo, hi, body }];
     };
-    let at = fresh(vars, "run_at", Ty::I64);
-    let sum = fresh(vars, "run_sum", Ty::F64);
+    let at = fresh_var(vars, "run_at", Ty::I64);
+    let sum = fresh_var(vars, "run_sum", Ty::F64);
     let flush = |array: &ArrayRef| Stmt::If {
         cond: Expr::Cmp(CmpOp::Ge, Box::new(Expr::Var(at)), Box::new(Expr::Int(0))),
         then: vec![Stmt::Store(
@@ -181,13 +181,4 @@ fn with_runs(
         Stmt::For { var, lo, hi, body },
         flush(&array),
     ]
-}
-
-fn fresh(vars: &mut Vec<VarInfo>, name: &str, ty: Ty) -> VarId {
-    let mut name = name.to_string();
-    while vars.iter().any(|v| v.name == name) {
-        name.push('_');
-    }
-    vars.push(VarInfo { name, ty });
-    (vars.len() - 1) as VarId
 }

@@ -98,12 +98,7 @@ fn rename(e: &Expr, map: &[(VarId, VarId)]) -> Expr {
 
 fn fresh(vars: &mut Vec<VarInfo>, like: VarId, suffix: &str) -> VarId {
     let info = vars[like as usize].clone();
-    let mut name = format!("{}{suffix}", info.name);
-    while vars.iter().any(|v| v.name == name) {
-        name.push('_');
-    }
-    vars.push(VarInfo { name, ty: info.ty });
-    (vars.len() - 1) as VarId
+    fresh_var(vars, &format!("{}{suffix}", info.name), info.ty)
 }
 
 /// `for p in lo..hi { body }` as

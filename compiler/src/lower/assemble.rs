@@ -16,15 +16,7 @@ impl<'p> Lowerer<'p> {
     /// First level of the append chain that `k` belongs to (an append level
     /// followed by branchless append levels appends them together).
     pub(super) fn chain_head(&self, k: usize) -> usize {
-        let levels = &self.p.output().format.levels;
-        let mut h = k;
-        while h > 0
-            && levels[h].properties().branchless
-            && matches!(levels[h - 1].assembly(), Assembly::Append(_))
-        {
-            h -= 1;
-        }
-        h
+        self.p.output().format.append_chain_head(k)
     }
 
     fn chain_tail(&self, h: usize) -> usize {
@@ -284,7 +276,7 @@ impl<'p> Lowerer<'p> {
                         .collect();
                     self.next_var(next, st, expr)?;
                     self.e.open();
-                    self.append_chain(h, t, &at, &coords);
+                    self.append_chain(h, &at, &coords);
                     let vals = ArrayRef::vals(&o.tensor);
                     self.e
                         .reserve(vals.clone(), Expr::add(at.clone(), Expr::Int(1)));
@@ -310,7 +302,7 @@ impl<'p> Lowerer<'p> {
                         self.flush_workspace(&[]);
                     }
                     self.e.open();
-                    self.append_chain(h, t, &at, &coords);
+                    self.append_chain(h, &at, &coords);
                     if let Assembly::Append(app) = o.format.levels[t + 1].assembly() {
                         app.append_edges(
                             &LevelCtx::new(&o.tensor, t + 1),
@@ -341,7 +333,7 @@ impl<'p> Lowerer<'p> {
         matches!(st.sink, Sink::Direct)
             && (next < self.order.len()
                 || self.holds_fill(expr)
-                || expr.presence(&|op| st.found[op].clone()) != Expr::Bool(true))
+                || st.presence(expr) != Expr::Bool(true))
     }
 
     /// The result's last coordinate `coord` where the entry may be missing
@@ -390,7 +382,7 @@ impl<'p> Lowerer<'p> {
             let touched = self.e.let_var("ttouched", Expr::Int(0));
             return (Some(touched.clone()), Expr::ne(touched, Expr::Int(0)));
         }
-        (None, expr.presence(&|op| st.found[op].clone()))
+        (None, st.presence(expr))
     }
 
     /// `body` where `present` holds (unguarded where it always does).
@@ -405,18 +397,8 @@ impl<'p> Lowerer<'p> {
         }
     }
 
-    fn append_chain(&mut self, h: usize, t: usize, at: &Expr, coords: &[Expr]) {
-        let o = self.p.output();
-        for (l, coord) in (h..=t).zip(coords) {
-            if let Assembly::Append(app) = o.format.levels[l].assembly() {
-                app.append_coord(
-                    &LevelCtx::new(&o.tensor, l),
-                    &mut self.e,
-                    at.clone(),
-                    coord.clone(),
-                );
-            }
-        }
+    fn append_chain(&mut self, h: usize, at: &Expr, coords: &[Expr]) {
+        append_chain_coords(self.p.output(), &mut self.e, h, at, coords);
     }
 
     /// The innermost body: compute the value and add it to the sink.
@@ -427,15 +409,11 @@ impl<'p> Lowerer<'p> {
                 sum,
                 touched: Some(t),
             } => {
-                let mut present = expr.presence(&|op| st.found[op].clone());
-                let fill = self.holds_fill(expr);
-                let value = if fill {
-                    self.e.bind("tvalue", value)
-                } else {
-                    value
-                };
-                if fill {
+                let mut present = st.presence(expr);
+                let mut value = value;
+                if self.holds_fill(expr) {
                     // Where fill takes part, an entry is a nonzero value.
+                    value = self.e.bind("tvalue", value);
                     present = Expr::and(present, Expr::ne(value.clone(), Expr::Float(0.0)));
                 }
                 self.e.set(sum, Expr::add(sum.clone(), value));
@@ -574,6 +552,22 @@ impl<'p> Lowerer<'p> {
                 s
             }
             _ => Expr::load(vals, pos),
+        }
+    }
+}
+
+/// Append `coords` to the result's levels from `h` on (an append chain:
+/// one position `at` for all of them).
+pub(super) fn append_chain_coords(
+    o: &super::operands::Operand,
+    e: &mut crate::ir::Emitter,
+    h: usize,
+    at: &Expr,
+    coords: &[Expr],
+) {
+    for (l, coord) in (h..).zip(coords) {
+        if let Assembly::Append(app) = o.format.levels[l].assembly() {
+            app.append_coord(&LevelCtx::new(&o.tensor, l), e, at.clone(), coord.clone());
         }
     }
 }

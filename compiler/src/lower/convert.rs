@@ -695,20 +695,8 @@ fn only_products(e: &Expr) -> bool {
 /// `kernel` (compiled from `a` with `conversion` applied) as the kernel of
 /// `a`: its conversions run first.
 fn with_conversion(a: &Assignment, conversion: Conversion, kernel: Kernel) -> Kernel {
-    // A copy the kernel converts again is converted from the source
-    // straight away (one conversion, not two), and kept only where the
-    // loops still read it.
-    let mut inner = kernel.conversions.clone();
-    for c in inner.iter_mut().filter(|c| c.source == conversion.copy) {
-        c.source = conversion.source.clone();
-    }
-    let read = kernel
-        .nests
-        .iter()
-        .flat_map(|n| n.problem.inputs())
-        .any(|o| o.tensor == conversion.copy);
-    let mut conversions = if read { vec![conversion] } else { Vec::new() };
-    conversions.extend(inner);
+    let mut conversions = vec![conversion];
+    conversions.extend(kernel.conversions.iter().cloned());
     Kernel {
         assignment: a.clone(),
         conversions,

@@ -7,7 +7,7 @@
 
 use super::ids::IterId;
 use super::iterate::{note_coord, Cursor, Cx, Kind, LoopIterator, Shape, Step};
-use super::lattice::{Lattice, Point};
+use super::lattice::{LExpr, Lattice, Point};
 use super::loops::{Its, Strategy};
 use super::vars::IndexVar;
 use super::{LowerError, Lowerer, State};
@@ -20,6 +20,17 @@ use std::collections::BTreeMap;
 /// under its parent (a position iterator: empty where the parent is absent,
 /// so being there implies the presence above it).
 type Resolved = (IterId, Expr, Option<Expr>, Expr, bool);
+
+/// Whether `e` can be nonzero, given the found flags of its located
+/// operands (the others are present by the case that computes `e`).
+fn present(e: &LExpr, found: &BTreeMap<IterId, Expr>) -> Expr {
+    e.presence(&|op| {
+        found
+            .get(&IterId::Operand(op))
+            .cloned()
+            .unwrap_or(Expr::Bool(true))
+    })
+}
 
 impl<'p> Lowerer<'p> {
     /// Where iterators emit, for the loop over `v`.
@@ -347,12 +358,7 @@ impl<'p> Lowerer<'p> {
             found_of.insert(*op, found.clone());
             resolved.push((*op, pos.clone(), None, found.clone(), false));
         }
-        let cond = pt.expr.presence(&|op| {
-            found_of
-                .get(&IterId::Operand(op))
-                .cloned()
-                .unwrap_or(Expr::Bool(true))
-        });
+        let cond = present(&pt.expr, &found_of);
         self.e.open();
         self.case(d, v, coord.clone(), st, pt, &resolved, its)?;
         let body = self.e.close();
@@ -407,15 +413,7 @@ impl<'p> Lowerer<'p> {
                 resolved.push((op, pos.clone(), None, found.clone(), false));
             }
         }
-        cond = Expr::and(
-            cond,
-            q.expr.presence(&|op| {
-                found_of
-                    .get(&IterId::Operand(op))
-                    .cloned()
-                    .unwrap_or(Expr::Bool(true))
-            }),
-        );
+        cond = Expr::and(cond, present(&q.expr, &found_of));
         self.e.open();
         self.case(d, v, coord.clone(), st, q, &resolved, its)?;
         let then = self.e.close();

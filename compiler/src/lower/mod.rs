@@ -230,6 +230,14 @@ pub(crate) struct State {
     pub exact: bool,
 }
 
+impl State {
+    /// Whether `e` can have an entry here, given the operands found by
+    /// locates so far (`LExpr::presence`).
+    pub fn presence(&self, e: &lattice::LExpr) -> Expr {
+        e.presence(&|op| self.found[op].clone())
+    }
+}
+
 pub(crate) struct Lowerer<'p> {
     pub p: &'p Problem,
     pub order: Vec<IndexVar>,
@@ -400,7 +408,7 @@ fn compile_or_buffer(
     }) {
         return Ok(kernel);
     }
-    if let Ok(kernel) = compile_in_workspace(name, a, formats, dims) {
+    if let Some(kernel) = compile_in_workspace(name, a, formats, dims) {
         return Ok(kernel);
     }
     // Operands that visit their indices in conflicting orders (`B(i,j) +
@@ -416,7 +424,7 @@ fn compile_or_buffer(
                         f: &BTreeMap<String, TensorFormat>,
                         d: &BTreeMap<String, Vec<usize>>| {
             match compile_statement(name, s, f, d, ResultAssembly::Direct) {
-                Err(e) if e.is_refusal() => compile_in_workspace(name, s, f, d).map_err(|_| e),
+                Err(e) if e.is_refusal() => compile_in_workspace(name, s, f, d).ok_or(e),
                 r => r,
             }
         };
@@ -466,17 +474,15 @@ fn compile_or_buffer(
 }
 
 /// The statement with its result assembled through a workspace row,
-/// where the result has one (`workspace_row`).
+/// where the result has one (`workspace_row`) and that compiles.
 fn compile_in_workspace(
     name: &str,
     a: &Assignment,
     formats: &BTreeMap<String, TensorFormat>,
     dims: &BTreeMap<String, Vec<usize>>,
-) -> Result<Kernel, LowerError> {
-    let Some(row) = workspace_row(a, formats, dims) else {
-        return Err(LowerError::Internal("no workspace row".into()));
-    };
-    compile_statement(name, a, formats, dims, ResultAssembly::Workspace(row))
+) -> Option<Kernel> {
+    let row = workspace_row(a, formats, dims)?;
+    compile_statement(name, a, formats, dims, ResultAssembly::Workspace(row)).ok()
 }
 
 /// Entries per coordinate of a non-unique level at which adding its runs
@@ -545,13 +551,7 @@ fn workspace_row(
     // The levels appended together with the last one (COO's coordinates
     // of an entry: a chain of singletons below its head), each written
     // once per flushed coordinate.
-    let mut head = n.saturating_sub(1);
-    while head > 0
-        && f.levels[head].properties().branchless
-        && matches!(f.levels[head - 1].assembly(), Assembly::Append(_))
-    {
-        head -= 1;
-    }
+    let head = f.append_chain_head(n.saturating_sub(1));
     let chained = head + 1 < n;
     let last_fits = n >= 2
         && matches!(f.levels[n - 1].assembly(), Assembly::Append(_))

@@ -17,7 +17,7 @@
 
 use super::operands::Row;
 use super::Lowerer;
-use crate::format::level::{Assembly, LevelCtx};
+use crate::format::level::Assembly;
 use crate::ir::{ArrayRef, CmpOp, ElemTy, Expr, Slot};
 
 /// Slots a hashed row starts with (doubled as the row fills).
@@ -168,21 +168,11 @@ impl<'p> Lowerer<'p> {
         let Some(RowState { count, slots }) = self.row.clone() else {
             return;
         };
-        let Assembly::Append(app) = o.format.levels[last].assembly() else {
+        if !matches!(o.format.levels[last].assembly(), Assembly::Append(_)) {
             return;
-        };
+        }
         let head = self.chain_head(last);
         let at = self.out_sizes[&head].clone();
-        let chain: Vec<_> = (head..last)
-            .zip(above.iter().cloned())
-            .map(|(l, c)| {
-                (
-                    LevelCtx::new(&o.tensor, l),
-                    o.format.levels[l].assembly(),
-                    c,
-                )
-            })
-            .collect();
         let w = Workspace::of(&o.tensor);
         let ordered = o.format.levels[last].properties().ordered;
         // The table of a hashed row is cleared first: flushing reads the
@@ -204,7 +194,6 @@ impl<'p> Lowerer<'p> {
             (_, false) => Expr::Bool(false),
         };
         let vals = ArrayRef::vals(&o.tensor);
-        let c = LevelCtx::new(&o.tensor, last);
         let var = o.level_vars[last];
         let (name, coords) = (self.p.name(var), &mut self.coords);
         let hashed = slots.is_some();
@@ -217,12 +206,8 @@ impl<'p> Lowerer<'p> {
                 e.set(&place, rank);
             });
             let dst = e.let_var("wdst", Expr::add(at.clone(), place));
-            for (ctx, assembly, coord) in &chain {
-                if let Assembly::Append(up) = assembly {
-                    up.append_coord(ctx, e, dst.clone(), coord.clone());
-                }
-            }
-            app.append_coord(&c, e, dst.clone(), j.clone());
+            let entry: Vec<Expr> = above.iter().cloned().chain([j.clone()]).collect();
+            super::assemble::append_chain_coords(o, e, head, &dst, &entry);
             e.reserve(vals.clone(), Expr::add(dst.clone(), Expr::Int(1)));
             let held = if hashed { t } else { j.clone() };
             e.store(vals.clone(), dst, Expr::load(w.vals.clone(), held.clone()));
