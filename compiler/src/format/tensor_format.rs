@@ -470,24 +470,7 @@ pub fn preset(
         ),
         "bcsr" => {
             let b = block("BCSR")?;
-            let levels = vec![
-                BlockCoord {
-                    dim: 0,
-                    inner: false,
-                },
-                BlockCoord {
-                    dim: 1,
-                    inner: false,
-                },
-                BlockCoord {
-                    dim: 0,
-                    inner: true,
-                },
-                BlockCoord {
-                    dim: 1,
-                    inner: true,
-                },
-            ];
+            let levels = block_rows_then_columns();
             (
                 "dense,compressed,dense,dense".into(),
                 CoordMap::Blocked { b, levels },
@@ -496,24 +479,7 @@ pub fn preset(
         }
         "csb" => {
             let b = block("CSB")?;
-            let levels = vec![
-                BlockCoord {
-                    dim: 0,
-                    inner: false,
-                },
-                BlockCoord {
-                    dim: 1,
-                    inner: false,
-                },
-                BlockCoord {
-                    dim: 0,
-                    inner: true,
-                },
-                BlockCoord {
-                    dim: 1,
-                    inner: true,
-                },
-            ];
+            let levels = block_rows_then_columns();
             (
                 "dense,dense,compressed(nonunique),singleton".into(),
                 CoordMap::Blocked { b, levels },
@@ -571,4 +537,13 @@ pub fn coordinate_buffer(order: usize) -> Result<TensorFormat, FormatError> {
         order.saturating_sub(1),
     ));
     parse_format(&levels.join(","), order, &Registry::builtin())
+}
+
+/// The levels of a 2-D blocked format (BCSR, CSB): block row, block
+/// column, then the row and the column inside the block.
+fn block_rows_then_columns() -> Vec<BlockCoord> {
+    [(0, false), (1, false), (0, true), (1, true)]
+        .into_iter()
+        .map(|(dim, inner)| BlockCoord { dim, inner })
+        .collect()
 }
