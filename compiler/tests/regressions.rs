@@ -155,6 +155,51 @@ fn w2_nonunique_operand_reduced_into_insert_then_append_result() {
 }
 
 #[test]
+fn rows_of_an_appended_result_come_in_order_from_an_unordered_operand() {
+    // A CSR result's rows are dense, its columns appended: each row's
+    // segment goes after the previous row's. Rows driven by a hashed
+    // operand came in bucket order, and the prefix sum over the row counts
+    // gave each row another row's entries (values swapped between rows 1
+    // and 4 here): the rows are now visited through a sorted copy.
+    let mut d = BTreeMap::new();
+    d.insert(
+        "B".to_string(),
+        tensor(&[6, 2], &[(&[1, 1], 1.0), (&[4, 0], 1.0)]),
+    );
+    d.insert(
+        "C".to_string(),
+        tensor(&[2, 2], &[(&[1, 1], 1.0), (&[1, 0], -0.25)]),
+    );
+    for a in ["CSR", "hashed,compressed", "DCSR", "COO"] {
+        ok(check(
+            "A(i,j) = B(i,k) * C(j,k)",
+            &[("B", "hashed,dense"), ("C", "COO"), ("A", a)],
+            &d,
+            &[6, 2],
+        ));
+    }
+    for seed in 1..4 {
+        let d = random_data(&[("B", vec![40, 9], 0.2), ("C", vec![9, 7], 0.4)], seed);
+        for b in ["hashed,dense", "hashed,compressed", "dense,hashed"] {
+            for a in ["CSR", "DCSR", "COO", "dense,compressed(nonunique)"] {
+                ok(check(
+                    "A(i,j) = B(i,k) * C(k,j)",
+                    &[("B", b), ("C", "CSR"), ("A", a)],
+                    &d,
+                    &[40, 7],
+                ));
+                ok(check(
+                    "A(i,k) = B(i,k) * 2",
+                    &[("B", b), ("A", a)],
+                    &d,
+                    &[40, 9],
+                ));
+            }
+        }
+    }
+}
+
+#[test]
 fn w3_result_read_on_its_right_hand_side() {
     for seed in 1..5 {
         let d = random_data(

@@ -31,8 +31,12 @@ impl<'p> Lowerer<'p> {
         t
     }
 
-    /// Whether variable `v` is a result coordinate assembled by append.
-    pub(super) fn appends_var(&self, st: &State, v: IndexVar) -> bool {
+    /// Whether the loop over variable `v` must visit its coordinates in
+    /// order for the result: `v` is a coordinate of a level assembled by
+    /// append, or of a level above one (a CSR result's rows): an appended
+    /// level takes its parents' segments in the order of their positions,
+    /// which are in coordinate order.
+    pub(super) fn result_needs_order(&self, st: &State, v: IndexVar) -> bool {
         let o = self.p.output();
         let n = o.level_vars.len();
         match self.p.assembly {
@@ -46,11 +50,12 @@ impl<'p> Lowerer<'p> {
             }
             ResultAssembly::Direct => {}
         }
+        let appends = |k: usize| matches!(o.format.levels[k].assembly(), Assembly::Append(_));
         o.level_vars
             .iter()
             .enumerate()
             .skip(st.pos[0].len())
-            .any(|(k, &x)| x == v && matches!(o.format.levels[k].assembly(), Assembly::Append(_)))
+            .any(|(k, &x)| x == v && (k..n).any(appends))
     }
 
     /// Initialise the result's levels and values.

@@ -265,7 +265,7 @@ impl<'p> Lowerer<'p> {
         mut its: Its<'p>,
         st: &State,
     ) -> Result<Its<'p>, LowerError> {
-        let appended = self.appends_var(st, v);
+        let appended = self.result_needs_order(st, v);
         let mut dedup: BTreeSet<OperandId> = BTreeSet::new();
         let mut reorder: BTreeSet<OperandId> = BTreeSet::new();
         for (pt, s) in lattice.points.iter().zip(strategies) {

@@ -29,7 +29,10 @@ pub const MATRIX_IN: Pool = &[
     (2, "CSB(2)"),
     (1, "compressed(nonunique),singleton"),
     (1, "compressed,compressed:1,0"),
-    (1, "hashed,dense"),
+    // Packed with buckets of twice a parent's coordinates, so that rows
+    // wrap around their bucket and come out of coordinate order.
+    (2, "hashed,dense"),
+    (1, "hashed,compressed"),
     (1, "dense,hashed"),
     (1, "dense,compressed(unordered)"),
     (1, "hashed,compressed(unordered)"),
