@@ -230,9 +230,9 @@ impl<'p> Lowerer<'p> {
                     let begin = self
                         .e
                         .let_var(&format!("{}{}_begin", o.tensor, k + 2), counter.clone());
-                    self.output_levels(next, st, expr)?;
+                    self.output_levels(next, st.clone(), expr)?;
                     if self.p.assembly.is_workspace() && k + 2 == o.level_vars.len() {
-                        self.flush_workspace(&[]);
+                        self.flush_workspace(&st, &[]);
                     }
                     if let Assembly::Append(app) = o.format.levels[k + 1].assembly() {
                         app.append_edges(
@@ -261,8 +261,8 @@ impl<'p> Lowerer<'p> {
                     let above: Vec<Expr> = (h..=k)
                         .map(|l| st.bound[&o.level_vars[l]].clone())
                         .collect();
-                    self.output_levels(next, st, expr)?;
-                    self.flush_workspace(&above);
+                    self.output_levels(next, st.clone(), expr)?;
+                    self.flush_workspace(&st, &above);
                     return Ok(());
                 }
                 if k < t {
@@ -302,9 +302,9 @@ impl<'p> Lowerer<'p> {
                     let coords: Vec<Expr> = (h..=t)
                         .map(|l| st.bound[&o.level_vars[l]].clone())
                         .collect();
-                    self.output_levels(next, st, expr)?;
+                    self.output_levels(next, st.clone(), expr)?;
                     if self.p.assembly.is_workspace() && t + 2 == o.level_vars.len() {
-                        self.flush_workspace(&[]);
+                        self.flush_workspace(&st, &[]);
                     }
                     self.e.open();
                     self.append_chain(h, &at, &coords);

@@ -44,13 +44,15 @@ impl<T> IndexMut<OperandId> for Vec<T> {
 pub enum IterId {
     Operand(OperandId),
     Dimension,
+    /// The coordinates a result's workspace row holds.
+    Workspace,
 }
 
 impl IterId {
     pub fn operand(self) -> Option<OperandId> {
         match self {
             IterId::Operand(o) => Some(o),
-            IterId::Dimension => None,
+            IterId::Dimension | IterId::Workspace => None,
         }
     }
 }

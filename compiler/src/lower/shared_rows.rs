@@ -105,7 +105,7 @@ pub(super) fn compile_sharing_rows(
         (e, out_sizes, row_state) = (l.e, l.out_sizes, l.row);
     }
     let mut l = lowerer(first, first_graph, e, out_sizes, row_state);
-    l.flush_workspace(&[]);
+    l.flush_workspace(&state(first, Expr::Var(i), vec![at.clone()]), &[]);
     app.append_edges(&LevelCtx::new(&out.tensor, 1), &mut l.e, at, begin, counter);
     let body = l.e.close();
     l.e.push(Stmt::For {

@@ -15,10 +15,11 @@
 //!   and is rebuilt from the list of coordinates; the values stay where
 //!   they are.
 
+use super::iterate::{Cursor, LoopIterator, WorkspaceIter};
 use super::operands::Row;
-use super::Lowerer;
+use super::{Lowerer, State};
 use crate::format::level::Assembly;
-use crate::ir::{ArrayRef, CmpOp, ElemTy, Expr, Slot};
+use crate::ir::{ArrayRef, CmpOp, ElemTy, Expr, Slot, Stmt, Ty};
 
 /// Slots a hashed row starts with (doubled as the row fills).
 const HASHED_SLOTS: i64 = 1024;
@@ -159,10 +160,12 @@ impl<'p> Lowerer<'p> {
     }
 
     /// Append the touched coordinates of the workspace row to the result's
-    /// last level (sorted when the level is ordered), and clear the row.
+    /// last level (in order when the level is ordered), and clear the row:
+    /// a loop driven by the row's iterator (`iterate::WorkspaceIter`).
     /// `above`: the coordinates of the levels appended together with the
-    /// last one (COO's row of each entry), written with every coordinate.
-    pub(super) fn flush_workspace(&mut self, above: &[Expr]) {
+    /// last one (COO's row of each entry), written with every coordinate;
+    /// `st`: what the loops around the row resolved.
+    pub(super) fn flush_workspace(&mut self, st: &State, above: &[Expr]) {
         let o = self.p.output();
         let last = o.level_vars.len() - 1;
         let Some(RowState { count, slots }) = self.row.clone() else {
@@ -173,48 +176,41 @@ impl<'p> Lowerer<'p> {
         }
         let head = self.chain_head(last);
         let at = self.out_sizes[&head].clone();
-        let w = Workspace::of(&o.tensor);
-        let ordered = o.format.levels[last].properties().ordered;
-        // The table of a hashed row is cleared first: flushing reads the
-        // list and the values only.
-        if slots.is_some() {
-            self.e.for_("pw", Expr::Int(0), count.clone(), |e, u| {
-                e.store(w.slots.clone(), Expr::load(w.at.clone(), u), Expr::Int(0))
-            });
-        }
-        // Either the list comes out in order, or (a short row in an ordered
-        // level) each coordinate goes to its rank among the row's. A dense
-        // row's list is sorted through its flags; a hashed row's long list
-        // is sorted with its values.
-        let ranked = match (&slots, ordered) {
-            (None, true) => self.e.sort_flagged_keys(&w.list, count.clone(), &w.seen),
-            (Some(_), true) => self
-                .e
-                .sort_pairs_unless_ranked(&w.list, &w.vals, count.clone()),
-            (_, false) => Expr::Bool(false),
+        let row = match slots {
+            Some(_) => Row::Hashed,
+            None => Row::Dense,
         };
-        let vals = ArrayRef::vals(&o.tensor);
+        let ordered = o.format.levels[last].properties().ordered;
+        let it = WorkspaceIter::new(&mut self.e, &o.tensor, row, count.clone(), ordered);
+        self.e.comment(format!(
+            "compress: append the row's coordinates, walked by {}",
+            it.name()
+        ));
         let var = o.level_vars[last];
-        let (name, coords) = (self.p.name(var), &mut self.coords);
-        let hashed = slots.is_some();
-        self.e.for_("pw", Expr::Int(0), count.clone(), |e, t| {
-            let j = e.let_var(name, Expr::load(w.list.clone(), t.clone()));
-            super::iterate::note_coord(coords, &j, var);
-            let place = e.let_var("wplace", t.clone());
-            e.if_(ranked.clone(), |e| {
-                let rank = e.rank_of(&w.list, count.clone(), j.clone());
-                e.set(&place, rank);
-            });
-            let dst = e.let_var("wdst", Expr::add(at.clone(), place));
-            let entry: Vec<Expr> = above.iter().cloned().chain([j.clone()]).collect();
-            super::assemble::append_chain_coords(o, e, head, &dst, &entry);
-            e.reserve(vals.clone(), Expr::add(dst.clone(), Expr::Int(1)));
-            let held = if hashed { t } else { j.clone() };
-            e.store(vals.clone(), dst, Expr::load(w.vals.clone(), held.clone()));
-            if !hashed {
-                e.store(w.vals.clone(), j.clone(), Expr::Float(0.0));
-                e.store(w.seen.clone(), j, Expr::Int(0));
-            }
+        let mut cx = self.cx(st, var);
+        let cur = it.begin(&mut cx);
+        let t = cx.e.fresh(&it.cursor_name(&cx), Ty::I64);
+        let walk = Cursor {
+            at: Expr::Var(t),
+            end: cur.end.clone(),
+        };
+        cx.e.open();
+        let step = it.coordinate(&mut cx, &walk);
+        let place = it.place(&mut cx, &walk, &step);
+        let dst = cx.e.let_var("wdst", Expr::add(at.clone(), place));
+        let entry: Vec<Expr> = above.iter().cloned().chain([step.coord.clone()]).collect();
+        super::assemble::append_chain_coords(o, cx.e, head, &dst, &entry);
+        let vals = ArrayRef::vals(&o.tensor);
+        cx.e.reserve(vals.clone(), Expr::add(dst.clone(), Expr::Int(1)));
+        let held = Expr::load(Workspace::of(&o.tensor).vals, step.pos.clone());
+        cx.e.store(vals, dst, held);
+        it.clear(&mut cx, &step);
+        let body = cx.e.close();
+        cx.e.push(Stmt::For {
+            var: t,
+            lo: cur.at,
+            hi: cur.end,
+            body,
         });
         self.e.set(&at, Expr::add(at.clone(), count.clone()));
         self.e.set(&count, Expr::Int(0));
@@ -253,16 +249,16 @@ impl Row {
 /// coordinate in a dense row, by touch order in a hashed one), the list of
 /// coordinates touched, a dense row's flags, and a hashed row's table and
 /// the table slot of each coordinate touched.
-pub(super) struct Workspace {
-    pub(super) vals: ArrayRef,
-    list: ArrayRef,
-    seen: ArrayRef,
-    slots: ArrayRef,
-    at: ArrayRef,
+pub(crate) struct Workspace {
+    pub vals: ArrayRef,
+    pub list: ArrayRef,
+    pub seen: ArrayRef,
+    pub slots: ArrayRef,
+    pub at: ArrayRef,
 }
 
 impl Workspace {
-    pub(super) fn of(tensor: &str) -> Self {
+    pub(crate) fn of(tensor: &str) -> Self {
         let scratch = |name: &str, ty| ArrayRef {
             tensor: tensor.to_string(),
             slot: Slot::Scratch(name.to_string(), ty),

@@ -12,20 +12,23 @@
 //! of a variable) and the adapters `Dedup` (runs of equal coordinates of a
 //! non-unique ordered level, section 5.3), `Reorder` (an unordered level
 //! through a sorted scratch copy, section 5.3) and `Fused` (a branchless
-//! level visited without a loop of its own). Each has the name the editor
-//! shows.
+//! level visited without a loop of its own), and the workspace iterator
+//! (the touched coordinates of a result's workspace row, which the row's
+//! flush appends to the result). Each has the name the editor shows.
 
 mod dedup;
 mod dimension;
 mod fused;
 mod level;
 mod reorder;
+mod workspace;
 
 pub(crate) use dedup::Dedup;
 pub(crate) use dimension::DimensionIter;
 pub(crate) use fused::Fused;
 pub(crate) use level::{level_iterator, locate, PositionIter};
 pub(crate) use reorder::Reorder;
+pub(crate) use workspace::WorkspaceIter;
 
 use super::ids::{IterId, OperandId};
 use super::operands::{Operand, Problem};
