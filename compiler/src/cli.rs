@@ -423,9 +423,23 @@ pub fn write_source(k: &lower::Kernel, dir: &std::path::Path) -> Result<Vec<Path
     Ok(vec![h, c])
 }
 
+/// The expression around byte `offset` for an error line: all of it when
+/// short, else 40 characters either side, cut with `…`.
+fn excerpt(expr: &str, offset: usize) -> String {
+    const SIDE: usize = 40;
+    let at = expr.get(..offset).map_or(0, |s| s.chars().count());
+    let n = expr.chars().count();
+    let (lo, hi) = (at.saturating_sub(SIDE), (at + SIDE).min(n));
+    let mid: String = expr.chars().skip(lo).take(hi - lo).collect();
+    let before = if lo > 0 { "…" } else { "" };
+    let after = if hi < n { "…" } else { "" };
+    format!("{before}{mid}{after}")
+}
+
 /// Run the expression form; returns what to print on stdout.
 pub fn run_expression(expr: &str, o: &Options) -> Result<String, String> {
-    let a = parse_assignment(expr).map_err(|e| format!("in expression: {e}: {expr}"))?;
+    let a = parse_assignment(expr)
+        .map_err(|e| format!("in expression: {e}: {}", excerpt(expr, e.offset)))?;
     let s = setup(&a, o, std::path::Path::new("."))?;
     // A mistyped name must not pass silently as random data.
     for g in &s.generated {
@@ -658,4 +672,21 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::excerpt;
+
+    /// A short expression is shown whole; a long one (10,000 parentheses)
+    /// only around the problem, so the error stays one readable line.
+    #[test]
+    fn error_lines_show_the_expression_around_the_problem() {
+        assert_eq!(excerpt("y(i) = x(j", 10), "y(i) = x(j");
+        let long = format!("y(i) = {}x(i){}", "(".repeat(10_000), ")".repeat(10_000));
+        let shown = excerpt(&long, 207);
+        assert!(shown.starts_with('…') && shown.ends_with('…'), "{shown}");
+        assert_eq!(shown.chars().count(), 82);
+        assert_eq!(excerpt("é(i) = x", 100), "é(i) = x");
+    }
 }
