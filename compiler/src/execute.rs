@@ -565,9 +565,12 @@ impl crate::ir::interp::Memory for InterpMemory<'_> {
         Ok(())
     }
     fn reserve(&mut self, a: &crate::ir::ArrayRef, len: i64) -> Result<(), String> {
-        let len = len.max(0) as usize;
         let e = self.lens.entry(a.clone()).or_insert(0);
-        *e = (*e).max(len);
+        *e = (*e).max(len.max(0) as usize);
+        self.reserve_ahead(a, len)
+    }
+    fn reserve_ahead(&mut self, a: &crate::ir::ArrayRef, len: i64) -> Result<(), String> {
+        let len = len.max(0) as usize;
         match &a.slot {
             crate::ir::Slot::Vals => {
                 if self.output.vals.len() < len {

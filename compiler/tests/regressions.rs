@@ -879,3 +879,58 @@ fn coo_rows_of_many_entries_add_in_a_register() {
         );
     }
 }
+
+#[test]
+fn rows_make_room_ahead_of_their_appends_and_keep_exact_lengths() {
+    // The loops over a sparse result's last level append at most once per
+    // stored entry they walk: the room is reserved once before them, no
+    // append inside checks a capacity, and the length is the entries
+    // appended. B + B appends half the room it reserves.
+    use tensor_compiler::ir::{walk_block, Stmt};
+    let mut d = random_data(&[("B", vec![30, 40], 0.3), ("C", vec![30, 40], 0.2)], 7);
+    d.insert("D".to_string(), d["B"].clone());
+    for (expr, f) in [
+        ("A(i,j) = B(i,j) + C(i,j)", "CSR"),
+        ("A(i,j) = B(i,j) + D(i,j)", "CSR"),
+        ("A(i,j) = B(i,j) * C(i,j)", "DCSR"),
+        ("A(i,j) = B(i,j) + C(i,j)", "COO"),
+    ] {
+        let specs = [("A", f), ("B", f), ("C", f), ("D", f)];
+        ok(check(expr, &specs, &d, &[30, 40]));
+        let a = tensor_compiler::notation::parse_assignment(expr).unwrap(); // ok: test code, a panic is a failed test
+        let formats = formats_rest_dense(&a, &specs, &d, 2);
+        let mut p =
+            tensor_compiler::execute::prepare("k", &a, &formats, &d, &[30, 40], None).unwrap(); // ok: test code, a panic is a failed test
+        let mut ahead = 0;
+        walk_block(&p.kernel.function.body, &mut |s| match s {
+            Stmt::Reserve { ahead: true, .. } => ahead += 1,
+            // The innermost loops: those over the last level.
+            Stmt::While { body, .. } => {
+                let (mut loops, mut reserves) = (0, 0);
+                walk_block(body, &mut |s| match s {
+                    Stmt::While { .. } | Stmt::For { .. } => loops += 1,
+                    Stmt::Reserve { .. } => reserves += 1,
+                    _ => {}
+                });
+                assert!(
+                    loops > 0 || reserves == 0,
+                    "{expr} {f}: a reserve inside a merge loop\n{}",
+                    p.kernel.function
+                );
+            }
+            _ => {}
+        });
+        assert!(
+            ahead > 0,
+            "{expr} {f}: no room made ahead\n{}",
+            p.kernel.function
+        );
+        // Timed runs reuse the result's arrays: still the same entries.
+        p.run().unwrap(); // ok: test code, a panic is a failed test
+        let once = p.result().unwrap(); // ok: test code, a panic is a failed test
+        p.time(3).unwrap(); // ok: test code, a panic is a failed test
+        let again = p.result().unwrap(); // ok: test code, a panic is a failed test
+        assert_eq!(once.nnz(), again.nnz(), "{expr} {f}");
+        close(&again, &once).unwrap(); // ok: test code, a panic is a failed test
+    }
+}

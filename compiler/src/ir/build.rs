@@ -260,7 +260,11 @@ impl Emitter {
     }
 
     pub fn reserve(&mut self, a: ArrayRef, len: Expr) {
-        self.push(Stmt::Reserve { array: a, len });
+        self.push(Stmt::Reserve {
+            array: a,
+            len,
+            ahead: false,
+        });
     }
 
     /// The top-level block (everything emitted outside nested blocks).

@@ -99,14 +99,21 @@ const HELPERS: &str = r#"#ifndef TENSOR_KERNEL_HELPERS
 static inline double tensor_select_f64(int c, double a, double b) { return c ? a : b; }
 static inline int64_t tensor_select_i64(int c, int64_t a, int64_t b) { return c ? a : b; }
 
-/* Make array `slot` hold `want` elements: the logical length becomes at
-   least `want`, and the runtime grows the storage when it is too small. */
-static inline void *tensor_reserve(tensor_args_t *args, int64_t slot, int64_t want, void *data, int64_t *len, int64_t *cap) {
-  if (want > *len) *len = want;
+/* Make room for `want` elements of array `slot` ahead of a loop that
+   appends at most that many: the runtime grows the storage when it is too
+   small; the logical length is left as it is. */
+static inline void *tensor_reserve_ahead(tensor_args_t *args, int64_t slot, int64_t want, void *data, int64_t *cap) {
   if (want <= *cap) return data;
   data = args->reserve(args->runtime, slot, want);
   if (data) *cap = args->arrays[slot].cap;
   return data;
+}
+
+/* Make array `slot` hold `want` elements: the logical length becomes at
+   least `want`, and the runtime grows the storage when it is too small. */
+static inline void *tensor_reserve(tensor_args_t *args, int64_t slot, int64_t want, void *data, int64_t *len, int64_t *cap) {
+  if (want > *len) *len = want;
+  return tensor_reserve_ahead(args, slot, want, data, cap);
 }
 #endif
 "#;

@@ -42,6 +42,8 @@ pub trait Memory {
     fn load(&self, a: &ArrayRef, i: i64) -> Result<Value, String>;
     fn store(&mut self, a: &ArrayRef, i: i64, v: Value) -> Result<(), String>;
     fn reserve(&mut self, a: &ArrayRef, len: i64) -> Result<(), String>;
+    /// Room for `len` elements, the array's length unchanged.
+    fn reserve_ahead(&mut self, a: &ArrayRef, len: i64) -> Result<(), String>;
 }
 
 pub struct Interp<'m> {
@@ -197,9 +199,12 @@ impl<'m> Interp<'m> {
                         self.run(els)?;
                     }
                 }
-                Stmt::Reserve { array, len } => {
+                Stmt::Reserve { array, len, ahead } => {
                     let len = self.eval(len)?.int()?;
-                    self.mem.reserve(array, len)?;
+                    match ahead {
+                        false => self.mem.reserve(array, len)?,
+                        true => self.mem.reserve_ahead(array, len)?,
+                    }
                 }
                 Stmt::Comment(_) => {}
             }

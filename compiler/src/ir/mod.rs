@@ -201,10 +201,14 @@ pub enum Stmt {
         els: Block,
     },
     /// Make an output array hold at least `len` elements (grows geometrically;
-    /// the only call back into the runtime).
+    /// the only call back into the runtime). `len` also becomes the array's
+    /// length (the largest reserved), unless `ahead`: room made before a
+    /// loop for the appends it makes at most (`lower::reserve_ahead`),
+    /// which then check no capacity; their length is reserved after it.
     Reserve {
         array: ArrayRef,
         len: Expr,
+        ahead: bool,
     },
     Comment(String),
 }

@@ -21,7 +21,7 @@ pub fn for_codegen(f: &Function) -> Function {
 /// array earlier changes nothing another array's store sees.
 pub fn gather_reserves(b: &mut Block) {
     for k in 0..b.len() {
-        let Stmt::Reserve { array, len } = &b[k] else {
+        let Stmt::Reserve { array, len, .. } = &b[k] else {
             continue;
         };
         let reads = |a: &ArrayRef| {

@@ -284,11 +284,15 @@ impl<'a> Printer<'a> {
                 }
                 self.line(depth, "}");
             }
-            Stmt::Reserve { array, len } => {
+            Stmt::Reserve { array, len, ahead } => {
                 if c {
                     let n = array.c_name();
+                    let (call, length) = match ahead {
+                        true => ("tensor_reserve_ahead", String::new()),
+                        false => ("tensor_reserve", format!("&{n}_len, ")),
+                    };
                     let text = format!(
-                        "{n} = ({}*)tensor_reserve(args, {}_{n}, {}, {n}, &{n}_len, &{n}_cap);",
+                        "{n} = ({}*){call}(args, {}_{n}, {}, {n}, {length}&{n}_cap);",
                         super::c::c_elem(array.elem()),
                         self.kernel,
                         self.expr(len)
@@ -296,7 +300,8 @@ impl<'a> Printer<'a> {
                     self.line(depth, &text);
                     self.line(depth, &format!("if (!{n}) goto out_of_memory;"));
                 } else {
-                    let text = format!("reserve {}[{}]", array.c_name(), self.expr(len));
+                    let what = if *ahead { "reserve ahead" } else { "reserve" };
+                    let text = format!("{what} {}[{}]", array.c_name(), self.expr(len));
                     self.line(depth, &text);
                 }
             }

@@ -295,6 +295,9 @@ mod tests {
         fn reserve(&mut self, _a: &ArrayRef, _len: i64) -> Result<(), String> {
             Ok(())
         }
+        fn reserve_ahead(&mut self, _a: &ArrayRef, _len: i64) -> Result<(), String> {
+            Ok(())
+        }
     }
 
     fn array(name: &str) -> ArrayRef {

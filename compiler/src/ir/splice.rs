@@ -89,9 +89,10 @@ fn stmt(s: &Stmt, o: usize, t: &Temporary<'_>) -> Stmt {
             then: block(then, o, t),
             els: block(els, o, t),
         },
-        Stmt::Reserve { array, len } => Stmt::Reserve {
+        Stmt::Reserve { array, len, ahead } => Stmt::Reserve {
             array: t.array(array),
             len: e(len),
+            ahead: *ahead,
         },
         Stmt::Comment(c) => Stmt::Comment(c.clone()),
     }

@@ -158,6 +158,14 @@ impl Buf {
             Buf::F64(v) => v.len(),
         }
     }
+    /// Zeroed room for up to `extra` more elements, where the vector's
+    /// allocation already has it (no reallocation).
+    fn spare(&mut self, extra: usize) {
+        match self {
+            Buf::I32(v) => v.resize(v.len() + (v.capacity() - v.len()).min(extra), 0),
+            Buf::F64(v) => v.resize(v.len() + (v.capacity() - v.len()).min(extra), 0.0),
+        }
+    }
 }
 
 /// The result's arrays while a kernel runs: owned here so they can grow.
@@ -335,10 +343,16 @@ impl Bound {
             if a.tensor == output.name || matches!(a.slot, Slot::Scratch(..)) {
                 let mut buf = take_array(output, a).ok_or_else(|| RunError::Missing(a.c_name()))?;
                 let len = buf.len() as i64;
+                // A result reused from an earlier run keeps a little of the
+                // room it grew into: a kernel reserving ahead of a row's
+                // appends (`lower/ahead.rs`) may ask for a few entries more
+                // than the row makes, and an exact fit would then be grown
+                // (copied) again at the last row of every run.
+                buf.spare(buf.len() / 16 + 1024);
                 slots.push(Slot_ {
                     ptr: buf.ptr(),
                     len,
-                    cap: len,
+                    cap: buf.len() as i64,
                 });
                 growable.bufs.insert(n as i64, buf);
             } else {

@@ -467,16 +467,20 @@ impl<'a, 'b> Translator<'a, 'b> {
         while k < stmts.len() {
             // Reserves of one length in a row (an append's arrays, gathered
             // by `passes::gather_reserves`) share one capacity check.
-            if let Stmt::Reserve { len, .. } = &stmts[k] {
+            if let Stmt::Reserve { len, ahead, .. } = &stmts[k] {
                 let group: Vec<&ArrayRef> = stmts[k..]
                     .iter()
                     .map_while(|s| match s {
-                        Stmt::Reserve { array, len: l } if l == len => Some(array),
+                        Stmt::Reserve {
+                            array,
+                            len: l,
+                            ahead: a,
+                        } if l == len && a == ahead => Some(array),
                         _ => None,
                     })
                     .collect();
                 k += group.len();
-                self.reserve(&group, len)?;
+                self.reserve(&group, len, *ahead)?;
                 continue;
             }
             self.stmt(&stmts[k])?;
@@ -583,7 +587,7 @@ impl<'a, 'b> Translator<'a, 'b> {
                 self.b.seal_block(merge);
                 self.b.switch_to_block(merge);
             }
-            Stmt::Reserve { array, len } => self.reserve(&[array], len)?,
+            Stmt::Reserve { array, len, ahead } => self.reserve(&[array], len, *ahead)?,
             Stmt::Comment(_) => {}
         }
         Ok(())
@@ -719,7 +723,8 @@ impl<'a, 'b> Translator<'a, 'b> {
     /// sit in a cold block: fewer blocks and calls keep register allocation,
     /// most of the compile time, short. The runtime stores each new pointer
     /// in its slot, where the array's next access loads it (`Base::Grown`).
-    fn reserve(&mut self, group: &[&ArrayRef], len: &Expr) -> Result<(), String> {
+    /// A reserve `ahead` of a loop's appends grows without setting lengths.
+    fn reserve(&mut self, group: &[&ArrayRef], len: &Expr, ahead: bool) -> Result<(), String> {
         let mut slots = Vec::with_capacity(group.len());
         for a in group {
             let av = self.array(a)?;
@@ -737,9 +742,11 @@ impl<'a, 'b> Translator<'a, 'b> {
         let mut grow = None;
         for &slot in &slots {
             let off = (slot * SLOT_SIZE) as i32;
-            let cur = self.b.ins().load(types::I64, sizes, table, off + SLOT_LEN);
-            let newlen = self.b.ins().smax(cur, want);
-            self.b.ins().store(sizes, newlen, table, off + SLOT_LEN);
+            if !ahead {
+                let cur = self.b.ins().load(types::I64, sizes, table, off + SLOT_LEN);
+                let newlen = self.b.ins().smax(cur, want);
+                self.b.ins().store(sizes, newlen, table, off + SLOT_LEN);
+            }
             let cap = self.b.ins().load(types::I64, sizes, table, off + SLOT_CAP);
             let over = self.b.ins().icmp(IntCC::SignedGreaterThan, want, cap);
             grow = Some(match grow {

@@ -5,6 +5,7 @@
 //! point. Which iterators, adapters and locates were chosen is decided in
 //! `loops.rs`; nothing here asks what kind of level it iterates.
 
+use super::ahead::counts_entries;
 use super::ids::IterId;
 use super::iterate::{note_coord, Cursor, Cx, Kind, LoopIterator, Shape, Step};
 use super::lattice::{LExpr, Lattice, Point};
@@ -93,6 +94,13 @@ impl<'p> Lowerer<'p> {
         let it = &its[&s.coiter[0]];
         let bounds = it.begin(&mut self.cx(st, v));
         let name = it.cursor_name(&self.cx(st, v));
+        let ahead = self
+            .ahead_counter(st, v)
+            .filter(|_| counts_entries(it.kind()))
+            .map(|count| (count, Expr::sub(bounds.end.clone(), bounds.at.clone())));
+        if ahead.is_some() {
+            self.e.open();
+        }
         match it.shape() {
             Shape::Once => {
                 // Exactly one position: the cursor is bound, not looped.
@@ -153,6 +161,10 @@ impl<'p> Lowerer<'p> {
                     body,
                 });
             }
+        }
+        if let Some((count, bound)) = ahead {
+            let loops = self.e.close();
+            self.emit_with_room_ahead(loops, &count, bound);
         }
         Ok(())
     }
@@ -231,6 +243,19 @@ impl<'p> Lowerer<'p> {
                     );
                 }
             }
+        }
+        // Every iteration of the loops below advances some cursor.
+        let spans: Option<Vec<Expr>> = cursors
+            .iter()
+            .map(|(op, c)| {
+                counts_entries(its[op].kind()).then(|| Expr::sub(c.end.clone(), c.at.clone()))
+            })
+            .collect();
+        let ahead = self
+            .ahead_counter(st, v)
+            .zip(spans.and_then(|s| s.into_iter().reduce(Expr::add)));
+        if ahead.is_some() {
+            self.e.open();
         }
         for (pt, s) in lattice.points.iter().zip(strategies) {
             // With a full driver the loop runs over every coordinate (so the
@@ -311,6 +336,10 @@ impl<'p> Lowerer<'p> {
             }
             let body = self.e.close();
             self.e.push(Stmt::While { cond, body });
+        }
+        if let Some((count, bound)) = ahead {
+            let loops = self.e.close();
+            self.emit_with_room_ahead(loops, &count, bound);
         }
         Ok(())
     }

@@ -8,6 +8,7 @@
 //! adapters), `emit` (loops through the protocol), `assemble` (result),
 //! `plan` (what was chosen).
 
+mod ahead;
 mod assemble;
 pub mod convert;
 mod emit;

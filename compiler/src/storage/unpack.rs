@@ -46,6 +46,9 @@ impl Memory for TensorMemory<'_> {
     fn reserve(&mut self, _a: &ArrayRef, _len: i64) -> Result<(), String> {
         Ok(())
     }
+    fn reserve_ahead(&mut self, _a: &ArrayRef, _len: i64) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// One level's iteration code, built once with symbolic inputs and run for

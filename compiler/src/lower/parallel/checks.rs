@@ -212,6 +212,7 @@ mod tests {
             Stmt::Reserve {
                 array: vals("y"),
                 len: Expr::Int(9),
+                ahead: false,
             },
             Stmt::Store(scratch, i.clone(), Expr::Float(1.0)),
         ] {
