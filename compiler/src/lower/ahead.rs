@@ -47,21 +47,33 @@ impl Lowerer<'_> {
     /// ahead of `count + bound` per array comes before them, and one of
     /// `count` (the length) after.
     pub(super) fn emit_with_room_ahead(&mut self, loops: Block, count: &Expr, bound: Expr) {
-        let mut arrays = Vec::new();
         let one_more = Expr::add(count.clone(), Expr::Int(1));
-        let loops = without_reserves(loops, &one_more, &mut arrays);
+        let room = Expr::add(count.clone(), bound);
+        self.emit_with_room(loops, &one_more, room, count.clone());
+    }
+
+    /// Emit `loops` without their reserves of `each` (one per append),
+    /// after a reserve ahead of `room` and before one of `length`, for
+    /// each array those reserves named. Where the room is the length (a
+    /// workspace row appends exactly its entries), one reserve before.
+    pub(super) fn emit_with_room(&mut self, loops: Block, each: &Expr, room: Expr, length: Expr) {
+        let mut arrays = Vec::new();
+        let loops = without_reserves(loops, each, &mut arrays);
+        let exact = room == length;
         for a in &arrays {
             self.e.push(Stmt::Reserve {
                 array: a.clone(),
-                len: Expr::add(count.clone(), bound.clone()),
-                ahead: true,
+                len: room.clone(),
+                ahead: !exact,
             });
         }
         for s in loops {
             self.e.push(s);
         }
-        for a in arrays {
-            self.e.reserve(a, count.clone());
+        if !exact {
+            for a in arrays {
+                self.e.reserve(a, length.clone());
+            }
         }
     }
 }

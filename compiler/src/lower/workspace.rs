@@ -203,15 +203,21 @@ impl<'p> Lowerer<'p> {
         let vals = ArrayRef::vals(&o.tensor);
         cx.e.reserve(vals.clone(), Expr::add(dst.clone(), Expr::Int(1)));
         let held = Expr::load(Workspace::of(&o.tensor).vals, step.pos.clone());
-        cx.e.store(vals, dst, held);
+        cx.e.store(vals, dst.clone(), held);
         it.clear(&mut cx, &step);
         let body = cx.e.close();
-        cx.e.push(Stmt::For {
+        let flush = vec![Stmt::For {
             var: t,
             lo: cur.at,
             hi: cur.end,
             body,
-        });
+        }];
+        // The row appends exactly its `count` entries: room for them once.
+        let (each, all) = (
+            Expr::add(dst, Expr::Int(1)),
+            Expr::add(at.clone(), count.clone()),
+        );
+        self.emit_with_room(flush, &each, all.clone(), all);
         self.e.set(&at, Expr::add(at.clone(), count.clone()));
         self.e.set(&count, Expr::Int(0));
     }
