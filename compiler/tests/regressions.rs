@@ -934,3 +934,36 @@ fn rows_make_room_ahead_of_their_appends_and_keep_exact_lengths() {
         close(&again, &once).unwrap(); // ok: test code, a panic is a failed test
     }
 }
+
+#[test]
+fn a_product_multiplied_out_keeps_the_shape_of_its_addition() {
+    // `C(i) * ((D(i,k) + C(i)) + (D(i,k) + C(i)))` sums `k` around both
+    // `C(i)`s (each added |k| times). Multiplied out into a flat chain
+    // `C*D + C*C + C*D + C*C`, read left to right, the last `C*C` fell
+    // outside the sum over `k`: 4 instead of 6 with D in CSB(2), whose
+    // hidden levels make the compiler multiply the product out (found by
+    // the sweep at seed 318632).
+    let mut d = BTreeMap::new();
+    d.insert("C".to_string(), tensor(&[6], &[(&[5], 1.0)]));
+    d.insert("D".to_string(), tensor(&[6, 3], &[]));
+    let exprs = [
+        "A = C(i) * ((D(i,k) + C(i)) + (D(i,k) + C(i)))",
+        "A = C(i) * (D(i,k) + (C(i) - (D(i,k) + C(i))))",
+        "A = ((D(i,k) + C(i)) - (C(i) + D(i,k))) * C(i)",
+    ];
+    for seed in 0..4 {
+        let random = random_data(&[("C", vec![6], 0.5), ("D", vec![6, 3], 0.4)], seed);
+        for data in [&d, &random] {
+            for e in exprs {
+                for fd in ["dense", "CSR", "CSB(2)", "BCSR(2)", "COO"] {
+                    ok(check(
+                        e,
+                        &[("C", "dense"), ("D", fd), ("A", "dense")],
+                        data,
+                        &[],
+                    ));
+                }
+            }
+        }
+    }
+}

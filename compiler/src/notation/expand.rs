@@ -108,30 +108,28 @@ impl Context<'_> {
 }
 
 /// `(t1 ± t2 ± ...) * factor` as `t1*factor ± t2*factor ± ...`, the factor
-/// kept on the side it was written.
+/// kept on the side it was written. The addition keeps its shape: which
+/// terms a variable is summed around depends on it (`(D(k) + c) + (D(k) +
+/// c)` sums `k` around both `c`s; a flat `D(k)*f + c*f + D(k)*f + c*f`,
+/// read left to right, would leave the last `c` outside the sum over `k`).
 fn multiply_out(addition: &Expr, factor: &Expr, factor_first: bool, span: Span) -> Expr {
-    let product = |t: &Expr| {
-        let (l, r) = if factor_first {
-            (factor, t)
-        } else {
-            (t, factor)
-        };
-        Expr::Bin(BinOp::Mul, Box::new(l.clone()), Box::new(r.clone()), span)
-    };
-    let mut terms = super::reduce::additive_terms(addition).into_iter();
-    let Some((positive, first)) = terms.next() else {
-        return addition.clone();
-    };
-    let mut out = if positive {
-        product(&first)
-    } else {
-        Expr::Neg(Box::new(product(&first)), span)
-    };
-    for (positive, t) in terms {
-        let op = if positive { BinOp::Add } else { BinOp::Sub };
-        out = Expr::Bin(op, Box::new(out), Box::new(product(&t)), span);
+    match addition {
+        Expr::Bin(op @ (BinOp::Add | BinOp::Sub), x, y, s) => Expr::Bin(
+            *op,
+            Box::new(multiply_out(x, factor, factor_first, span)),
+            Box::new(multiply_out(y, factor, factor_first, span)),
+            *s,
+        ),
+        Expr::Neg(x, s) => Expr::Neg(Box::new(multiply_out(x, factor, factor_first, span)), *s),
+        t => {
+            let (l, r) = if factor_first {
+                (factor, t)
+            } else {
+                (t, factor)
+            };
+            Expr::Bin(BinOp::Mul, Box::new(l.clone()), Box::new(r.clone()), span)
+        }
     }
-    out
 }
 
 #[cfg(test)]
