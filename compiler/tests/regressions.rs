@@ -967,3 +967,47 @@ fn a_product_multiplied_out_keeps_the_shape_of_its_addition() {
         }
     }
 }
+
+#[test]
+fn a_temporary_is_never_converted_before_the_kernel() {
+    // The statement reading a temporary may need an operand converted; the
+    // search converted the temporary itself (made inside the kernel, it has
+    // no data before it), and the run failed with "tensor A_t: no data".
+    // The unordered operand is converted instead (found by the sweep of
+    // the random-expr family at seeds 1202427 and 1317457).
+    let mut d = BTreeMap::new();
+    d.insert(
+        "C".to_string(),
+        tensor(&[6], &[(&[0], 0.75), (&[1], -0.75), (&[2], 2.0)]),
+    );
+    d.insert(
+        "B".to_string(),
+        tensor(
+            &[5, 2, 6],
+            &[(&[0, 0, 2], 0.25), (&[3, 0, 4], 0.75), (&[4, 1, 5], 0.75)],
+        ),
+    );
+    ok(check(
+        "A(k) = C(i) * -((C(i) + B(k,j,i)))",
+        &[
+            ("C", "compressed(unordered)"),
+            ("B", "COO-AoS"),
+            ("A", "sparse"),
+        ],
+        &d,
+        &[5],
+    ));
+    let mut d = BTreeMap::new();
+    d.insert("B".to_string(), tensor(&[3], &[(&[1], 1.0), (&[2], 1.75)]));
+    d.insert("C".to_string(), tensor(&[3, 3, 4], &[]));
+    ok(check(
+        "A(j,k) = (1 - -(3)) * (B(k) * C(j,k,i) - (B(k) + B(k)))",
+        &[
+            ("B", "compressed(unordered)"),
+            ("C", "COO-AoS"),
+            ("A", "dense"),
+        ],
+        &d,
+        &[3, 3],
+    ));
+}

@@ -103,8 +103,14 @@ pub(super) fn compile_with_temporary(
     dims.insert(temp.clone(), kept.iter().map(|(_, _, n)| *n).collect());
     let k1 = compile(&first, &formats, &dims).ok()?;
     let k2 = compile(&second, &formats, &dims).ok()?;
-    // The temporary's kernel runs as written: no copies, no buffer.
-    if k1.buffer.is_some() || k1.prior.is_some() || !k1.conversions.is_empty() || k2.prior.is_some()
+    // The temporary's kernel runs as written: no copies, no buffer. The
+    // temporary is made inside the kernel, so no copy of it can be made
+    // before the kernel runs.
+    if k1.buffer.is_some()
+        || k1.prior.is_some()
+        || !k1.conversions.is_empty()
+        || k2.prior.is_some()
+        || k2.conversions.iter().any(|c| c.source == temp)
     {
         return None;
     }
