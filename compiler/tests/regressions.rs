@@ -1011,3 +1011,28 @@ fn a_temporary_is_never_converted_before_the_kernel() {
         &[3, 3],
     ));
 }
+
+#[test]
+fn terms_sharing_a_workspace_row_keep_their_sums_apart() {
+    // `C(i,j) * (2 + D(k))` sums `k` over `D(k)` alone. Split into terms
+    // that share a CSR result's workspace row, the term was lowered
+    // without the check that its sum can leave the addition, and `k` was
+    // summed around `2 + D(k)`: 12 instead of 2 (found by the sweep of the
+    // random-expr family at seed 3107665). Now the term gets a temporary.
+    let mut d = BTreeMap::new();
+    d.insert("C".to_string(), tensor(&[4, 4], &[(&[3, 3], 1.0)]));
+    d.insert("D".to_string(), tensor(&[6], &[]));
+    for seed in 0..3 {
+        let random = random_data(&[("C", vec![4, 4], 0.4), ("D", vec![6], 0.5)], seed);
+        for data in [&d, &random] {
+            for fa in ["CSR", "DCSR", "COO", "dense"] {
+                ok(check(
+                    "A(i,j) = (C(i,j) * (2 + D(k)) + -((C(i,j) - C(i,j))))",
+                    &[("C", "dense"), ("D", "dense"), ("A", fa)],
+                    data,
+                    &[4, 4],
+                ));
+            }
+        }
+    }
+}

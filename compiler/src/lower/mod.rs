@@ -662,6 +662,16 @@ fn compile_parts(
     dims: &BTreeMap<String, Vec<usize>>,
     assembly: ResultAssembly,
 ) -> Result<Kernel, LowerError> {
+    // Each part's sums must hoist out of its additions, whichever way the
+    // parts are assembled (terms sharing a workspace row included).
+    for part in &parts {
+        if !sums_hoist_with_private(part, &|acc| has_hidden_levels(acc, formats)) {
+            return Err(LowerError::Unsupported {
+                reason: format!("in `{}`, a sum sits inside an addition; write the terms as separate `+=` statements", part.rhs),
+                span: part.rhs.span(),
+            });
+        }
+    }
     if let (ResultAssembly::Workspace(row), true) = (assembly, parts.len() > 1) {
         return shared_rows::compile_sharing_rows(name, a, &parts, formats, dims, row);
     }
@@ -674,12 +684,6 @@ fn compile_parts(
     let mut outer = None;
     let last = parts.len().saturating_sub(1);
     for (n, part) in parts.iter().enumerate() {
-        if !sums_hoist_with_private(part, &|acc| has_hidden_levels(acc, formats)) {
-            return Err(LowerError::Unsupported {
-                reason: format!("in `{}`, a sum sits inside an addition; write the terms as separate `+=` statements", part.rhs),
-                span: part.rhs.span(),
-            });
-        }
         let mut p = resolve(part, formats, dims)?;
         p.assembly = assembly;
         let graph = graph::build(&p)?;
