@@ -1036,3 +1036,27 @@ fn terms_sharing_a_workspace_row_keep_their_sums_apart() {
         }
     }
 }
+
+#[test]
+fn a_temporary_summed_over_an_empty_range_holds_no_entries() {
+    // `A_t(j) = D(k,j)` over an empty `k` has no terms, so the terms that
+    // read it have no entries: a COO result stored an explicit zero for
+    // every `j` (found by the sweep's structure check, random-expr family,
+    // seed 3307350).
+    let expr = "A(j) = (D(k,j) * 3 - C(i,j)) * -((1 - C(i,j)))";
+    let mut d = BTreeMap::new();
+    d.insert("D".to_string(), tensor(&[0, 3], &[]));
+    d.insert("C".to_string(), tensor(&[1, 3], &[]));
+    for fa in ["COO", "sparse", "hash"] {
+        let specs = [("D", "dense"), ("C", "CSC"), ("A", fa)];
+        assert_eq!(stored(expr, &specs, &d, &[3]), 0, "A {fa}");
+    }
+    // With terms to sum, the temporary's entries are the dense operand's.
+    let d = random_data(&[("D", vec![2, 3], 1.0), ("C", vec![1, 3], 0.5)], 3);
+    ok(check(
+        expr,
+        &[("D", "dense"), ("C", "CSC"), ("A", "COO")],
+        &d,
+        &[3],
+    ));
+}

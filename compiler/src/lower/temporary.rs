@@ -91,11 +91,17 @@ pub(super) fn compile_with_temporary(
             .get(&acc.tensor)
             .is_none_or(|f| !f.is_all_dense() || f.zeros_are_fill)
     });
+    // A sum over an empty range has no terms: none of its zeros is an entry.
+    let empty = summed.accesses().iter().any(|acc| {
+        acc.indices.iter().enumerate().any(|(d, index)| {
+            inner.contains(&&index.name) && dims.get(&acc.tensor).and_then(|x| x.get(d)) == Some(&0)
+        })
+    });
     let format = parse_format("dense", kept.len(), &Registry::builtin()).ok()?;
     formats.insert(
         temp.clone(),
         TensorFormat {
-            zeros_are_fill: sparse,
+            zeros_are_fill: sparse || empty,
             ..format
         },
     );
