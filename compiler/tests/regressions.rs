@@ -1051,6 +1051,20 @@ fn a_temporary_summed_over_an_empty_range_holds_no_entries() {
         let specs = [("D", "dense"), ("C", "CSC"), ("A", fa)];
         assert_eq!(stored(expr, &specs, &d, &[3]), 0, "A {fa}");
     }
+    // A scalar temporary of a sparse sum over an empty range: its one
+    // value is fill (seed 5007562: a hash result stored a zero per `j`).
+    let mut e = BTreeMap::new();
+    e.insert("C".to_string(), tensor(&[0], &[]));
+    e.insert("B".to_string(), tensor(&[3, 3], &[]));
+    let scalar = "A(j) = (C(k) + B(i,j)) * ((B(i,j) - B(i,j)) + 3)";
+    for fa in ["hash", "sparse", "COO"] {
+        let specs = [
+            ("C", "sparse"),
+            ("B", "compressed(nonunique),singleton"),
+            ("A", fa),
+        ];
+        assert_eq!(stored(scalar, &specs, &e, &[3]), 0, "A {fa}");
+    }
     // With terms to sum, the temporary's entries are the dense operand's.
     let d = random_data(&[("D", vec![2, 3], 1.0), ("C", vec![1, 3], 0.5)], 3);
     ok(check(

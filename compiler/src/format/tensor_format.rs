@@ -111,9 +111,9 @@ impl TensorFormat {
     /// diagonal's are not.
     pub fn values_may_hold_fill(&self) -> bool {
         // A copy's values hold positions it did not store only below a
-        // last level that stores every coordinate (a dense copy); a CSR
-        // copy's values are its entries.
-        if self.zeros_are_fill && self.levels.last().is_some_and(|l| l.stores_fill()) {
+        // last level that stores every coordinate (a dense copy), or as a
+        // scalar's one value; a CSR copy's values are its entries.
+        if self.zeros_are_fill && self.levels.last().is_none_or(|l| l.stores_fill()) {
             return true;
         }
         let mut sparse_above = false;
