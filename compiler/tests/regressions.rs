@@ -1074,3 +1074,40 @@ fn a_temporary_summed_over_an_empty_range_holds_no_entries() {
         &[3],
     ));
 }
+
+#[test]
+fn padding_of_an_ell_row_is_no_coordinate_in_a_union() {
+    // In a union whose operands run out at different times, an ELL row's
+    // padding (coordinate -1) was read as a coordinate, and -1 was appended
+    // to a CSR result: "coordinate -1 outside level 1" (found by the sweep
+    // at seed 72591). A guarded read now says whether its position holds
+    // a coordinate.
+    let mut d = BTreeMap::new();
+    d.insert("B".to_string(), tensor(&[6, 1], &[(&[1, 0], 0.5)]));
+    d.insert("D".to_string(), tensor(&[3], &[(&[2], -0.5), (&[2], -1.0)]));
+    let expr = "A(j,k) = B(j,k) * (1 + D(i)) * (D(i) - (B(j,k) + D(i)))";
+    for fd in ["COO", "sparse"] {
+        ok(check(
+            expr,
+            &[("B", "ELL"), ("D", fd), ("A", "CSR")],
+            &d,
+            &[6, 1],
+        ));
+    }
+    for seed in 0..3 {
+        let d = random_data(&[("B", vec![7, 5], 0.3), ("C", vec![7, 5], 0.3)], seed);
+        for e in [
+            "A(i,j) = B(i,j) + C(i,j) + B(i,j)",
+            "A(i,j) = B(i,j) - C(i,j)",
+        ] {
+            for fa in ["CSR", "COO", "dense"] {
+                ok(check(
+                    e,
+                    &[("B", "ELL"), ("C", "ELL"), ("A", fa)],
+                    &d,
+                    &[7, 5],
+                ));
+            }
+        }
+    }
+}

@@ -69,7 +69,7 @@ impl<'p> LoopIterator<'p> for Dedup<PositionIter<'p>> {
         }
     }
     fn coordinate_guarded(&self, cx: &mut Cx, cur: &Cursor, exhausted: i64) -> Step {
-        let (coord, seg) = self.0.read_guarded(
+        let (coord, found, seg) = self.0.read_guarded(
             cx,
             cur,
             exhausted,
@@ -79,7 +79,7 @@ impl<'p> LoopIterator<'p> for Dedup<PositionIter<'p>> {
         Step {
             coord,
             pos: cur.at.clone(),
-            found: Expr::Bool(true),
+            found,
             run_end: Some(seg),
         }
     }

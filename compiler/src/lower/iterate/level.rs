@@ -114,6 +114,8 @@ impl<'p> PositionIter<'p> {
     /// The guarded read of the coordinate under the cursor: declared as
     /// `exhausted`, read while the cursor is in bounds. `before` runs ahead
     /// of the guard and `inside` after the read, within it (a dedup scan).
+    /// Also returns whether the position holds a coordinate (an ELL row's
+    /// padding does not), false past the end.
     pub fn read_guarded<R>(
         &self,
         cx: &mut Cx,
@@ -121,22 +123,37 @@ impl<'p> PositionIter<'p> {
         exhausted: i64,
         before: impl FnOnce(&mut Cx) -> R,
         inside: impl FnOnce(&mut Cx, &Expr, &R),
-    ) -> (Expr, R) {
+    ) -> (Expr, Expr, R) {
         let o = self.level.operand(cx);
         let anc = cx.ancestors(o);
         let coord = cx.let_coord(&coord_name(cx.p, cx.var, o), Expr::Int(exhausted));
+        let held = cx.e.fresh("held", crate::ir::Ty::Bool);
         let r = before(cx);
         cx.e.open();
-        let (x, _) = self.access(cx, cur.at.clone(), &anc);
+        let (x, found) = self.access(cx, cur.at.clone(), &anc);
         cx.e.set(&coord, x);
+        let always = found == Expr::Bool(true);
+        cx.e.set(&Expr::Var(held), found);
         inside(cx, &coord, &r);
-        let then = cx.e.close();
+        let mut then = cx.e.close();
+        if always {
+            then.retain(|s| !matches!(s, Stmt::Set(v, _) if *v == held));
+        } else {
+            cx.e.push(Stmt::Let(held, Expr::Bool(false)));
+        }
         cx.e.push(Stmt::If {
             cond: Expr::lt(cur.at.clone(), cur.end.clone()),
             then,
             els: Vec::new(),
         });
-        (coord, r)
+        // Where every position holds one, an exhausted cursor's coordinate
+        // matches nothing: no flag to keep.
+        let held = if always {
+            Expr::Bool(true)
+        } else {
+            Expr::Var(held)
+        };
+        (coord, held, r)
     }
 }
 
@@ -170,11 +187,11 @@ impl<'p> LoopIterator<'p> for PositionIter<'p> {
         }
     }
     fn coordinate_guarded(&self, cx: &mut Cx, cur: &Cursor, exhausted: i64) -> Step {
-        let (coord, ()) = self.read_guarded(cx, cur, exhausted, |_| (), |_, _, _| ());
+        let (coord, found, ()) = self.read_guarded(cx, cur, exhausted, |_| (), |_, _, _| ());
         Step {
             coord,
             pos: cur.at.clone(),
-            found: Expr::Bool(true),
+            found,
             run_end: None,
         }
     }
