@@ -20,7 +20,7 @@ pub const FAMILIES: &[(u32, &str, Template)] = &[
     (10, "conversion", conversion),
     (5, "reduction", reduction),
     (10, "order-3", order3),
-    // Random trees find what the templates do not think of: 5 of the 6
+    // Random trees find what the templates do not think of: 6 of the 7
     // defects found in the session of 2026-11-26 came from them.
     (20, "random-expr", random_expr),
 ];
