@@ -83,6 +83,21 @@ impl WorkspaceIter {
         place
     }
 
+    /// The step at `coord`: its value is held at the coordinate in a dense
+    /// row, at the cursor (the order it was touched in) in a hashed one.
+    fn step(&self, coord: Expr, cur: &Cursor, found: Expr) -> Step {
+        let pos = match self.row {
+            Row::Dense => coord.clone(),
+            Row::Hashed => cur.at.clone(),
+        };
+        Step {
+            coord,
+            pos,
+            found,
+            run_end: None,
+        }
+    }
+
     /// Clear what the row holds for the coordinate under the cursor (a
     /// dense row is reused by the next row; a hashed row's values are
     /// overwritten when touched again).
@@ -131,16 +146,7 @@ impl<'p> LoopIterator<'p> for WorkspaceIter {
     fn coordinate(&self, cx: &mut Cx, cur: &Cursor) -> Step {
         let name = cx.var_name();
         let coord = cx.let_coord(name, Expr::load(self.arrays.list.clone(), cur.at.clone()));
-        let pos = match self.row {
-            Row::Dense => coord.clone(),
-            Row::Hashed => cur.at.clone(),
-        };
-        Step {
-            coord,
-            pos,
-            found: Expr::Bool(true),
-            run_end: None,
-        }
+        self.step(coord, cur, Expr::Bool(true))
     }
     /// Past its end the coordinate reads as `exhausted`, matching nothing.
     fn coordinate_guarded(&self, cx: &mut Cx, cur: &Cursor, exhausted: i64) -> Step {
@@ -150,16 +156,7 @@ impl<'p> LoopIterator<'p> for WorkspaceIter {
         cx.e.if_(Expr::lt(cur.at.clone(), cur.end.clone()), |e| {
             e.set(&coord, Expr::load(list, cur.at.clone()))
         });
-        let pos = match self.row {
-            Row::Dense => coord.clone(),
-            Row::Hashed => cur.at.clone(),
-        };
-        Step {
-            coord,
-            pos,
-            found: Expr::lt(cur.at.clone(), cur.end.clone()),
-            run_end: None,
-        }
+        self.step(coord, cur, Expr::lt(cur.at.clone(), cur.end.clone()))
     }
     /// A dense row holds every coordinate's value at the coordinate; its
     /// flag says whether the loops touched it.
