@@ -111,7 +111,7 @@ pub struct Lattice {
 /// Past this much code a lattice is merged in one guarded loop instead: a
 /// loop per point with a case per dominated point costs about points²
 /// bodies at each level, and the levels below repeat it inside every body.
-const MAX_BODIES: u128 = 4096;
+const MAX_BODIES: u128 = 1024;
 
 /// Whether a lattice of `points` points at this level, with `levels_left`
 /// levels below and including it, would emit too much code.
@@ -340,5 +340,49 @@ impl fmt::Display for Lattice {
             )?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn access(i: usize) -> LExpr {
+        LExpr::Access(OperandId(i))
+    }
+
+    fn bin(op: BinOp, a: LExpr, b: LExpr) -> LExpr {
+        LExpr::Bin(op, Box::new(a), Box::new(b))
+    }
+
+    /// `((B - B) * -B) - ((B - B) + (B + B))` over seven sparse accesses
+    /// (a random expression of the differential sweep): a loop per point
+    /// made 40 points, 33,000 lines of C and a 9 s compile; merged in one
+    /// guarded loop it compiles in milliseconds.
+    #[test]
+    fn a_lattice_of_many_points_over_many_operands_is_merged_in_one_loop() {
+        use BinOp::{Add, Sub};
+        let e = bin(
+            Sub,
+            bin(
+                BinOp::Mul,
+                bin(Sub, access(1), access(2)),
+                LExpr::Neg(Box::new(access(3))),
+            ),
+            bin(
+                Add,
+                bin(Sub, access(4), access(5)),
+                bin(Add, access(6), access(7)),
+            ),
+        );
+        let its: BTreeSet<OperandId> = (1..=7).map(OperandId).collect();
+        let l = Lattice::new(&e, &its, &BTreeSet::new(), 1);
+        assert!(l.linear, "{l}");
+        // Three operands still get a loop per point.
+        let small = bin(Add, bin(BinOp::Mul, access(1), access(2)), access(3));
+        let its: BTreeSet<OperandId> = (1..=3).map(OperandId).collect();
+        let l = Lattice::new(&small, &its, &BTreeSet::new(), 1);
+        assert!(!l.linear);
+        assert_eq!(l.points.len(), 3, "{l}");
     }
 }
