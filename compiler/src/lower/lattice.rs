@@ -51,6 +51,68 @@ impl LExpr {
         go(e, &mut 0)
     }
 
+    /// `self` with each access to an operand identical to an earlier one
+    /// (the same tensor over the same variables at every level) read
+    /// through that earlier operand: `B(i,j) * B(i,j)` walks `B` once
+    /// instead of intersecting it with itself, and the lattice of an
+    /// expression that repeats an access has the points of its distinct
+    /// accesses. Accesses with hidden levels never coincide (their hidden
+    /// variables are their own).
+    pub fn share_identical(self, operands: &[super::operands::Operand]) -> LExpr {
+        let same = |a: &super::operands::Operand, b: &super::operands::Operand| {
+            !a.output && !b.output && a.tensor == b.tensor && a.level_vars == b.level_vars
+        };
+        let rep = |o: OperandId| {
+            let me = operands.get(o.0);
+            (1..o.0)
+                .find(|&k| me.zip(operands.get(k)).is_some_and(|(m, x)| same(m, x)))
+                .map_or(o, OperandId)
+        };
+        fn go(e: LExpr, rep: &dyn Fn(OperandId) -> OperandId) -> LExpr {
+            match e {
+                LExpr::Access(o) => LExpr::Access(rep(o)),
+                LExpr::Const(_) => e,
+                LExpr::Neg(x) => LExpr::Neg(Box::new(go(*x, rep))),
+                LExpr::Bin(op, a, b) => {
+                    LExpr::Bin(op, Box::new(go(*a, rep)), Box::new(go(*b, rep)))
+                }
+            }
+        }
+        go(self, &rep)
+    }
+
+    /// Number of accesses (an operand read twice counts twice).
+    fn accesses(&self) -> usize {
+        match self {
+            LExpr::Access(_) => 1,
+            LExpr::Const(_) => 0,
+            LExpr::Neg(x) => x.accesses(),
+            LExpr::Bin(_, a, b) => a.accesses() + b.accesses(),
+        }
+    }
+
+    /// `self` where only the operands of `merged` that are in `present`
+    /// have values (the others read as zero), simplified; `None` when that
+    /// is zero.
+    fn restrict(&self, merged: &BTreeSet<OperandId>, present: &BTreeSet<IterId>) -> Option<LExpr> {
+        match self {
+            LExpr::Access(o) => (!merged.contains(o) || present.contains(&IterId::Operand(*o)))
+                .then(|| self.clone()),
+            LExpr::Const(_) => Some(self.clone()),
+            LExpr::Neg(x) => x.restrict(merged, present).map(neg),
+            LExpr::Bin(op, a, b) => {
+                let (x, y) = (a.restrict(merged, present), b.restrict(merged, present));
+                match (op, x, y) {
+                    (_, Some(x), Some(y)) => Some(LExpr::Bin(*op, Box::new(x), Box::new(y))),
+                    (BinOp::Mul, _, _) | (_, None, None) => None,
+                    (_, Some(x), None) => Some(x),
+                    (BinOp::Sub, None, Some(y)) => Some(neg(y)),
+                    (_, None, Some(y)) => Some(y),
+                }
+            }
+        }
+    }
+
     pub fn operands(&self) -> BTreeSet<OperandId> {
         let mut out = BTreeSet::new();
         fn go(e: &LExpr, out: &mut BTreeSet<OperandId>) {
@@ -246,6 +308,19 @@ impl Lattice {
                 points.push(p);
             }
         }
+        // An operand read more than once (`share_identical`): where it is
+        // present every read of it is, so each point computes the whole
+        // expression restricted to its operands (combinations that had one
+        // read present and another absent are no cases of their own).
+        if e.accesses() > e.operands().len() {
+            points = points
+                .into_iter()
+                .filter_map(|p| {
+                    let expr = e.restrict(its, &p.iters)?;
+                    Some(Point { expr, ..p })
+                })
+                .collect();
+        }
         // A term present at every coordinate makes the loop cover the whole
         // dimension.
         if points.iter().any(|p| p.iters.is_empty()) {
@@ -384,5 +459,46 @@ mod tests {
         let l = Lattice::new(&small, &its, &BTreeSet::new(), 1);
         assert!(!l.linear);
         assert_eq!(l.points.len(), 3, "{l}");
+    }
+
+    /// `(B + C) * (B - D)` with both reads of `B` one operand: each point
+    /// computes the expression with exactly its operands present; a
+    /// combination with one read of `B` present and the other absent is
+    /// no case.
+    #[test]
+    fn points_of_a_repeated_operand_restrict_the_whole_expression() {
+        use BinOp::{Add, Mul, Sub};
+        let e = bin(
+            Mul,
+            bin(Add, access(1), access(2)),
+            bin(Sub, access(1), access(3)),
+        );
+        let its: BTreeSet<OperandId> = (1..=3).map(OperandId).collect();
+        let l = Lattice::new(&e, &its, &BTreeSet::new(), 1);
+        let show = |o: OperandId| ["", "B", "C", "D"][o.0].to_string();
+        let mut got: Vec<String> = l
+            .all
+            .iter()
+            .map(|p| {
+                let ops: Vec<String> = p
+                    .iters
+                    .iter()
+                    .filter_map(|i| i.operand())
+                    .map(show)
+                    .collect();
+                format!("{}: {}", ops.join(""), p.expr.display(&show))
+            })
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                "B: (B * B)",
+                "BC: ((B + C) * B)",
+                "BCD: ((B + C) * (B - D))",
+                "BD: (B * (B - D))",
+                "CD: (C * -(D))",
+            ]
+        );
     }
 }

@@ -723,7 +723,11 @@ fn compile_parts(
             sink: Sink::Direct,
             exact,
         };
-        l.after_bind(0, st, LExpr::from_notation(&part.rhs))?;
+        l.after_bind(
+            0,
+            st,
+            LExpr::from_notation(&part.rhs).share_identical(&p.operands),
+        )?;
         if !buffered || n == last {
             l.epilogue();
         }
