@@ -377,3 +377,17 @@ fn a_repeated_access_is_walked_once() {
         assert_eq!(plan.loops[0].coiterated.len(), 1, "{:?}", plan.loops);
     }
 }
+
+/// A scalar summed over rows: the unrolled row loop adds into two
+/// accumulators of its own, then once into the scalar (`ir::unroll`).
+/// Rows of every length from empty to ten, odd and even.
+#[test]
+fn a_scalar_summed_over_rows_of_every_length() {
+    for seed in 0..4 {
+        let d = random_data(&[("B", vec![40, 10], 0.5), ("x", vec![10], 1.0)], seed);
+        for f in ["CSR", "DCSR", "CSC", "COO", "dense"] {
+            ok(check("a = B(i,j)", &[("B", f)], &d, &[]));
+            ok(check("a = B(i,j) * x(j)", &[("B", f)], &d, &[]));
+        }
+    }
+}

