@@ -1111,3 +1111,50 @@ fn padding_of_an_ell_row_is_no_coordinate_in_a_union() {
         }
     }
 }
+
+#[test]
+fn register_runs_taken_two_entries_at_a_time_cross_row_ends() {
+    // Runs of a row are added two entries at a time, into two sums
+    // (`ir::runs::paired_runs`); a pair that straddles rows, a row of one
+    // entry, an empty row and an odd last entry take the one-by-one path.
+    let lengths = [9usize, 1, 17, 0, 12, 3, 8, 20, 2, 11];
+    let mut a = CooTensor::new(vec![lengths.len(), 40]);
+    for (i, &n) in lengths.iter().enumerate() {
+        for j in 0..n {
+            a.push(
+                &[i as u32, (j * 2 + i % 2) as u32],
+                1.0 + (i * 40 + j) as f64 / 7.0,
+            );
+        }
+    }
+    let mut d = random_data(&[("x", vec![40], 1.0), ("c", vec![40], 1.0)], 3);
+    d.insert("A".to_string(), a.clone());
+    let mut b = CooTensor::new(vec![lengths.len(), 3, 40]);
+    for e in 0..a.nnz() {
+        let c = a.coord(e);
+        b.push(&[c[0], c[0] % 3, c[1]], a.vals[e]);
+    }
+    d.insert("B".to_string(), b);
+    for f in ["COO", "COO-AoS"] {
+        ok(check(
+            "y(i) = A(i,j) * x(j)",
+            &[("A", f)],
+            &d,
+            &[lengths.len()],
+        ));
+        ok(check(
+            "C(i,j) = B(i,j,k) * c(k)",
+            &[("B", f)],
+            &d,
+            &[lengths.len(), 3],
+        ));
+    }
+    let e = tensor_compiler::notation::parse_assignment("y(i) = A(i,j) * x(j)").unwrap(); // ok: test code
+    let formats = formats_rest_dense(&e, &[("A", "COO")], &d, 1);
+    let p = tensor_compiler::execute::prepare("kernel", &e, &formats, &d, &[lengths.len()], None)
+        .unwrap(); // ok: test code
+    assert!(
+        p.kernel.function.to_string().contains("run_sum2"),
+        "two sums"
+    );
+}
