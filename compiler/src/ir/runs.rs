@@ -161,23 +161,10 @@ fn with_runs(
     }
     let at = fresh_var(vars, "run_at", Ty::I64);
     let sum = fresh_var(vars, "run_sum", Ty::F64);
-    let flush = |array: &ArrayRef| Stmt::If {
-        cond: Expr::Cmp(CmpOp::Ge, Box::new(Expr::Var(at)), Box::new(Expr::Int(0))),
-        then: vec![Stmt::Store(
-            array.clone(),
-            Expr::Var(at),
-            Expr::Bin(
-                BinOp::Add,
-                Box::new(Expr::Load(array.clone(), Box::new(Expr::Var(at)))),
-                Box::new(Expr::Var(sum)),
-            ),
-        )],
-        els: Vec::new(),
-    };
     let new_run = Stmt::If {
         cond: Expr::Cmp(CmpOp::Ne, Box::new(index.clone()), Box::new(Expr::Var(at))),
         then: vec![
-            flush(&array),
+            flush(&array, at, Expr::Var(sum)),
             Stmt::Set(at, index),
             Stmt::Set(sum, Expr::Float(0.0)),
         ],
@@ -189,7 +176,7 @@ fn with_runs(
         Stmt::Let(at, Expr::Int(-1)),
         Stmt::Let(sum, Expr::Float(0.0)),
         Stmt::For { var, lo, hi, body },
-        flush(&array),
+        flush(&array, at, Expr::Var(sum)),
     ]
 }
 
