@@ -243,32 +243,7 @@ fn paired_runs(
         fresh_var(vars, "run_e2", Ty::F64),
     );
     let mut map = vec![(var, next), (i1, i2), (e1, e2)];
-    let mut second = Vec::with_capacity(first.len());
-    for s in &first {
-        match s {
-            Stmt::Let(v, x) => {
-                let renamed = super::unroll::rename(x, &map);
-                let v2 = match map.iter().find(|(a, _)| a == v) {
-                    Some((_, b)) => *b,
-                    None => {
-                        let info = vars[*v as usize].clone();
-                        let b = fresh_var(vars, &format!("{}2", info.name), info.ty);
-                        map.push((*v, b));
-                        b
-                    }
-                };
-                second.push(Stmt::Let(v2, renamed));
-            }
-            // A variable of the entry's own (declared above) is the second
-            // entry's copy; one from outside is set in order, as before.
-            Stmt::Set(v, x) => {
-                let renamed = super::unroll::rename(x, &map);
-                let v2 = map.iter().find(|(a, _)| a == v).map_or(*v, |(_, b)| *b);
-                second.push(Stmt::Set(v2, renamed));
-            }
-            _ => {}
-        }
-    }
+    let second = super::unroll::second_copy(&first, &mut map, vars);
     let both = Expr::add(Expr::Var(sum), Expr::Var(sum2));
     let step = |i: VarId, x: VarId| {
         vec![
@@ -286,8 +261,7 @@ fn paired_runs(
         ]
     };
     let in_run = |i: VarId| Expr::Cmp(CmpOp::Eq, Box::new(Expr::Var(i)), Box::new(Expr::Var(at)));
-    let mut pair = vec![Stmt::Let(next, Expr::add(Expr::Var(var), Expr::Int(1)))];
-    pair.extend(first.iter().cloned());
+    let mut pair = first.clone();
     pair.extend(second);
     pair.push(Stmt::If {
         cond: Expr::and(in_run(i1), in_run(i2)),
@@ -297,24 +271,20 @@ fn paired_runs(
         ],
         els: [step(i1, e1), step(i2, e2)].concat(),
     });
-    pair.push(Stmt::Set(var, Expr::add(Expr::Var(var), Expr::Int(2))));
     let mut last = first;
     last.extend(step(i1, e1));
-    vec![
+    let mut out = vec![
         Stmt::Let(at, Expr::Int(-1)),
         Stmt::Let(sum, Expr::Float(0.0)),
         Stmt::Let(sum2, Expr::Float(0.0)),
-        Stmt::Let(end, hi),
-        Stmt::Let(var, lo),
-        Stmt::While {
-            cond: Expr::lt(Expr::add(Expr::Var(var), Expr::Int(1)), Expr::Var(end)),
-            body: pair,
-        },
-        Stmt::If {
-            cond: Expr::lt(Expr::Var(var), Expr::Var(end)),
-            then: last,
-            els: Vec::new(),
-        },
-        flush(&array, at, both),
-    ]
+    ];
+    out.extend(super::unroll::by_pairs(
+        (var, next, end),
+        (lo, hi),
+        Vec::new(),
+        pair,
+        last,
+    ));
+    out.push(flush(&array, at, both));
+    out
 }

@@ -86,7 +86,7 @@ fn reduction(body: &Block, _index: VarId, vars: &[VarInfo]) -> Option<VarId> {
 }
 
 /// A copy of `e` with variables renamed by `map`.
-pub(super) fn rename(e: &Expr, map: &[(VarId, VarId)]) -> Expr {
+fn rename(e: &Expr, map: &[(VarId, VarId)]) -> Expr {
     match e {
         Expr::Var(v) => Expr::Var(map.iter().find(|(a, _)| a == v).map_or(*v, |(_, b)| *b)),
         Expr::Load(a, i) => Expr::Load(a.clone(), Box::new(rename(i, map))),
@@ -137,46 +137,91 @@ fn unrolled(
             other => other.clone(),
         })
         .collect();
-    let mut second = Vec::new();
-    for s in &body {
-        match s {
-            Stmt::Let(v, e) => {
-                let v2 = fresh(vars, *v, "2");
-                second.push(Stmt::Let(v2, rename(e, &map)));
-                map.push((*v, v2));
-            }
-            Stmt::Set(_, e) => second.push(Stmt::Set(acc2, rename(e, &map))),
-            other => second.push(other.clone()),
-        }
-    }
-    let mut pair = vec![Stmt::Let(next, Expr::add(Expr::Var(index), Expr::Int(1)))];
-    pair.extend(first.iter().cloned());
+    let second = second_copy(&body, &mut map, vars);
+    let mut pair = first.clone();
     pair.extend(second);
-    pair.push(Stmt::Set(index, Expr::add(Expr::Var(index), Expr::Int(2))));
     let mut out = Vec::new();
     if !own {
         out.push(Stmt::Let(acc1, Expr::Float(0.0)));
     }
-    out.extend([
-        Stmt::Let(end, hi),
-        Stmt::Let(index, lo),
-        Stmt::Let(acc2, Expr::Float(0.0)),
-        Stmt::While {
-            cond: Expr::lt(Expr::add(Expr::Var(index), Expr::Int(1)), Expr::Var(end)),
-            body: pair,
+    out.extend(by_pairs(
+        (index, next, end),
+        (lo, hi),
+        vec![Stmt::Let(acc2, Expr::Float(0.0))],
+        pair,
+        first,
+    ));
+    out.push(Stmt::Set(
+        acc,
+        match own {
+            true => Expr::add(Expr::Var(acc), Expr::Var(acc2)),
+            false => Expr::add(Expr::Var(acc), Expr::add(Expr::Var(acc1), Expr::Var(acc2))),
         },
-        Stmt::If {
-            cond: Expr::lt(Expr::Var(index), Expr::Var(end)),
-            then: first,
-            els: Vec::new(),
-        },
-        Stmt::Set(
-            acc,
-            match own {
-                true => Expr::add(Expr::Var(acc), Expr::Var(acc2)),
-                false => Expr::add(Expr::Var(acc), Expr::add(Expr::Var(acc1), Expr::Var(acc2))),
-            },
-        ),
-    ]);
+    ));
+    out
+}
+
+/// The copy of a straight-line loop body for the iteration after the
+/// current one: each variable it declares gets a copy of its own (named
+/// with a `2`), and what it reads is renamed by `map` (the caller maps the
+/// index to the next one, and any variable it wants a copy of). A `Set`
+/// of a mapped variable sets the copy; of any other, the same variable.
+pub(super) fn second_copy(
+    body: &Block,
+    map: &mut Vec<(VarId, VarId)>,
+    vars: &mut Vec<VarInfo>,
+) -> Block {
+    let copy_of =
+        |map: &[(VarId, VarId)], v: VarId| map.iter().find(|(a, _)| *a == v).map(|(_, b)| *b);
+    let mut out = Vec::with_capacity(body.len());
+    for s in body {
+        match s {
+            Stmt::Let(v, e) => {
+                let e = rename(e, map);
+                let v2 = match copy_of(map, *v) {
+                    Some(v2) => v2,
+                    None => {
+                        let v2 = fresh(vars, *v, "2");
+                        map.push((*v, v2));
+                        v2
+                    }
+                };
+                out.push(Stmt::Let(v2, e));
+            }
+            Stmt::Set(v, e) => out.push(Stmt::Set(copy_of(map, *v).unwrap_or(*v), rename(e, map))),
+            other => out.push(other.clone()),
+        }
+    }
+    out
+}
+
+/// A loop over `index` from `lo` to `hi` run two iterations at a time:
+///
+/// ```text
+/// let end = hi; let index = lo; <inits>
+/// while index + 1 < end { let next = index + 1; <pair>; index += 2 }
+/// if index < end { <rest> }
+/// ```
+pub(super) fn by_pairs(
+    (index, next, end): (VarId, VarId, VarId),
+    (lo, hi): (Expr, Expr),
+    inits: Vec<Stmt>,
+    pair: Block,
+    rest: Block,
+) -> Vec<Stmt> {
+    let mut body = vec![Stmt::Let(next, Expr::add(Expr::Var(index), Expr::Int(1)))];
+    body.extend(pair);
+    body.push(Stmt::Set(index, Expr::add(Expr::Var(index), Expr::Int(2))));
+    let mut out = vec![Stmt::Let(end, hi), Stmt::Let(index, lo)];
+    out.extend(inits);
+    out.push(Stmt::While {
+        cond: Expr::lt(Expr::add(Expr::Var(index), Expr::Int(1)), Expr::Var(end)),
+        body,
+    });
+    out.push(Stmt::If {
+        cond: Expr::lt(Expr::Var(index), Expr::Var(end)),
+        then: rest,
+        els: Vec::new(),
+    });
     out
 }

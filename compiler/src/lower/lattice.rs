@@ -32,53 +32,39 @@ impl LExpr {
         }
     }
 
-    /// Number the accesses of `e` from 1, left to right (as `resolve` does).
-    pub fn from_notation(e: &Expr) -> LExpr {
-        fn go(e: &Expr, next: &mut usize) -> LExpr {
-            match e {
-                Expr::Access(_) => {
-                    *next += 1;
-                    LExpr::Access(OperandId(*next))
-                }
-                Expr::Const(v, _) => LExpr::Const(*v),
-                Expr::Neg(x, _) => LExpr::Neg(Box::new(go(x, next))),
-                Expr::Bin(op, a, b, _) => {
-                    let a = go(a, next);
-                    LExpr::Bin(*op, Box::new(a), Box::new(go(b, next)))
-                }
-            }
-        }
-        go(e, &mut 0)
-    }
-
-    /// `self` with each access to an operand identical to an earlier one
-    /// (the same tensor over the same variables at every level) read
-    /// through that earlier operand: `B(i,j) * B(i,j)` walks `B` once
-    /// instead of intersecting it with itself, and the lattice of an
-    /// expression that repeats an access has the points of its distinct
-    /// accesses. Accesses with hidden levels never coincide (their hidden
-    /// variables are their own).
-    pub fn share_identical(self, operands: &[super::operands::Operand]) -> LExpr {
+    /// Number the accesses of `e` from 1, left to right (as `resolve` does
+    /// for `operands`). An access identical to an earlier one (the same
+    /// tensor over the same variables at every level) is read through that
+    /// earlier operand: `B(i,j) * B(i,j)` walks `B` once instead of
+    /// intersecting it with itself, and the lattice of an expression that
+    /// repeats an access has the points of its distinct accesses. Accesses
+    /// with hidden levels never coincide (their hidden variables are their
+    /// own).
+    pub fn from_notation(e: &Expr, operands: &[super::operands::Operand]) -> LExpr {
         let same = |a: &super::operands::Operand, b: &super::operands::Operand| {
             !a.output && !b.output && a.tensor == b.tensor && a.level_vars == b.level_vars
         };
-        let rep = |o: OperandId| {
-            let me = operands.get(o.0);
-            (1..o.0)
+        let rep = |o: usize| {
+            let me = operands.get(o);
+            (1..o)
                 .find(|&k| me.zip(operands.get(k)).is_some_and(|(m, x)| same(m, x)))
-                .map_or(o, OperandId)
+                .unwrap_or(o)
         };
-        fn go(e: LExpr, rep: &dyn Fn(OperandId) -> OperandId) -> LExpr {
+        fn go(e: &Expr, next: &mut usize, rep: &dyn Fn(usize) -> usize) -> LExpr {
             match e {
-                LExpr::Access(o) => LExpr::Access(rep(o)),
-                LExpr::Const(_) => e,
-                LExpr::Neg(x) => LExpr::Neg(Box::new(go(*x, rep))),
-                LExpr::Bin(op, a, b) => {
-                    LExpr::Bin(op, Box::new(go(*a, rep)), Box::new(go(*b, rep)))
+                Expr::Access(_) => {
+                    *next += 1;
+                    LExpr::Access(OperandId(rep(*next)))
+                }
+                Expr::Const(v, _) => LExpr::Const(*v),
+                Expr::Neg(x, _) => LExpr::Neg(Box::new(go(x, next, rep))),
+                Expr::Bin(op, a, b, _) => {
+                    let a = go(a, next, rep);
+                    LExpr::Bin(*op, Box::new(a), Box::new(go(b, next, rep)))
                 }
             }
         }
-        go(self, &rep)
+        go(e, &mut 0, &rep)
     }
 
     /// Number of accesses (an operand read twice counts twice).
@@ -308,7 +294,7 @@ impl Lattice {
                 points.push(p);
             }
         }
-        // An operand read more than once (`share_identical`): where it is
+        // An operand read more than once (`from_notation`): where it is
         // present every read of it is, so each point computes the whole
         // expression restricted to its operands (combinations that had one
         // read present and another absent are no cases of their own).

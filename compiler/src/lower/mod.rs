@@ -723,11 +723,7 @@ fn compile_parts(
             sink: Sink::Direct,
             exact,
         };
-        l.after_bind(
-            0,
-            st,
-            LExpr::from_notation(&part.rhs).share_identical(&p.operands),
-        )?;
+        l.after_bind(0, st, LExpr::from_notation(&part.rhs, &p.operands))?;
         if !buffered || n == last {
             l.epilogue();
         }

@@ -95,11 +95,7 @@ pub(super) fn compile_sharing_rows(
         l.coords.push((i, rows));
         let st = state(p, Expr::Var(i), vec![at.clone()]);
         // The row is bound: what follows is the part's nest below it.
-        l.after_bind(
-            1,
-            st,
-            LExpr::from_notation(&part.rhs).share_identical(&p.operands),
-        )?;
+        l.after_bind(1, st, LExpr::from_notation(&part.rhs, &p.operands))?;
         nests.push(Nest {
             problem: p.clone(),
             graph: graph.clone(),
