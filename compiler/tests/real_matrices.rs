@@ -394,3 +394,61 @@ fn sparse_results_and_dense_rows_on_real_matrices() {
         }
     }
 }
+
+/// Kernel shapes that read an access more than once, and scalars summed
+/// over every row, on the real matrices against plain loops over their
+/// entries: the repeated access walked once (`LExpr::from_notation`), the
+/// row's two accumulators added once into the scalar (`ir::unroll`), and
+/// COO's register runs two entries at a time (`ir::runs`).
+#[test]
+fn repeated_accesses_and_scalar_sums_on_real_matrices() {
+    for path in fixtures()
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "mtx"))
+    {
+        let b = read_tensor(&path).unwrap(); // ok: test code, a panic is a failed test
+        let (m, n) = (b.dims[0], b.dims[1]);
+        let name = path.display().to_string();
+        let xv: Vec<f64> = (0..n).map(|j| ((j * 7 % 13) as f64 - 6.0) / 4.0).collect();
+        let x = CooTensor::from_dense(vec![n], &xv);
+        let (mut sum, mut squares) = (0.0, 0.0);
+        let mut rows = vec![0.0; m];
+        for e in 0..b.nnz() {
+            let (c, v) = (b.coord(e), b.vals[e]);
+            sum += v;
+            squares += v * v;
+            rows[c[0] as usize] += v * xv[c[1] as usize] + v * v;
+        }
+        let twice: Vec<f64> = b.to_dense().iter().map(|v| 2.0 * v).collect();
+        for f in ["CSR", "CSC", "COO", "DCSR", "COO-AoS"] {
+            let scalar =
+                |expr: &str| run_dense(expr, &[("a", "dense", 0), ("B", f, 2)], &[("B", &b)], &[]);
+            assert_close(
+                &scalar("a = B(i,j)"),
+                &[sum],
+                &format!("{name}: sum in {f}"),
+            );
+            assert_close(
+                &scalar("a = B(i,j) * B(i,j)"),
+                &[squares],
+                &format!("{name}: sum of squares in {f}"),
+            );
+            let got = run_dense(
+                "y(i) = B(i,j) * x(j) + B(i,j) * B(i,j)",
+                &[("y", "dense", 1), ("B", f, 2), ("x", "dense", 1)],
+                &[("B", &b), ("x", &x)],
+                &[m],
+            );
+            assert_close(&got, &rows, &format!("{name}: B*x + B*B in {f}"));
+            if f != "COO-AoS" {
+                let got = run_dense(
+                    "A(i,j) = B(i,j) + B(i,j)",
+                    &[("A", f, 2), ("B", f, 2)],
+                    &[("B", &b)],
+                    &[m, n],
+                );
+                assert_close(&got, &twice, &format!("{name}: B + B in {f}"));
+            }
+        }
+    }
+}
