@@ -44,6 +44,11 @@ fn main() {
             &[("A", "COO", 3), ("B", "COO", 3), ("C", "COO", 3)],
         ),
         (
+            "PLUS3 CSF",
+            "A(i,j,k) = B(i,j,k) + C(i,j,k)",
+            &[("A", "CSF", 3), ("B", "CSF", 3), ("C", "CSF", 3)],
+        ),
+        (
             "SpDM COO",
             "A(i,k) = B(i,j) * C(j,k)",
             &[("A", "dense", 2), ("B", "COO", 2), ("C", "dense", 2)],

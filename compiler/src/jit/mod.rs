@@ -291,6 +291,101 @@ mod tests {
         ));
     }
 
+    /// Conditions of `while`s, `if`s and cursor steps that combine loads
+    /// with `&&`, `||` and `!` (branch chains, not booleans) decide as the
+    /// IR says, the right side only where the left lets it: a search for
+    /// the first key equal to each probe, and tests on what it found.
+    #[test]
+    fn short_circuit_conditions_branch_as_they_read() {
+        use crate::ir::{CmpOp, ElemTy, Slot};
+        let keys = ArrayRef {
+            tensor: "y".into(),
+            slot: Slot::Scratch("keys".into(), ElemTy::I32),
+        };
+        let vals = ArrayRef::vals("y");
+        let stored = [3i64, 1, 4, 1, 5, 9, 2, 6];
+        let n = stored.len() as i64;
+        let probes = [3i64, 1, 6, 7, -1];
+        let mut e = Emitter::new();
+        e.reserve(keys.clone(), Expr::Int(n));
+        e.reserve(vals.clone(), Expr::Int(3 * probes.len() as i64));
+        for (m, &k) in stored.iter().enumerate() {
+            e.store(keys.clone(), Expr::Int(m as i64), Expr::Int(k));
+        }
+        let key = |p: &Expr| Expr::load(keys.clone(), p.clone());
+        let bump = |e: &mut Emitter, at: i64| {
+            let at = Expr::Int(at);
+            e.store(
+                vals.clone(),
+                at.clone(),
+                Expr::add(Expr::load(vals.clone(), at), Expr::Float(1.0)),
+            )
+        };
+        for (n_probe, &probe) in probes.iter().enumerate() {
+            let base = 3 * n_probe as i64;
+            let p = e.let_var("p", Expr::Int(0));
+            e.while_(
+                Expr::and(
+                    Expr::lt(p.clone(), Expr::Int(n)),
+                    Expr::not(Expr::eq(key(&p), Expr::Int(probe))),
+                ),
+                |e| e.set(&p, Expr::add(p.clone(), Expr::Int(1))),
+            );
+            // vals[base] = p (as a count of 1.0s)
+            e.for_("q", Expr::Int(0), p.clone(), |e, _| bump(e, base));
+            // found, or the probe is the first key
+            let found = Expr::and(
+                Expr::lt(p.clone(), Expr::Int(n)),
+                Expr::eq(key(&p), Expr::Int(probe)),
+            );
+            e.if_(
+                Expr::or(
+                    Expr::not(found.clone()),
+                    Expr::eq(key(&Expr::Int(0)), Expr::Int(probe)),
+                ),
+                |e| bump(e, base + 1),
+            );
+            // a cursor stepped past the key found when it exceeds 2
+            let c = e.let_var("c", Expr::Int(0));
+            e.set(
+                &c,
+                Expr::select(
+                    Expr::and(
+                        Expr::lt(p.clone(), Expr::Int(n)),
+                        Expr::cmp(CmpOp::Gt, key(&p), Expr::Int(2)),
+                    ),
+                    Expr::add(c.clone(), Expr::Int(2)),
+                    c.clone(),
+                ),
+            );
+            e.for_("q", Expr::Int(0), c, |e, _| bump(e, base + 2));
+        }
+        let k = compile(&e.finish("k")).expect("compiles"); // ok: test code, a panic is a failed test
+        let format = crate::format::parse_format("dense", 1, &crate::format::Registry::builtin())
+            .expect("dense"); // ok: test code
+        let mut y =
+            crate::execute::prepare_output("y", &format, &[3 * probes.len()], 0).expect("output"); // ok: test code
+        run_kernel(&k, &[], &mut y).expect("runs"); // ok: test code
+        for (n_probe, &probe) in probes.iter().enumerate() {
+            let p = stored.iter().position(|&k| k == probe);
+            let at = p.unwrap_or(stored.len());
+            let expect = [
+                at as f64,
+                (p.is_none() || stored[0] == probe) as i64 as f64,
+                if p.is_some_and(|p| stored[p] > 2) {
+                    2.0
+                } else {
+                    0.0
+                },
+            ];
+            assert_eq!(
+                &y.vals[3 * n_probe..3 * n_probe + 3],
+                &expect,
+                "probe {probe}"
+            );
+        }
+    }
+
     /// Counting loops (`rank_of`) run in vector lanes: the counts of keys
     /// below and above each of a row's keys, for rows of every length
     /// around the eight elements of a vector iteration, are exact.

@@ -20,8 +20,10 @@ use super::call::{
     SLOT_LEN, SLOT_PTR, SLOT_SIZE,
 };
 
-/// Where an array's base pointer lives: a pure load, or, for arrays the
-/// kernel grows (a call may move them), its slot, loaded where used.
+/// Where an array's base pointer lives: the offset of its slot in the
+/// array table, loaded in the preheader of each loop that accesses the
+/// array (`Translator::load_bases`) or where used outside loops. `Grown`:
+/// the kernel grows the array, so a call may move it.
 ///
 /// Why not a variable for grown pointers: a variable redefined by every
 /// append's (cold) growth path becomes a block parameter at every merge of
@@ -31,7 +33,7 @@ use super::call::{
 /// by Cranelift's alias analysis up to the next call instead.
 #[derive(Clone, Copy)]
 enum Base {
-    Fixed(Value),
+    Fixed(i32),
     Grown(i32),
 }
 
@@ -45,6 +47,8 @@ struct Regions {
     ptrs: AliasRegion,
     /// Lengths and capacities in the slots of grown arrays.
     sizes: AliasRegion,
+    /// Base pointers of the arrays the kernel does not grow (never stored).
+    fixed: AliasRegion,
 }
 
 impl Regions {
@@ -59,6 +63,7 @@ impl Regions {
             elems: region(1, "output elements"),
             ptrs: region(2, "grown pointers"),
             sizes: region(3, "grown sizes"),
+            fixed: region(4, "fixed pointers"),
         }
     }
 }
@@ -87,10 +92,12 @@ pub struct Translator<'a, 'b> {
     /// Loads of input arrays hoisted out of the loops being translated,
     /// innermost last (Cranelift does not move loads out of loops itself).
     hoisted: Vec<(Expr, Value)>,
-    /// Base pointers of grown arrays loaded once before a loop that cannot
-    /// grow them (no `reserve` inside), innermost last: without them every
-    /// access in the loop reloads the pointer from its slot.
-    grown_bases: Vec<(ArrayRef, Value)>,
+    /// Base pointers loaded in the preheaders of the loops being
+    /// translated, innermost last: those of the arrays a loop's own
+    /// statements access (its nested loops load their own), and those of
+    /// grown arrays a loop that cannot grow them (no `reserve` inside)
+    /// accesses anywhere, which every access would reload otherwise.
+    loaded_bases: Vec<(ArrayRef, Value)>,
 }
 
 fn flags() -> MemFlagsData {
@@ -170,7 +177,7 @@ impl<'a, 'b> Translator<'a, 'b> {
         let mut t = Translator {
             vars: Vec::new(),
             var_info: f.vars.clone(),
-            grown_bases: Vec::new(),
+            loaded_bases: Vec::new(),
             arrays: BTreeMap::new(),
             params: BTreeMap::new(),
             ptr_ty,
@@ -195,13 +202,12 @@ impl<'a, 'b> Translator<'a, 'b> {
                 grown.insert(array.clone());
             }
         });
-        let table = t.b.ins().load(ptr_ty, pure(), args, ARGS_ARRAYS);
         for (slot, (a, writes)) in slots.iter().enumerate() {
             let off = slot as i32 * SLOT_SIZE as i32 + SLOT_PTR;
             let base = if grown.contains(a) {
                 Base::Grown(off)
             } else {
-                Base::Fixed(t.b.ins().load(ptr_ty, pure(), table, off))
+                Base::Fixed(off)
             };
             t.arrays.insert(
                 a.clone(),
@@ -264,14 +270,14 @@ impl<'a, 'b> Translator<'a, 'b> {
     /// The base pointer of `a`.
     pub(super) fn base(&mut self, a: &ArrayRef) -> Result<Value, String> {
         Ok(match self.array(a)?.base {
-            Base::Fixed(v) => v,
-            Base::Grown(_) if self.grown_bases.iter().any(|(g, _)| g == a) => self
-                .grown_bases
+            _ if self.loaded_bases.iter().any(|(g, _)| g == a) => self
+                .loaded_bases
                 .iter()
                 .rev()
                 .find(|(g, _)| g == a)
                 .map(|(_, v)| *v)
                 .ok_or("grown base")?,
+            Base::Fixed(off) => self.fixed_base(off),
             Base::Grown(off) => {
                 let table = self
                     .b
@@ -285,6 +291,23 @@ impl<'a, 'b> Translator<'a, 'b> {
                 )
             }
         })
+    }
+
+    /// The base pointer of an array the kernel does not grow, loaded where
+    /// it is needed: not `pure`, so Cranelift does not hoist it to the
+    /// entry and keep it live through every loop (register allocation, the
+    /// bulk of a compile, works on fewer long live ranges).
+    fn fixed_base(&mut self, off: i32) -> Value {
+        let table = self
+            .b
+            .ins()
+            .load(self.ptr_ty, pure(), self.args, ARGS_ARRAYS);
+        self.b.ins().load(
+            self.ptr_ty,
+            flags().with_alias_region(Some(self.regions.fixed)),
+            table,
+            off,
+        )
     }
 
     fn elems(&self) -> MemFlagsData {
@@ -424,6 +447,33 @@ impl<'a, 'b> Translator<'a, 'b> {
         Ok(self.b.block_params(merge)[0])
     }
 
+    /// Branch to `yes` where `cond` holds and to `no` where it does not.
+    /// A short-circuit `&&`/`||` becomes a chain of branches rather than a
+    /// boolean merged from two blocks and tested again: a merge loop's
+    /// `while p < end && crd[p] == i` is then two compares and two branches
+    /// per iteration, and register allocation (most of a compile) sees
+    /// fewer blocks and values.
+    fn branch(&mut self, cond: &Expr, yes: Block, no: Block) -> Result<(), String> {
+        match cond {
+            Expr::Bin(op @ (BinOp::And | BinOp::Or), a, b) if b.reads_memory() => {
+                let rhs = self.b.create_block();
+                match op {
+                    BinOp::And => self.branch(a, rhs, no)?,
+                    _ => self.branch(a, yes, rhs)?,
+                }
+                self.b.seal_block(rhs);
+                self.b.switch_to_block(rhs);
+                self.branch(b, yes, no)
+            }
+            Expr::Not(a) => self.branch(a, no, yes),
+            _ => {
+                let c = self.expr(cond)?;
+                self.b.ins().brif(c, yes, &[], no, &[]);
+                Ok(())
+            }
+        }
+    }
+
     /// Loads of read-only arrays that every iteration of a loop over `index`
     /// with `body` evaluates, at an index the loop does not change: those
     /// in expressions of the body's own statements (not nested blocks, not
@@ -501,9 +551,8 @@ impl<'a, 'b> Translator<'a, 'b> {
             // lose 12-17% (`bench/jit.py`).
             Stmt::Set(v, Expr::Select(c, a, b)) if matches!(**b, Expr::Var(w) if w == *v) => {
                 let var = *self.vars.get(*v as usize).ok_or("unknown variable")?;
-                let c = self.expr(c)?;
                 let (step, done) = (self.b.create_block(), self.b.create_block());
-                self.b.ins().brif(c, step, &[], done, &[]);
+                self.branch(c, step, done)?;
                 self.b.seal_block(step);
                 self.b.switch_to_block(step);
                 let x = self.expr(a)?;
@@ -582,30 +631,27 @@ impl<'a, 'b> Translator<'a, 'b> {
                     self.b.create_block(),
                     self.b.create_block(),
                 );
-                let outer = self.grown_bases.len();
-                let c = self.expr(cond)?;
-                self.b.ins().brif(c, pre, &[], exit, &[]);
+                let outer = self.loaded_bases.len();
+                self.branch(cond, pre, exit)?;
                 self.b.seal_block(pre);
                 self.b.switch_to_block(pre);
-                self.load_grown_bases(body);
+                self.load_bases(body);
                 self.b.ins().jump(body_block, &[]);
                 self.b.switch_to_block(body_block);
                 self.block(body)?;
-                let c = self.expr(cond)?;
-                self.b.ins().brif(c, body_block, &[], exit, &[]);
+                self.branch(cond, body_block, exit)?;
                 self.b.seal_block(body_block);
                 self.b.seal_block(exit);
                 self.b.switch_to_block(exit);
-                self.grown_bases.truncate(outer);
+                self.loaded_bases.truncate(outer);
             }
             Stmt::If { cond, then, els } => {
-                let c = self.expr(cond)?;
                 let (t, e, merge) = (
                     self.b.create_block(),
                     self.b.create_block(),
                     self.b.create_block(),
                 );
-                self.b.ins().brif(c, t, &[], e, &[]);
+                self.branch(cond, t, e)?;
                 self.b.seal_block(t);
                 self.b.seal_block(e);
                 self.b.switch_to_block(t);
@@ -682,23 +728,53 @@ impl<'a, 'b> Translator<'a, 'b> {
         index: crate::ir::VarId,
         body: &[Stmt],
     ) -> Result<(usize, usize), String> {
-        let outer = (self.hoisted.len(), self.grown_bases.len());
+        let outer = (self.hoisted.len(), self.loaded_bases.len());
         for load in self.invariant_loads(index, body) {
             let v = self.expr(&load)?;
             self.hoisted.push((load, v));
         }
-        self.load_grown_bases(body);
+        self.load_bases(body);
         Ok(outer)
     }
 
     pub(super) fn leave_loop(&mut self, (hoisted, grown): (usize, usize)) {
         self.hoisted.truncate(hoisted);
-        self.grown_bases.truncate(grown);
+        self.loaded_bases.truncate(grown);
     }
 
-    /// Load the base pointers of the grown arrays `body` accesses, when it
-    /// cannot move them (it grows nothing), into `grown_bases`.
-    fn load_grown_bases(&mut self, body: &[Stmt]) {
+    /// In a loop's preheader, into `loaded_bases`: the base pointers of the
+    /// fixed arrays `body`'s own statements access, and of the grown
+    /// arrays it accesses when it cannot move them (it grows nothing).
+    fn load_bases(&mut self, body: &[Stmt]) {
+        let mut direct = std::collections::BTreeSet::new();
+        for s in body {
+            walk_outside_loops(s, &mut |s| {
+                if let Stmt::Store(a, ..) = s {
+                    direct.insert(a.clone());
+                }
+                for e in crate::ir::stmt_exprs(s) {
+                    e.walk(&mut |x| {
+                        if let Expr::Load(a, _) = x {
+                            direct.insert(a.clone());
+                        }
+                    });
+                }
+            });
+        }
+        for a in direct {
+            let Some(ArrayVars {
+                base: Base::Fixed(off),
+                ..
+            }) = self.arrays.get(&a)
+            else {
+                continue;
+            };
+            if self.loaded_bases.iter().any(|(g, _)| *g == a) {
+                continue;
+            }
+            let base = self.fixed_base(*off);
+            self.loaded_bases.push((a, base));
+        }
         let mut grows = false;
         let mut used = std::collections::BTreeSet::new();
         crate::ir::walk_block(body, &mut |s| {
@@ -728,7 +804,7 @@ impl<'a, 'b> Translator<'a, 'b> {
             else {
                 continue;
             };
-            if self.grown_bases.iter().any(|(g, _)| *g == a) {
+            if self.loaded_bases.iter().any(|(g, _)| *g == a) {
                 continue;
             }
             let off = *off;
@@ -742,7 +818,7 @@ impl<'a, 'b> Translator<'a, 'b> {
                 table,
                 off,
             );
-            self.grown_bases.push((a, base));
+            self.loaded_bases.push((a, base));
         }
     }
 
@@ -838,6 +914,16 @@ impl<'a, 'b> Translator<'a, 'b> {
 }
 
 /// The IR's comparison on floats (ordered: false when either is NaN, as in C).
+/// `f` on `s` and on the statements of its `if`s, not inside its loops.
+fn walk_outside_loops(s: &Stmt, f: &mut dyn FnMut(&Stmt)) {
+    f(s);
+    if let Stmt::If { then, els, .. } = s {
+        for t in then.iter().chain(els) {
+            walk_outside_loops(t, f);
+        }
+    }
+}
+
 pub(super) fn float_cc(op: CmpOp) -> FloatCC {
     match op {
         CmpOp::Eq => FloatCC::Equal,
