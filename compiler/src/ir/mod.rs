@@ -10,6 +10,7 @@
 mod build;
 pub mod c;
 pub mod interp;
+pub mod min_compare;
 pub mod passes;
 pub mod print;
 pub mod runs;
