@@ -10,6 +10,7 @@
 //!
 //! Exact for integers of any value, the exhausted operand's sentinel
 //! (`i64::MAX`) included: `x == min(x, y)` holds exactly when `x <= y`.
+//! The cursors' steps then move into the cases (`case_steps`).
 
 use super::{nested_blocks_mut, walk_block, BinOp, Block, CmpOp, Expr, Stmt, Ty};
 use super::{Function, VarId};
@@ -29,7 +30,7 @@ struct Merge {
 
 fn rewrite_block(block: &mut Block, ints: &[bool]) {
     for k in 0..block.len() {
-        let Stmt::Let(j, Expr::Bin(BinOp::Min, x, y)) = &block[k] else {
+        let Some(Stmt::Let(j, Expr::Bin(BinOp::Min, x, y))) = block.get(k) else {
             continue;
         };
         let (Expr::Var(a), Expr::Var(b)) = (&**x, &**y) else {
@@ -54,6 +55,7 @@ fn rewrite_block(block: &mut Block, ints: &[bool]) {
         for s in &mut block[k + 1..] {
             rewrite_stmt(s, m, None);
         }
+        super::case_steps::thread(block, k + 1, m.a, m.b);
     }
     for inner in block.iter_mut().flat_map(nested_blocks_mut) {
         rewrite_block(inner, ints);
@@ -199,6 +201,8 @@ mod tests {
         let mut e = Emitter::new();
         let a = e.let_var("a", Expr::load(input.clone(), Expr::Int(0)));
         let b = e.let_var("b", Expr::load(input, Expr::Int(1)));
+        let pa = e.let_var("pa", Expr::Int(10));
+        let pb = e.let_var("pb", Expr::Int(20));
         let j = e.let_var("j", Expr::min(a.clone(), b.clone()));
         let at = |v: &Expr| Expr::eq(v.clone(), j.clone());
         let store = |e: &mut Emitter, k: i64| e.store(out.clone(), Expr::Int(k), j.clone());
@@ -215,10 +219,33 @@ mod tests {
             then: both,
             els: vec![one],
         });
-        for (k, v) in [(3, &a), (4, &b)] {
-            let step = Expr::select(at(v), Expr::Int(1), Expr::Int(0));
-            e.store(out.clone(), Expr::Int(k), step);
+        // the cursors' steps, which move into the cases
+        for (p, v) in [(&pa, &a), (&pb, &b)] {
+            e.set(
+                p,
+                Expr::select(at(v), Expr::add(p.clone(), Expr::Int(1)), p.clone()),
+            );
         }
+        // a test the first one decides either way, then a step
+        let first = e.block(|e| e.store(out.clone(), Expr::Int(5), Expr::Int(1)));
+        let second = e.block(|e| e.store(out.clone(), Expr::Int(5), Expr::Int(2)));
+        let again = Stmt::If {
+            cond: at(&a),
+            then: first,
+            els: second,
+        };
+        let other = e.block(|e| e.if_(at(&b), |e| store(e, 6)));
+        e.push(Stmt::If {
+            cond: at(&a),
+            then: other,
+            els: vec![again],
+        });
+        e.set(
+            &pa,
+            Expr::select(at(&a), Expr::add(pa.clone(), Expr::Int(1)), pa.clone()),
+        );
+        e.store(out.clone(), Expr::Int(3), pa);
+        e.store(out.clone(), Expr::Int(4), pb);
         e.finish("merge")
     }
 
@@ -226,7 +253,7 @@ mod tests {
         let mut mem = Arrays(
             [
                 ("in".to_string(), vec![a, b]),
-                ("out".to_string(), vec![-7; 5]),
+                ("out".to_string(), vec![-7; 7]),
             ]
             .into_iter()
             .collect(),

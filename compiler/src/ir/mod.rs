@@ -9,6 +9,7 @@
 
 mod build;
 pub mod c;
+mod case_steps;
 pub mod interp;
 pub mod min_compare;
 pub mod passes;
