@@ -149,7 +149,22 @@ fn append_at_ends(block: &mut Block, steps: &[Stmt]) {
 /// keeps its cursor disappears.
 fn fold(block: Block, order: Order, a: VarId, b: VarId) -> Block {
     let mut out = Vec::with_capacity(block.len());
-    for s in block {
+    let mut block = block.into_iter();
+    while let Some(s) = block.next() {
+        // Steps on a test the order leaves open, ending the block: one
+        // branch on that test, each side with the steps it decides
+        // (`pB += 1` or `pC += 1` where the coordinates differ).
+        if let Stmt::Set(_, Expr::Select(c, ..)) = &s {
+            let rest: Vec<Stmt> = block.as_slice().to_vec();
+            if order.value(c, a, b).is_none() && rest.iter().all(|r| is_step(r, a, b)) {
+                let c = (**c).clone();
+                let steps: Block = std::iter::once(s).chain(rest).collect();
+                let then = fold(steps.clone(), order.with(&c, true, a, b), a, b);
+                let els = fold(steps, order.with(&c, false, a, b), a, b);
+                out.push(Stmt::If { cond: c, then, els });
+                break;
+            }
+        }
         match s {
             Stmt::If { cond, then, els } => match order.value(&cond, a, b) {
                 Some(true) => out.extend(fold(then, order, a, b)),

@@ -244,6 +244,15 @@ mod tests {
             &pa,
             Expr::select(at(&a), Expr::add(pa.clone(), Expr::Int(1)), pa.clone()),
         );
+        // an intersection's case, then both steps (a branch between them
+        // where the coordinates differ)
+        e.if_(Expr::and(at(&a), at(&b)), |e| store(e, 7));
+        for (p, v) in [(&pa, &a), (&pb, &b)] {
+            e.set(
+                p,
+                Expr::select(at(v), Expr::add(p.clone(), Expr::Int(3)), p.clone()),
+            );
+        }
         e.store(out.clone(), Expr::Int(3), pa);
         e.store(out.clone(), Expr::Int(4), pb);
         e.finish("merge")
@@ -253,7 +262,7 @@ mod tests {
         let mut mem = Arrays(
             [
                 ("in".to_string(), vec![a, b]),
-                ("out".to_string(), vec![-7; 7]),
+                ("out".to_string(), vec![-7; 8]),
             ]
             .into_iter()
             .collect(),
