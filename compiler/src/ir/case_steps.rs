@@ -155,10 +155,10 @@ fn fold(block: Block, order: Order, a: VarId, b: VarId) -> Block {
         // branch on that test, each side with the steps it decides
         // (`pB += 1` or `pC += 1` where the coordinates differ).
         if let Stmt::Set(_, Expr::Select(c, ..)) = &s {
-            let rest: Vec<Stmt> = block.as_slice().to_vec();
+            let rest = block.as_slice();
             if order.value(c, a, b).is_none() && rest.iter().all(|r| is_step(r, a, b)) {
                 let c = (**c).clone();
-                let steps: Block = std::iter::once(s).chain(rest).collect();
+                let steps: Block = std::iter::once(s).chain(block).collect();
                 let then = fold(steps.clone(), order.with(&c, true, a, b), a, b);
                 let els = fold(steps, order.with(&c, false, a, b), a, b);
                 out.push(Stmt::If { cond: c, then, els });

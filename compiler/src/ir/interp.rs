@@ -212,3 +212,46 @@ impl<'m> Interp<'m> {
         Ok(())
     }
 }
+
+/// Memory for unit tests of IR rewrites: integer scratch arrays by name,
+/// every access checked.
+#[cfg(test)]
+pub(crate) mod test_memory {
+    use super::{Memory, Value};
+    use crate::ir::{ArrayRef, ElemTy, ParamRef, Slot};
+
+    /// Integer arrays by tensor name.
+    pub(crate) struct Arrays(pub std::collections::BTreeMap<String, Vec<i64>>);
+
+    impl Memory for Arrays {
+        fn param(&self, _p: &ParamRef) -> Result<i64, String> {
+            Err("no parameters".into())
+        }
+        fn load(&self, a: &ArrayRef, i: i64) -> Result<Value, String> {
+            self.0[&a.tensor]
+                .get(i as usize)
+                .map(|&x| Value::I(x))
+                .ok_or_else(|| format!("load {i} beyond {}", a.tensor))
+        }
+        fn store(&mut self, a: &ArrayRef, i: i64, v: Value) -> Result<(), String> {
+            let arr = self.0.get_mut(&a.tensor).ok_or("no such array")?;
+            *arr.get_mut(i as usize)
+                .ok_or_else(|| format!("store {i} beyond {}", a.tensor))? = v.int()?;
+            Ok(())
+        }
+        fn reserve(&mut self, _a: &ArrayRef, _len: i64) -> Result<(), String> {
+            Ok(())
+        }
+        fn reserve_ahead(&mut self, _a: &ArrayRef, _len: i64) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    /// An `i32` scratch array of tensor `name`.
+    pub(crate) fn scratch(name: &str) -> ArrayRef {
+        ArrayRef {
+            tensor: name.into(),
+            slot: Slot::Scratch(name.into(), ElemTy::I32),
+        }
+    }
+}

@@ -161,38 +161,9 @@ fn implied(cond: &Expr, m: Merge) -> (Option<VarId>, Option<VarId>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::interp::{Interp, Memory, Value};
-    use crate::ir::{ArrayRef, ElemTy, Emitter, ParamRef, Slot};
-
-    /// Arrays of integers by tensor name.
-    struct Arrays(std::collections::BTreeMap<String, Vec<i64>>);
-
-    impl Memory for Arrays {
-        fn param(&self, _p: &ParamRef) -> Result<i64, String> {
-            Err("no parameters".into())
-        }
-        fn load(&self, a: &ArrayRef, i: i64) -> Result<Value, String> {
-            Ok(Value::I(self.0[&a.tensor][i as usize]))
-        }
-        fn store(&mut self, a: &ArrayRef, i: i64, v: Value) -> Result<(), String> {
-            let arr = self.0.get_mut(&a.tensor).ok_or("no such array")?;
-            arr[i as usize] = v.int()?;
-            Ok(())
-        }
-        fn reserve(&mut self, _a: &ArrayRef, _len: i64) -> Result<(), String> {
-            Ok(())
-        }
-        fn reserve_ahead(&mut self, _a: &ArrayRef, _len: i64) -> Result<(), String> {
-            Ok(())
-        }
-    }
-
-    fn array(name: &str) -> ArrayRef {
-        ArrayRef {
-            tensor: name.into(),
-            slot: Slot::Scratch(name.into(), ElemTy::I32),
-        }
-    }
+    use crate::ir::interp::test_memory::{scratch as array, Arrays};
+    use crate::ir::interp::Interp;
+    use crate::ir::Emitter;
 
     /// A two-operand merge step as lowering writes it: the cases, the
     /// coordinate stored in each, the cursors' steps.

@@ -269,43 +269,8 @@ impl Emitter {
 mod tests {
     use super::*;
     use crate::coo::SplitMix;
-    use crate::ir::interp::{Interp, Memory, Value};
-    use crate::ir::{ElemTy, ParamRef, Slot};
-
-    /// Scratch arrays by name: the keys, their flags, and the keys placed
-    /// by rank.
-    struct Arrays(std::collections::BTreeMap<String, Vec<i64>>);
-
-    impl Memory for Arrays {
-        fn param(&self, _p: &ParamRef) -> Result<i64, String> {
-            Err("no parameters".into())
-        }
-        fn load(&self, a: &ArrayRef, i: i64) -> Result<Value, String> {
-            self.0[&a.tensor]
-                .get(i as usize)
-                .map(|&x| Value::I(x))
-                .ok_or_else(|| format!("load {i} beyond {}", a.tensor))
-        }
-        fn store(&mut self, a: &ArrayRef, i: i64, v: Value) -> Result<(), String> {
-            let arr = self.0.get_mut(&a.tensor).ok_or("no such array")?;
-            *arr.get_mut(i as usize)
-                .ok_or_else(|| format!("store {i} beyond {}", a.tensor))? = v.int()?;
-            Ok(())
-        }
-        fn reserve(&mut self, _a: &ArrayRef, _len: i64) -> Result<(), String> {
-            Ok(())
-        }
-        fn reserve_ahead(&mut self, _a: &ArrayRef, _len: i64) -> Result<(), String> {
-            Ok(())
-        }
-    }
-
-    fn array(name: &str) -> ArrayRef {
-        ArrayRef {
-            tensor: name.into(),
-            slot: Slot::Scratch(name.into(), ElemTy::I32),
-        }
-    }
+    use crate::ir::interp::test_memory::{scratch as array, Arrays};
+    use crate::ir::interp::Interp;
 
     /// Pairs sorted by key, each partner moved with its key: every length
     /// around the insertion-sort limit and past it, repeated keys too.

@@ -11,7 +11,7 @@ use cranelift_codegen::ir::{
     Signature, Type, Value,
 };
 use cranelift_frontend::{FunctionBuilder, Variable};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 // Layout of the argument block and of one array slot, taken from the
 // `#[repr(C)]` structures in `call.rs` with `offset_of!` at compile time.
@@ -196,7 +196,7 @@ impl<'a, 'b> Translator<'a, 'b> {
         // pointers of arrays the kernel grows are variables. Lengths and
         // capacities of grown arrays stay in the argument block (touched
         // once per append, they are not worth a register each).
-        let mut grown = std::collections::BTreeSet::new();
+        let mut grown = BTreeSet::new();
         crate::ir::walk_block(&f.body, &mut |s| {
             if let Stmt::Reserve { array, .. } = s {
                 grown.insert(array.clone());
@@ -269,25 +269,11 @@ impl<'a, 'b> Translator<'a, 'b> {
 
     /// The base pointer of `a`.
     pub(super) fn base(&mut self, a: &ArrayRef) -> Result<Value, String> {
-        Ok(match self.array(a)?.base {
-            _ if self.loaded_bases.iter().any(|(g, _)| g == a) => self
-                .loaded_bases
-                .iter()
-                .rev()
-                .find(|(g, _)| g == a)
-                .map(|(_, v)| *v)
-                .ok_or("grown base")?,
-            Base::Fixed(off) => self.fixed_base(off),
-            Base::Grown(off) => {
-                let table = self.table();
-                self.b.ins().load(
-                    self.ptr_ty,
-                    flags().with_alias_region(Some(self.regions.ptrs)),
-                    table,
-                    off,
-                )
-            }
-        })
+        if let Some((_, v)) = self.loaded_bases.iter().rev().find(|(g, _)| g == a) {
+            return Ok(*v);
+        }
+        let base = self.array(a)?.base;
+        Ok(self.load_base(base))
     }
 
     /// The array table of the argument block.
@@ -297,15 +283,20 @@ impl<'a, 'b> Translator<'a, 'b> {
             .load(self.ptr_ty, pure(), self.args, ARGS_ARRAYS)
     }
 
-    /// The base pointer of an array the kernel does not grow, loaded where
-    /// it is needed: not `pure`, so Cranelift does not hoist it to the
-    /// entry and keep it live through every loop (register allocation, the
-    /// bulk of a compile, works on fewer long live ranges).
-    fn fixed_base(&mut self, off: i32) -> Value {
+    /// Load a base pointer from its slot, in its own alias region. Not
+    /// `pure`: Cranelift would hoist it to the entry and keep it live
+    /// through every loop (register allocation, the bulk of a compile,
+    /// works on fewer long live ranges); a grown array's pointer also
+    /// changes with each call that grows it.
+    fn load_base(&mut self, base: Base) -> Value {
+        let (off, region) = match base {
+            Base::Fixed(off) => (off, self.regions.fixed),
+            Base::Grown(off) => (off, self.regions.ptrs),
+        };
         let table = self.table();
         self.b.ins().load(
             self.ptr_ty,
-            flags().with_alias_region(Some(self.regions.fixed)),
+            flags().with_alias_region(Some(region)),
             table,
             off,
         )
@@ -483,7 +474,7 @@ impl<'a, 'b> Translator<'a, 'b> {
     /// in expressions of the body's own statements (not nested blocks, not
     /// the right of a short-circuit `&&`/`||`).
     fn invariant_loads(&self, index: crate::ir::VarId, body: &[Stmt]) -> Vec<Expr> {
-        let mut assigned = std::collections::BTreeSet::from([index]);
+        let mut assigned = BTreeSet::from([index]);
         crate::ir::walk_block(body, &mut |s| match s {
             Stmt::Let(v, _) | Stmt::Set(v, _) | Stmt::For { var: v, .. } => {
                 assigned.insert(*v);
@@ -752,76 +743,30 @@ impl<'a, 'b> Translator<'a, 'b> {
     /// fixed arrays `body`'s own statements access, and of the grown
     /// arrays it accesses when it cannot move them (it grows nothing).
     fn load_bases(&mut self, body: &[Stmt]) {
-        let mut direct = std::collections::BTreeSet::new();
+        let mut own = BTreeSet::new();
         for s in body {
-            walk_outside_loops(s, &mut |s| {
-                if let Stmt::Store(a, ..) = s {
-                    direct.insert(a.clone());
-                }
-                for e in crate::ir::stmt_exprs(s) {
-                    e.walk(&mut |x| {
-                        if let Expr::Load(a, _) = x {
-                            direct.insert(a.clone());
-                        }
-                    });
-                }
-            });
+            walk_outside_loops(s, &mut |s| accessed_arrays(s, &mut own));
         }
-        for a in direct {
-            let Some(ArrayVars {
-                base: Base::Fixed(off),
-                ..
-            }) = self.arrays.get(&a)
-            else {
-                continue;
-            };
-            if self.loaded_bases.iter().any(|(g, _)| *g == a) {
-                continue;
-            }
-            let base = self.fixed_base(*off);
-            self.loaded_bases.push((a, base));
-        }
-        let mut grows = false;
-        let mut used = std::collections::BTreeSet::new();
+        let (mut anywhere, mut grows) = (BTreeSet::new(), false);
         crate::ir::walk_block(body, &mut |s| {
-            match s {
-                Stmt::Reserve { .. } => grows = true,
-                Stmt::Store(a, ..) => {
-                    used.insert(a.clone());
-                }
-                _ => {}
-            }
-            for e in crate::ir::stmt_exprs(s) {
-                e.walk(&mut |x| {
-                    if let Expr::Load(a, _) = x {
-                        used.insert(a.clone());
-                    }
-                });
-            }
+            grows |= matches!(s, Stmt::Reserve { .. });
+            accessed_arrays(s, &mut anywhere);
         });
-        if grows {
-            return;
-        }
-        for a in used {
-            let Some(ArrayVars {
-                base: Base::Grown(off),
-                ..
-            }) = self.arrays.get(&a)
-            else {
+        let fixed = own
+            .into_iter()
+            .filter(|a| matches!(self.arrays.get(a), Some(v) if matches!(v.base, Base::Fixed(_))));
+        let grown = anywhere.into_iter().filter(|a| {
+            !grows && matches!(self.arrays.get(a), Some(v) if matches!(v.base, Base::Grown(_)))
+        });
+        let wanted: Vec<ArrayRef> = fixed.chain(grown).collect();
+        for a in wanted {
+            let Some(base) = self.arrays.get(&a).map(|v| v.base) else {
                 continue;
             };
-            if self.loaded_bases.iter().any(|(g, _)| *g == a) {
-                continue;
+            if !self.loaded_bases.iter().any(|(g, _)| *g == a) {
+                let v = self.load_base(base);
+                self.loaded_bases.push((a, v));
             }
-            let off = *off;
-            let table = self.table();
-            let base = self.b.ins().load(
-                self.ptr_ty,
-                flags().with_alias_region(Some(self.regions.ptrs)),
-                table,
-                off,
-            );
-            self.loaded_bases.push((a, base));
         }
     }
 
@@ -911,6 +856,20 @@ impl<'a, 'b> Translator<'a, 'b> {
 }
 
 /// The IR's comparison on floats (ordered: false when either is NaN, as in C).
+/// Insert into `into` the arrays `s` itself loads from or stores to.
+fn accessed_arrays(s: &Stmt, into: &mut BTreeSet<ArrayRef>) {
+    if let Stmt::Store(a, ..) = s {
+        into.insert(a.clone());
+    }
+    for e in crate::ir::stmt_exprs(s) {
+        e.walk(&mut |x| {
+            if let Expr::Load(a, _) = x {
+                into.insert(a.clone());
+            }
+        });
+    }
+}
+
 /// `f` on `s` and on the statements of its `if`s, not inside its loops.
 fn walk_outside_loops(s: &Stmt, f: &mut dyn FnMut(&Stmt)) {
     f(s);
