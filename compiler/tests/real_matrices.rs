@@ -369,6 +369,31 @@ fn sparse_results_and_dense_rows_on_real_matrices() {
                 );
                 assert_close(&got, &want, &format!("{name}: B + Bt in {f}"));
             }
+            // B .* Bᵀ: an intersection, its cursors stepped in its cases
+            // (`ir::case_steps`), into a sparse result and into a scalar.
+            let want: Vec<f64> = b
+                .to_dense()
+                .iter()
+                .zip(bt.to_dense())
+                .map(|(x, y)| x * y)
+                .collect();
+            for f in ["COO", "DCSR", "CSR"] {
+                let got = run_dense(
+                    "A(i,j) = B(i,j) * C(i,j)",
+                    &[("A", f, 2), ("B", f, 2), ("C", f, 2)],
+                    &[("B", &b), ("C", &bt)],
+                    &[m, m],
+                );
+                assert_close(&got, &want, &format!("{name}: B .* Bt in {f}"));
+                let got = run_dense(
+                    "s = B(i,j) * C(i,j)",
+                    &[("s", "dense", 0), ("B", f, 2), ("C", f, 2)],
+                    &[("B", &b), ("C", &bt)],
+                    &[],
+                );
+                let total: f64 = want.iter().sum();
+                assert_close(&got, &[total], &format!("{name}: <B, Bt> in {f}"));
+            }
         }
         // SpDM: B times a dense n x 11 matrix.
         let k = 11;
