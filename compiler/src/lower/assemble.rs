@@ -137,6 +137,9 @@ impl<'p> Lowerer<'p> {
 
     /// Finalise appended levels once every coordinate is in.
     pub(super) fn epilogue(&mut self) {
+        for (array, length) in std::mem::take(&mut self.lengths_at_end) {
+            self.e.reserve(array, length);
+        }
         let p = self.p;
         let o = p.output();
         let mut parent_size = Expr::Int(1);

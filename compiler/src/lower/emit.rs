@@ -33,6 +33,36 @@ fn present(e: &LExpr, found: &BTreeMap<IterId, Expr>) -> Expr {
     })
 }
 
+/// Whether a linear case's guard (`present(e, found)`) holds in every
+/// iteration, as in a union of all the co-iterated operands (`B + C`: the
+/// merged coordinate is the least of theirs, so one of them is always at
+/// it). That needs one co-iterated operand at the coordinate in every
+/// iteration: the driver, or, without one, the least of their
+/// coordinates, where every position holds one. The guard, made of `&&`
+/// and `||` of the flags, is monotone: true with any one such operand
+/// found and every other flag false, it is true in every iteration.
+fn guard_always_holds(
+    e: &LExpr,
+    s: &Strategy,
+    steps: &BTreeMap<IterId, Step>,
+    found: &BTreeMap<IterId, Expr>,
+) -> bool {
+    let stored = |op: &IterId| steps.get(op).is_some_and(|st| st.found == Expr::Bool(true));
+    let candidates: Vec<IterId> = match s.driver {
+        Some(dr) => vec![dr],
+        None => s.coiter.clone(),
+    };
+    !candidates.is_empty()
+        && candidates.iter().all(stored)
+        && candidates.iter().all(|one| {
+            let only: BTreeMap<IterId, Expr> = found
+                .keys()
+                .map(|op| (*op, Expr::Bool(op == one)))
+                .collect();
+            present(e, &only) == Expr::Bool(true)
+        })
+}
+
 impl<'p> Lowerer<'p> {
     /// Where iterators emit, for the loop over `v`.
     pub(super) fn cx<'a>(&'a mut self, st: &'a State, v: IndexVar) -> Cx<'a, 'p> {
@@ -387,7 +417,10 @@ impl<'p> Lowerer<'p> {
             found_of.insert(*op, found.clone());
             resolved.push((*op, pos.clone(), None, found.clone(), false));
         }
-        let cond = present(&pt.expr, &found_of);
+        let cond = match guard_always_holds(&pt.expr, s, steps, &found_of) {
+            true => Expr::Bool(true),
+            false => present(&pt.expr, &found_of),
+        };
         self.e.open();
         self.case(d, v, coord.clone(), st, pt, &resolved, its)?;
         let body = self.e.close();

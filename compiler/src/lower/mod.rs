@@ -255,6 +255,9 @@ pub(crate) struct Lowerer<'p> {
     pub outer: Option<parallel::OuterLoop>,
     /// IR variables holding coordinates of index variables (`Nest::coords`).
     pub coords: Vec<(VarId, IndexVar)>,
+    /// Lengths of appended arrays reserved once, after the whole nest
+    /// (`Lowerer::emit_with_room`).
+    pub lengths_at_end: Vec<(crate::ir::ArrayRef, Expr)>,
 }
 
 impl Problem {
@@ -701,6 +704,7 @@ fn compile_parts(
             row: None,
             outer: None,
             coords: Vec::new(),
+            lengths_at_end: Vec::new(),
         };
         l.e.comment(format!("{part}"));
         let body_start = l.e.mark();

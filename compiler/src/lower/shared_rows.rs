@@ -153,6 +153,7 @@ fn lowerer<'p>(
         row,
         outer: None,
         coords: Vec::new(),
+        lengths_at_end: Vec::new(),
     }
 }
 

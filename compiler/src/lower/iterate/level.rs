@@ -96,10 +96,28 @@ impl<'p> PositionIter<'p> {
         // term, a locate that failed) has no children; its parent
         // position is not one to read through.
         let name = pos_name(o, self.level.k);
+        cx.e.open();
+        let (l, h) = child_bounds(self.f, &c, cx.e, parent, run_end);
+        let work = cx.e.close();
+        if work.is_empty() && !l.reads_memory() && !h.reads_memory() {
+            // Bounds that read nothing (a singleton child's run) are
+            // selected rather than branched on: one branch and its join
+            // fewer per operand and level, where the merges of a COO add
+            // spend most of their compile time allocating registers.
+            let lo = cx.e.let_var(
+                &format!("{name}_lo"),
+                Expr::select(found.clone(), l, Expr::Int(0)),
+            );
+            let hi =
+                cx.e.let_var(&format!("{name}_hi"), Expr::select(found, h, Expr::Int(0)));
+            return (lo, hi);
+        }
         let lo = cx.e.let_var(&format!("{name}_lo"), Expr::Int(0));
         let hi = cx.e.let_var(&format!("{name}_hi"), Expr::Int(0));
         cx.e.open();
-        let (l, h) = child_bounds(self.f, &c, cx.e, parent, run_end);
+        for s in work {
+            cx.e.push(s);
+        }
         cx.e.set(&lo, l);
         cx.e.set(&hi, h);
         let then = cx.e.close();
