@@ -12,7 +12,7 @@
 //! (`i64::MAX`) included: `x == min(x, y)` holds exactly when `x <= y`.
 //! The cursors' steps then move into the cases (`case_steps`).
 
-use super::{nested_blocks_mut, walk_block, BinOp, Block, CmpOp, Expr, Stmt, Ty};
+use super::{assigns, nested_blocks_mut, BinOp, Block, CmpOp, Expr, Stmt, Ty};
 use super::{Function, VarId};
 
 pub fn compare_operands(f: &mut Function) {
@@ -60,19 +60,6 @@ fn rewrite_block(block: &mut Block, ints: &[bool]) {
     for inner in block.iter_mut().flat_map(nested_blocks_mut) {
         rewrite_block(inner, ints);
     }
-}
-
-/// Whether `s` (or a statement inside it) gives `v` a value.
-fn assigns(s: &Stmt, v: VarId) -> bool {
-    let mut found = false;
-    walk_block(
-        std::slice::from_ref(s),
-        &mut |s| {
-            found |=
-                matches!(s, Stmt::Let(w, _) | Stmt::Set(w, _) | Stmt::For { var: w, .. } if *w == v)
-        },
-    );
-    found
 }
 
 /// Rewrite the tests of `m` in `s`; `known`: the operand `m.j` equals
@@ -163,6 +150,7 @@ mod tests {
     use super::*;
     use crate::ir::interp::test_memory::{scratch as array, Arrays};
     use crate::ir::interp::Interp;
+    use crate::ir::walk_block;
     use crate::ir::Emitter;
 
     /// A two-operand merge step as lowering writes it: the cases, the

@@ -10,6 +10,7 @@
 mod build;
 pub mod c;
 mod case_steps;
+mod early_steps;
 pub mod interp;
 pub mod min_compare;
 pub mod passes;
@@ -399,6 +400,19 @@ pub fn stmt_exprs(s: &Stmt) -> Vec<&Expr> {
         Stmt::Reserve { len, .. } => vec![len],
         Stmt::Comment(_) => vec![],
     }
+}
+
+/// Whether `s` (or a statement inside it) gives `v` a value.
+pub fn assigns(s: &Stmt, v: VarId) -> bool {
+    let mut found = false;
+    walk_block(
+        std::slice::from_ref(s),
+        &mut |s| {
+            found |=
+                matches!(s, Stmt::Let(w, _) | Stmt::Set(w, _) | Stmt::For { var: w, .. } if *w == v)
+        },
+    );
+    found
 }
 
 /// A new variable of `ty` in `vars`, named `name` (with `_` appended

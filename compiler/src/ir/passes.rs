@@ -10,6 +10,7 @@ pub fn for_codegen(f: &Function) -> Function {
     fold_zero_starts(&mut g.body);
     super::min_compare::compare_operands(&mut g);
     remove_dead_vars(&mut g);
+    super::early_steps::compute_steps_early(&mut g);
     gather_reserves(&mut g.body);
     g
 }

@@ -122,7 +122,7 @@ fn cl_ty(t: Ty) -> Type {
 }
 
 /// The longest constant trip count a loop is unrolled at.
-const UNROLL_TRIPS: i64 = 4;
+pub(super) const UNROLL_TRIPS: i64 = 4;
 
 /// Whether `b` holds a loop.
 fn has_loops(b: &[Stmt]) -> bool {
