@@ -18,6 +18,7 @@ pub mod print;
 pub mod runs;
 mod sort;
 pub mod splice;
+mod tile;
 pub mod unroll;
 
 pub use build::Emitter;

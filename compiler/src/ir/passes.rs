@@ -11,6 +11,7 @@ pub fn for_codegen(f: &Function) -> Function {
     super::min_compare::compare_operands(&mut g);
     remove_dead_vars(&mut g);
     super::early_steps::compute_steps_early(&mut g);
+    super::tile::tile_rows(&mut g);
     gather_reserves(&mut g.body);
     g
 }

