@@ -684,6 +684,7 @@ fn compile_parts(
     // A buffer is initialised once and finalised once: every nest appends
     // to the same counters.
     let mut out_sizes = BTreeMap::new();
+    let mut lengths_at_end = Vec::new();
     let mut outer = None;
     let last = parts.len().saturating_sub(1);
     for (n, part) in parts.iter().enumerate() {
@@ -704,7 +705,7 @@ fn compile_parts(
             row: None,
             outer: None,
             coords: Vec::new(),
-            lengths_at_end: Vec::new(),
+            lengths_at_end: std::mem::take(&mut lengths_at_end),
         };
         l.e.comment(format!("{part}"));
         let body_start = l.e.mark();
@@ -738,6 +739,9 @@ fn compile_parts(
         let plans = std::mem::take(&mut l.plans);
         let coords = std::mem::take(&mut l.coords);
         out_sizes = std::mem::take(&mut l.out_sizes);
+        // Lengths deferred by a nest that is not the last to append go to
+        // the last one's epilogue.
+        lengths_at_end = std::mem::take(&mut l.lengths_at_end);
         outer = l.outer.take();
         e = l.e;
         nests.push(Nest {

@@ -57,7 +57,14 @@ pub(super) fn compile_sharing_rows(
         return Err(unsupported(a));
     }
     // The result's set-up, the rows loop and the row's place in the result.
-    let mut l = lowerer(first, first_graph, Emitter::new(), BTreeMap::new(), None);
+    let mut l = lowerer(
+        first,
+        first_graph,
+        Emitter::new(),
+        BTreeMap::new(),
+        None,
+        Vec::new(),
+    );
     l.e.comment(a.to_string());
     l.prologue()?;
     let rows = out.level_vars[0];
@@ -87,9 +94,10 @@ pub(super) fn compile_sharing_rows(
     let begin =
         l.e.let_var(&format!("{}2_begin", out.tensor), counter.clone());
     let (mut e, mut out_sizes, mut row_state) = (l.e, l.out_sizes, l.row);
+    let mut lengths = l.lengths_at_end;
     let mut nests = Vec::new();
     for (part, (p, graph)) in parts.iter().zip(&problems) {
-        let mut l = lowerer(p, graph, e, out_sizes, row_state);
+        let mut l = lowerer(p, graph, e, out_sizes, row_state, lengths);
         l.e.comment(format!("{part}"));
         let rows = p.output().level_vars[0];
         l.coords.push((i, rows));
@@ -102,9 +110,9 @@ pub(super) fn compile_sharing_rows(
             plans: std::mem::take(&mut l.plans),
             coords: std::mem::take(&mut l.coords),
         });
-        (e, out_sizes, row_state) = (l.e, l.out_sizes, l.row);
+        (e, out_sizes, row_state, lengths) = (l.e, l.out_sizes, l.row, l.lengths_at_end);
     }
-    let mut l = lowerer(first, first_graph, e, out_sizes, row_state);
+    let mut l = lowerer(first, first_graph, e, out_sizes, row_state, lengths);
     l.flush_workspace(&state(first, Expr::Var(i), vec![at.clone()]), &[]);
     app.append_edges(&LevelCtx::new(&out.tensor, 1), &mut l.e, at, begin, counter);
     let body = l.e.close();
@@ -141,6 +149,7 @@ fn lowerer<'p>(
     e: Emitter,
     out_sizes: BTreeMap<usize, Expr>,
     row: Option<super::workspace::RowState>,
+    lengths_at_end: Vec<(crate::ir::ArrayRef, Expr)>,
 ) -> Lowerer<'p> {
     Lowerer {
         p,
@@ -153,7 +162,7 @@ fn lowerer<'p>(
         row,
         outer: None,
         coords: Vec::new(),
-        lengths_at_end: Vec::new(),
+        lengths_at_end,
     }
 }
 
