@@ -134,6 +134,20 @@ fn two_backends_one_answer(
 ) -> Result<bool, String> {
     let a = parse_assignment(expr).map_err(|e| e.to_string())?;
     let (data, out_dims) = data_for(expr, &a.lhs.tensor, seed);
+    two_backends_on(dir, tag, expr, specs, &data, &out_dims)
+}
+
+/// `two_backends_one_answer` on the given data.
+fn two_backends_on(
+    dir: &Path,
+    tag: &str,
+    expr: &str,
+    specs: &[(&str, &str)],
+    data: &BTreeMap<String, CooTensor>,
+    out_dims: &[usize],
+) -> Result<bool, String> {
+    let a = parse_assignment(expr).map_err(|e| e.to_string())?;
+    let (data, out_dims) = (data.clone(), out_dims.to_vec());
     let formats = formats_rest_dense(&a, specs, &data, out_dims.len());
     let mut jit = match prepare("kernel", &a, &formats, &data, &out_dims, None) {
         Ok(p) => p,
@@ -180,6 +194,37 @@ fn snapshot_kernels_compile_and_agree() {
                 "{expr} {specs:?} refused"
             );
         }
+    }
+}
+
+/// DIA SpMV over more rows than a tile of `ir::tile` holds, so that every
+/// diagonal runs over several tiles, each starting and ending inside one.
+#[test]
+fn diagonals_over_several_tiles_agree() {
+    let Some(dir) = setup("tiles") else { return };
+    let rows = 3 * 1024 + 17;
+    for (seed, bands) in [(1, 3), (2, 7)] {
+        let mut rng = Rng(seed);
+        let data: BTreeMap<String, CooTensor> = [
+            (
+                "A".to_string(),
+                tensor_compiler::generate::banded(rows, bands, seed),
+            ),
+            ("x".to_string(), random(&[rows], 1.0, &mut rng)),
+        ]
+        .into_iter()
+        .collect();
+        let specs = [("A", "DIA")];
+        let ran = two_backends_on(
+            &dir,
+            "tiles",
+            "y(i) = A(i,j) * x(j)",
+            &specs,
+            &data,
+            &[rows],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(ran, "DIA SpMV refused");
     }
 }
 
