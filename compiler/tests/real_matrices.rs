@@ -248,6 +248,45 @@ fn ttv_and_innerprod_on_real_tensors() {
     }
 }
 
+/// B + C on the real order-3 tensors, C being B with its last mode turned
+/// by one (another pattern, overlapping B's), with all three in COO and in
+/// CSF, against the sum of their dense forms: unions merged at every level
+/// (the cursor steps computed before the levels below, `ir::early_steps`;
+/// Cranelift without its optimizer, `jit::Opt`).
+#[test]
+fn three_level_unions_on_real_tensors() {
+    for path in fixtures()
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "tns"))
+    {
+        let b = read_tensor(&path).unwrap();
+        if b.order() != 3 {
+            continue;
+        }
+        let k = b.dims[2] as u32;
+        let mut c = CooTensor::new(b.dims.clone());
+        for e in 0..b.nnz() {
+            let co = b.coord(e);
+            c.push(&[co[0], co[1], (co[2] + 1) % k], 0.5 - b.vals[e]);
+        }
+        let want: Vec<f64> = b
+            .to_dense()
+            .iter()
+            .zip(c.to_dense())
+            .map(|(x, y)| x + y)
+            .collect();
+        for f in ["COO", "CSF"] {
+            let got = run_dense(
+                "A(i,j,k) = B(i,j,k) + C(i,j,k)",
+                &[("A", f, 3), ("B", f, 3), ("C", f, 3)],
+                &[("B", &b), ("C", &c)],
+                &b.dims,
+            );
+            assert_close(&got, &want, &format!("{}: B + C in {f}", path.display()));
+        }
+    }
+}
+
 fn transposed(t: &CooTensor) -> CooTensor {
     let mut out = CooTensor::new(vec![t.dims[1], t.dims[0]]);
     for e in 0..t.nnz() {
@@ -354,44 +393,30 @@ fn sparse_results_and_dense_rows_on_real_matrices() {
             );
             assert_close(&got, &want, &format!("{name}: SpGEMM {bf} x {cf} into {a}"));
         }
-        // B + Bᵀ (square matrices).
+        // B + Bᵀ (a union) and B .* Bᵀ (an intersection, its cursors
+        // stepped in its cases by `ir::case_steps`), square matrices, into
+        // sparse results; the intersection also into a scalar.
         if m == n {
-            let mut want = b.to_dense();
-            for (w, t) in want.iter_mut().zip(bt.to_dense()) {
-                *w += t;
-            }
+            let (bd, btd) = (b.to_dense(), bt.to_dense());
+            let sum: Vec<f64> = bd.iter().zip(&btd).map(|(x, y)| x + y).collect();
+            let product: Vec<f64> = bd.iter().zip(&btd).map(|(x, y)| x * y).collect();
             for f in ["COO", "DCSR", "CSR"] {
-                let got = run_dense(
-                    "A(i,j) = B(i,j) + C(i,j)",
-                    &[("A", f, 2), ("B", f, 2), ("C", f, 2)],
-                    &[("B", &b), ("C", &bt)],
-                    &[m, m],
-                );
-                assert_close(&got, &want, &format!("{name}: B + Bt in {f}"));
-            }
-            // B .* Bᵀ: an intersection, its cursors stepped in its cases
-            // (`ir::case_steps`), into a sparse result and into a scalar.
-            let want: Vec<f64> = b
-                .to_dense()
-                .iter()
-                .zip(bt.to_dense())
-                .map(|(x, y)| x * y)
-                .collect();
-            for f in ["COO", "DCSR", "CSR"] {
-                let got = run_dense(
-                    "A(i,j) = B(i,j) * C(i,j)",
-                    &[("A", f, 2), ("B", f, 2), ("C", f, 2)],
-                    &[("B", &b), ("C", &bt)],
-                    &[m, m],
-                );
-                assert_close(&got, &want, &format!("{name}: B .* Bt in {f}"));
+                for (op, want) in [("+", &sum), ("*", &product)] {
+                    let got = run_dense(
+                        &format!("A(i,j) = B(i,j) {op} C(i,j)"),
+                        &[("A", f, 2), ("B", f, 2), ("C", f, 2)],
+                        &[("B", &b), ("C", &bt)],
+                        &[m, m],
+                    );
+                    assert_close(&got, want, &format!("{name}: B {op} Bt in {f}"));
+                }
                 let got = run_dense(
                     "s = B(i,j) * C(i,j)",
                     &[("s", "dense", 0), ("B", f, 2), ("C", f, 2)],
                     &[("B", &b), ("C", &bt)],
                     &[],
                 );
-                let total: f64 = want.iter().sum();
+                let total: f64 = product.iter().sum();
                 assert_close(&got, &[total], &format!("{name}: <B, Bt> in {f}"));
             }
         }

@@ -11,7 +11,7 @@
 //! Exact: the step's expression reads no memory and no variable assigned
 //! between its new place and its old one, so it has the same value there.
 
-use super::{assigns, fresh_var, nested_blocks_mut, Block, Expr, Function, Stmt, VarId};
+use super::{assigns, fresh_var, has_loops, nested_blocks_mut, Block, Expr, Function, Stmt, VarId};
 use std::collections::BTreeSet;
 
 pub fn compute_steps_early(f: &mut Function) {
@@ -70,7 +70,7 @@ fn in_loop_body(body: &mut Block, f: &mut Function) {
         while matches!(&body[at], Stmt::Let(v, _) if made.contains(v)) {
             at += 1;
         }
-        if !body[at..first_step].iter().any(has_loop) {
+        if !has_loops(&body[at..first_step]) {
             continue;
         }
         let name = format!("{}_next", f.vars[p as usize].name);
@@ -92,19 +92,10 @@ fn vars_of(e: &Expr) -> BTreeSet<VarId> {
     out
 }
 
-fn has_loop(s: &Stmt) -> bool {
-    let mut found = false;
-    super::walk_block(std::slice::from_ref(s), &mut |t| {
-        found |= matches!(t, Stmt::While { .. } | Stmt::For { .. })
-    });
-    found
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::interp::test_memory::{scratch as array, Arrays};
-    use crate::ir::interp::Interp;
+    use crate::ir::interp::test_memory::{self, scratch as array};
     use crate::ir::Emitter;
 
     /// A union of two sorted lists of three coordinates, `in[0..3]` and
@@ -145,17 +136,11 @@ mod tests {
     }
 
     fn run(f: &Function, input: [i64; 6]) -> Vec<i64> {
-        let mut mem = Arrays(
-            [
-                ("in".to_string(), input.to_vec()),
-                ("out".to_string(), vec![-7; 16]),
-            ]
-            .into_iter()
-            .collect(),
-        );
-        let mut interp = Interp::new(f.vars.len(), &mut mem);
-        interp.run(&f.body).expect("runs"); // ok: test code, a panic is a failed test
-        mem.0["out"].clone()
+        test_memory::run(
+            f,
+            vec![("in", input.to_vec()), ("out", vec![-7; 16])],
+            "out",
+        )
     }
 
     fn loop_body(f: &Function) -> &Block {

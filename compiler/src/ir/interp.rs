@@ -247,6 +247,24 @@ pub(crate) mod test_memory {
         }
     }
 
+    /// Run `f` on `arrays` (by name) with the interpreter; the array
+    /// `out` afterwards.
+    pub(crate) fn run(
+        f: &crate::ir::Function,
+        arrays: Vec<(&str, Vec<i64>)>,
+        out: &str,
+    ) -> Vec<i64> {
+        let mut mem = Arrays(
+            arrays
+                .into_iter()
+                .map(|(n, v)| (n.to_string(), v))
+                .collect(),
+        );
+        let mut interp = super::Interp::new(f.vars.len(), &mut mem);
+        interp.run(&f.body).expect("runs"); // ok: test code, a panic is a failed test
+        mem.0.remove(out).expect("the output array") // ok: test code
+    }
+
     /// An `i32` scratch array of tensor `name`.
     pub(crate) fn scratch(name: &str) -> ArrayRef {
         ArrayRef {

@@ -148,8 +148,7 @@ fn implied(cond: &Expr, m: Merge) -> (Option<VarId>, Option<VarId>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::interp::test_memory::{scratch as array, Arrays};
-    use crate::ir::interp::Interp;
+    use crate::ir::interp::test_memory::{self, scratch as array};
     use crate::ir::walk_block;
     use crate::ir::Emitter;
 
@@ -218,17 +217,7 @@ mod tests {
     }
 
     fn run(f: &Function, a: i64, b: i64) -> Vec<i64> {
-        let mut mem = Arrays(
-            [
-                ("in".to_string(), vec![a, b]),
-                ("out".to_string(), vec![-7; 8]),
-            ]
-            .into_iter()
-            .collect(),
-        );
-        let mut interp = Interp::new(f.vars.len(), &mut mem);
-        interp.run(&f.body).expect("runs"); // ok: test code, a panic is a failed test
-        mem.0["out"].clone()
+        test_memory::run(f, vec![("in", vec![a, b]), ("out", vec![-7; 8])], "out")
     }
 
     /// Every order of two coordinates, equal ones and the exhausted

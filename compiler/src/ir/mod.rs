@@ -403,6 +403,15 @@ pub fn stmt_exprs(s: &Stmt) -> Vec<&Expr> {
     }
 }
 
+/// Whether `b` holds a loop, at any depth.
+pub fn has_loops(b: &[Stmt]) -> bool {
+    let mut found = false;
+    walk_block(b, &mut |s| {
+        found |= matches!(s, Stmt::For { .. } | Stmt::While { .. })
+    });
+    found
+}
+
 /// Whether `s` (or a statement inside it) gives `v` a value.
 pub fn assigns(s: &Stmt, v: VarId) -> bool {
     let mut found = false;

@@ -378,16 +378,11 @@ mod tests {
                     let f = e.finish("sort");
                     let mut padded = keys.clone();
                     padded.resize(extent, -7);
-                    let arrays = [
-                        ("keys".to_string(), padded),
-                        ("flags".to_string(), flags),
-                        ("out".to_string(), vec![-1; count]),
-                    ];
-                    let mut mem = Arrays(arrays.into_iter().collect());
-                    Interp::new(f.vars.len(), &mut mem).run(&f.body).unwrap(); // ok: test code, a panic is a failed test
+                    let arrays = vec![("keys", padded), ("flags", flags), ("out", vec![-1; count])];
+                    let out = crate::ir::interp::test_memory::run(&f, arrays, "out");
                     let mut expected = keys.clone();
                     expected.sort_unstable();
-                    assert_eq!(mem.0["out"], expected, "extent {extent}, {count} keys");
+                    assert_eq!(out, expected, "extent {extent}, {count} keys");
                 }
             }
         }

@@ -166,8 +166,7 @@ fn invariant_bound(e: &Expr, op: BinOp, varying: &BTreeSet<VarId>) -> Option<Exp
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::interp::test_memory::{scratch as array, Arrays};
-    use crate::ir::interp::Interp;
+    use crate::ir::interp::test_memory::{self, scratch as array};
     use crate::ir::Emitter;
 
     /// Diagonals as DIA SpMV runs them over `rows` rows: diagonal `d` has
@@ -206,23 +205,13 @@ mod tests {
     }
 
     fn run(f: &Function, rows: i64) -> Vec<i64> {
-        let n = rows as usize;
-        let mut mem = Arrays(
-            [
-                ("off".to_string(), vec![-1, 0, 2]),
-                (
-                    "v".to_string(),
-                    (0..3 * n as i64).map(|k| k % 7 - 3).collect(),
-                ),
-                ("x".to_string(), (0..n as i64).map(|k| k % 5 + 1).collect()),
-                ("y".to_string(), vec![0; n + 1]),
-            ]
-            .into_iter()
-            .collect(),
-        );
-        let mut interp = Interp::new(f.vars.len(), &mut mem);
-        interp.run(&f.body).expect("runs"); // ok: test code, a panic is a failed test
-        mem.0["y"].clone()
+        let arrays = vec![
+            ("off", vec![-1, 0, 2]),
+            ("v", (0..3 * rows).map(|k| k % 7 - 3).collect()),
+            ("x", (0..rows).map(|k| k % 5 + 1).collect()),
+            ("y", vec![0; rows as usize + 1]),
+        ];
+        test_memory::run(f, arrays, "y")
     }
 
     fn has_tiles(f: &Function) -> bool {

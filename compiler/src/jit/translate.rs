@@ -124,15 +124,6 @@ fn cl_ty(t: Ty) -> Type {
 /// The longest constant trip count a loop is unrolled at.
 pub(super) const UNROLL_TRIPS: i64 = 4;
 
-/// Whether `b` holds a loop.
-fn has_loops(b: &[Stmt]) -> bool {
-    let mut found = false;
-    crate::ir::walk_block(b, &mut |s| {
-        found |= matches!(s, Stmt::For { .. } | Stmt::While { .. })
-    });
-    found
-}
-
 /// Every load in `e` that evaluating `e` always performs (not those on the
 /// right of a short-circuit operator), outermost first.
 fn collect_loads(e: &Expr, f: &mut dyn FnMut(&Expr)) {
@@ -583,7 +574,7 @@ impl<'a, 'b> Translator<'a, 'b> {
                 lo: Expr::Int(lo),
                 hi: Expr::Int(hi),
                 body,
-            } if (1..=UNROLL_TRIPS).contains(&(hi - lo)) && !has_loops(body) => {
+            } if (1..=UNROLL_TRIPS).contains(&(hi - lo)) && !crate::ir::has_loops(body) => {
                 let var = *self.vars.get(*var_id as usize).ok_or("unknown variable")?;
                 for k in *lo..*hi {
                     let v = self.b.ins().iconst(types::I64, k);
