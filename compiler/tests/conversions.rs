@@ -186,6 +186,38 @@ fn a_tensor_read_twice_in_the_wrong_order_is_converted_once_for_both() {
     }
 }
 
+/// Three operands whose orders agree pairwise with some loop order but
+/// all together with none: two of them are read from copies in one loop
+/// order (no single conversion helps), and the answer is the oracle's.
+#[test]
+fn three_operands_in_cyclic_orders_convert_two_for_one_loop_order() {
+    for seed in 1..4 {
+        let d = random_data(
+            &[
+                ("D", vec![4, 5, 6], 0.3),
+                ("C", vec![6, 4, 5], 0.3),
+                ("B", vec![5, 6, 4], 0.3),
+            ],
+            seed,
+        );
+        for (b, out) in [("mode-generic", "CSC"), ("CSF", "CSR"), ("COO", "dense")] {
+            let specs = [("D", "CSF"), ("C", "CSF"), ("B", b), ("A", out)];
+            let expr = "A(i,k) = 2 * (D(j,k,i) * C(i,j,k) + 3 * B(k,i,j))";
+            ok(check(expr, &specs, &d, &[6, 5]));
+            let made = conversions(expr, &specs, &d, &[6, 5]);
+            assert!((1..=3).contains(&made.len()), "{b} -> {out}: {made:?}");
+        }
+        // A product of the three: a sum over j under a product.
+        let specs = [("D", "CSF"), ("C", "CSF"), ("B", "CSF"), ("A", "CSR")];
+        ok(check(
+            "A(i,k) = D(j,k,i) * C(i,j,k) * B(k,i,j)",
+            &specs,
+            &d,
+            &[6, 5],
+        ));
+    }
+}
+
 /// The iterators `expr`'s loops co-iterate, by name, and its conversions.
 fn plan(
     expr: &str,

@@ -69,6 +69,9 @@ const CASES: &[Case] = &[
     case("y(i) = A(i,j) * x(j)", &[("A", "COO")], Some(Rows)),
     case("y(i) += A(i,j) * x(j)", &[("A", "COO")], Some(Rows)),
     case("C(i,k) = A(i,j,k) * x(j)", &[("A", "COO")], Some(Rows)),
+    // (a dense result's rows zeroed inside the shared loop, in order)
+    case("C(i,k) = A(i,j) * B(j,k)", &[("A", "COO")], Some(Rows)),
+    case("C(i,k) = A(i,j) * B(j,k)", &[("A", "DCSR")], Some(Rows)),
     // Partials: reductions, and loops that may meet a coordinate twice.
     case("a = x(i) * z(i)", &[], Some(Partials)),
     case(
@@ -236,7 +239,23 @@ impl Data {
             .unwrap_or_else(|e| panic!("{} on {threads:?}: {e}", self.a));
         tensor_compiler::storage::validate(&p.output)
             .unwrap_or_else(|e| panic!("{} on {threads:?}: {e}", self.a));
-        (p.result().unwrap(), used)
+        let first = p.result().unwrap();
+        if !self.a.accumulate {
+            // Run again over the first run's result, as a timing loop
+            // does: every value the first run left must be replaced (a
+            // fill that skips a row would leave its old sums to add to).
+            p.run()
+                .unwrap_or_else(|e| panic!("{} on {threads:?}, again: {e}", self.a));
+            let again = p.result().unwrap();
+            assert_eq!(
+                again.canonical(),
+                first.canonical(),
+                "{} {:?} on {threads:?}: a second run over the first's result differs",
+                self.a,
+                self.formats.keys().collect::<Vec<_>>()
+            );
+        }
+        (first, used)
     }
 }
 
@@ -483,6 +502,96 @@ fn coo_rows_stay_in_one_share() {
             }
             let rows: Vec<usize> = (0..10).filter(|&i| owner[i].is_some()).collect();
             assert_eq!(rows, [0, 2, 4, 5, 9], "{threads} threads ({tier:?})");
+        }
+    }
+}
+
+/// A dense result's rows are zeroed inside the shared loop: run alone on
+/// a result of NaNs, each share replaces exactly the rows from its first
+/// coordinate to the next share's (the empty rows before, between and
+/// after the entries included), so the shares together write every row
+/// once, and the values are the oracle's.
+#[test]
+fn each_share_zeroes_its_own_rows() {
+    let mut a = CooTensor::new(vec![12, 6]);
+    for (i, n) in [(2, 1), (3, 4), (6, 6), (7, 1), (9, 2)] {
+        for j in 0..n {
+            a.push(&[i, j], 1.0 + (i * j) as f64);
+        }
+    }
+    let b = random(&[6, 5], 1.0, &mut Rng(3));
+    for formats in [&[("A", "COO")][..], &[("A", "DCSR")], &[("A", "CSR")]] {
+        let c = case("C(i,k) = A(i,j) * B(j,k)", formats, Some(Rows));
+        let mut d = data(&c, 12, 1);
+        d.data.insert("A".into(), a.clone());
+        d.data.insert("B".into(), b.clone());
+        let want = oracle::evaluate(&d.a, &d.data, &d.out_dims, None).unwrap();
+        for tier in [
+            Some(Tier::Cranelift),
+            cc_tier("each_share_zeroes_its_own_rows"),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            for threads in [1, 2, 3, 5, 20] {
+                let ctx = format!("{formats:?} on {threads} threads ({tier:?})");
+                let mut owner = [None; 12];
+                let mut whole = None;
+                for t in 0..threads {
+                    let mut p = d.prepare(tier);
+                    let inputs: Vec<_> = p
+                        .inputs
+                        .iter()
+                        .map(|t| tensor_compiler::storage::validate(t).unwrap())
+                        .collect();
+                    let call = |phase, thread| tensor_compiler::jit::Share {
+                        thread,
+                        threads,
+                        phase,
+                    };
+                    tensor_compiler::jit::run_share(
+                        &p.compiled,
+                        &inputs,
+                        &mut p.output,
+                        call(1, 0),
+                    )
+                    .unwrap();
+                    p.output.vals.iter_mut().for_each(|v| *v = f64::NAN);
+                    tensor_compiler::jit::run_share(
+                        &p.compiled,
+                        &inputs,
+                        &mut p.output,
+                        call(2, t),
+                    )
+                    .unwrap();
+                    for (i, row) in p.output.vals.chunks(5).enumerate() {
+                        let written = row.iter().filter(|v| !v.is_nan()).count();
+                        assert!(written == 0 || written == 5, "{ctx}: row {i} half written");
+                        if written == 5 {
+                            assert_eq!(
+                                owner[i], None,
+                                "{ctx}: row {i} in shares {:?} and {t}",
+                                owner[i]
+                            );
+                            owner[i] = Some(t);
+                        }
+                    }
+                    let merged = whole.get_or_insert_with(|| vec![f64::NAN; p.output.vals.len()]);
+                    for (m, v) in merged.iter_mut().zip(&p.output.vals) {
+                        if !v.is_nan() {
+                            *m = *v;
+                        }
+                    }
+                }
+                assert!(
+                    owner.iter().all(|o| o.is_some()),
+                    "{ctx}: rows unwritten: {owner:?}"
+                );
+                let mut p = d.prepare(tier);
+                p.run().unwrap();
+                p.output.vals = whole.unwrap();
+                close(&p.result().unwrap(), &want).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            }
         }
     }
 }

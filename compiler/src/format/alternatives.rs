@@ -25,14 +25,7 @@ pub fn alternatives(current: &TensorFormat, order: usize, elements: usize) -> Ve
     if let CoordMap::Modes(modes) = &current.map {
         for perm in permutations(order) {
             if perm != *modes {
-                texts.push(format!(
-                    "{}:{}",
-                    current.level_list(),
-                    perm.iter()
-                        .map(|d| d.to_string())
-                        .collect::<Vec<_>>()
-                        .join(",")
-                ));
+                texts.push(mode_order_text(current, &perm));
             }
         }
     }
@@ -64,6 +57,30 @@ pub fn alternatives(current: &TensorFormat, order: usize, elements: usize) -> Ve
         });
     }
     out
+}
+
+/// `current`'s levels over the dimensions in `modes` (level k stores
+/// dimension `modes[k]`), named by its preset where one is that, or
+/// `None` when `current` has no mode order to change (DIA, BCSR).
+pub fn in_mode_order(current: &TensorFormat, modes: &[usize]) -> Option<Alternative> {
+    if !matches!(current.map, CoordMap::Modes(_)) {
+        return None;
+    }
+    let format = parse_format(
+        &mode_order_text(current, modes),
+        modes.len(),
+        &Registry::builtin(),
+    )
+    .ok()?;
+    Some(Alternative {
+        text: written(&format, modes.len()),
+        format,
+    })
+}
+
+fn mode_order_text(current: &TensorFormat, modes: &[usize]) -> String {
+    let modes: Vec<String> = modes.iter().map(|d| d.to_string()).collect();
+    format!("{}:{}", current.level_list(), modes.join(","))
 }
 
 /// How `format` (for a tensor of `order`) is written: its preset's name

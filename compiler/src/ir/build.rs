@@ -301,13 +301,7 @@ impl Emitter {
     /// `vals` with zeros (when every position turns out to be stored).
     pub fn remove_zero_fill(&mut self, from: usize, vals: &ArrayRef) {
         if let Some(b) = self.blocks.last_mut() {
-            let zero_fill = |s: &Stmt| match s {
-                Stmt::For { var, body, .. } => {
-                    matches!(body.as_slice(), [Stmt::Store(a, Expr::Var(i), Expr::Float(z))] if a == vals && i == var && *z == 0.0)
-                }
-                _ => false,
-            };
-            if let Some(k) = b.iter().skip(from).position(zero_fill) {
+            if let Some(k) = b.iter().skip(from).position(|s| is_zero_fill(s, vals)) {
                 b.remove(from + k);
             }
         }
@@ -320,6 +314,17 @@ impl Emitter {
             .last_mut()
             .map(std::mem::take)
             .unwrap_or_default()
+    }
+}
+
+/// Whether `s` is the loop that fills `vals` with zeros (`for q in lo..hi
+/// { vals[q] = 0.0 }`).
+pub fn is_zero_fill(s: &Stmt, vals: &ArrayRef) -> bool {
+    match s {
+        Stmt::For { var, body, .. } => {
+            matches!(body.as_slice(), [Stmt::Store(a, Expr::Var(i), Expr::Float(z))] if a == vals && i == var && *z == 0.0)
+        }
+        _ => false,
     }
 }
 

@@ -21,7 +21,7 @@ pub mod splice;
 mod tile;
 pub mod unroll;
 
-pub use build::Emitter;
+pub use build::{is_zero_fill, Emitter};
 
 use std::fmt;
 

@@ -190,7 +190,7 @@ fn search(
 /// `format` for a copy of a tensor stored as `source`: the zeros its
 /// dense levels fill in are not entries unless the source's were (a dense
 /// copy of a sparse operand must not make a sparse result dense).
-fn copy_format(source: &TensorFormat, format: TensorFormat) -> TensorFormat {
+pub(super) fn copy_format(source: &TensorFormat, format: TensorFormat) -> TensorFormat {
     let zeros_are_fill = source.zeros_are_fill || !source.is_all_dense();
     TensorFormat {
         zeros_are_fill,
@@ -694,7 +694,7 @@ fn only_products(e: &Expr) -> bool {
 
 /// `kernel` (compiled from `a` with `conversion` applied) as the kernel of
 /// `a`: its conversions run first.
-fn with_conversion(a: &Assignment, conversion: Conversion, kernel: Kernel) -> Kernel {
+pub(super) fn with_conversion(a: &Assignment, conversion: Conversion, kernel: Kernel) -> Kernel {
     let mut conversions = vec![conversion];
     conversions.extend(kernel.conversions.iter().cloned());
     Kernel {
@@ -706,7 +706,7 @@ fn with_conversion(a: &Assignment, conversion: Conversion, kernel: Kernel) -> Ke
 
 /// `e` with its accesses numbered `which` (in `Expr::accesses` order)
 /// reading `to`.
-fn rename_accesses(e: &Expr, which: &[usize], to: &str) -> Expr {
+pub(super) fn rename_accesses(e: &Expr, which: &[usize], to: &str) -> Expr {
     fn go(e: &Expr, n: &[usize], seen: &mut usize, to: &str) -> Expr {
         match e {
             Expr::Access(a) => {

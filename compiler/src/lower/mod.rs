@@ -17,6 +17,7 @@ pub mod ids;
 mod iterate;
 pub mod lattice;
 mod loops;
+mod one_order;
 pub mod operands;
 mod parallel;
 pub mod plan;
@@ -436,6 +437,9 @@ fn compile_or_buffer(
         let compile: convert::Compile = if sums { &once } else { &in_order };
         if let Ok(kernel) = convert::compile_converting(a, formats, dims, refusal.clone(), compile)
         {
+            return Ok(kernel);
+        }
+        if let Some(kernel) = one_order::compile_in_one_order(a, formats, dims, &refusal, compile) {
             return Ok(kernel);
         }
     }

@@ -25,6 +25,7 @@
 //! the shares always partition the loop, each iteration in exactly one.
 
 mod checks;
+mod fill;
 
 use super::iterate::{Kind, LoopIterator};
 use super::operands::{Problem, ResultAssembly};
@@ -53,6 +54,9 @@ pub(crate) struct OuterLoop {
     /// bounds move past runs of equal coordinates, so a coordinate's
     /// iterations all fall in one share.
     runs: Option<Coordinate>,
+    /// The coordinate of an iteration, when the loop visits coordinates in
+    /// nondecreasing order (`fill`).
+    row_of: Option<fill::RowOf>,
 }
 
 impl OuterLoop {
@@ -65,6 +69,7 @@ impl OuterLoop {
             distinct: true,
             weight: None,
             runs: None,
+            row_of: Some(fill::RowOf::Cursor),
         }
     }
 }
@@ -103,12 +108,19 @@ impl<'p> Lowerer<'p> {
             Kind::Value(_) | Kind::Dimension | Kind::Scratch => true,
         };
         let weight = self.weight(it);
+        // A dense dimension and value iteration count coordinates up.
+        let row_of = match it.kind() {
+            Kind::Position(_) if props.ordered => self.coordinate(it).map(fill::RowOf::Position),
+            Kind::Value(_) | Kind::Dimension if props.ordered => Some(fill::RowOf::Cursor),
+            _ => None,
+        };
         self.outer = Some(OuterLoop {
             var,
             index: v,
             distinct,
             weight,
             runs,
+            row_of,
         });
     }
 
@@ -279,6 +291,10 @@ pub(super) fn share_outer(e: &mut Emitter, p: &Problem, outer: &OuterLoop) -> Op
         return None;
     };
     body.pop();
+    let fill = match mode {
+        Parallel::Rows => fill::RowFill::take(p, outer, &inner, &mut body),
+        _ => None,
+    };
     let phase = Expr::Param(ParamRef::call(CALL_PHASE));
     let mut set_up = Vec::new();
     for s in body {
@@ -312,13 +328,23 @@ pub(super) fn share_outer(e: &mut Emitter, p: &Problem, outer: &OuterLoop) -> Op
         ),
     });
     e.open();
-    let (begin, end) = share_bounds(e, lo, hi, outer.weight.as_ref(), outer.runs.as_ref());
-    e.push(Stmt::For {
-        var,
-        lo: begin,
-        hi: end,
-        body: inner,
-    });
+    let hi = e.bind("share_hi", hi);
+    let (begin, end) = share_bounds(
+        e,
+        lo,
+        hi.clone(),
+        outer.weight.as_ref(),
+        outer.runs.as_ref(),
+    );
+    match fill {
+        Some(fill) => fill.emit(e, p, hi, (begin, end), var, inner),
+        None => e.push(Stmt::For {
+            var,
+            lo: begin,
+            hi: end,
+            body: inner,
+        }),
+    }
     let share = e.close();
     match mode {
         Parallel::Rows => e.push(Stmt::If {
