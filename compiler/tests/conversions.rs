@@ -215,6 +215,25 @@ fn three_operands_in_cyclic_orders_convert_two_for_one_loop_order() {
             &d,
             &[6, 5],
         ));
+        // One copy for the loop order, then one more for an unordered
+        // level merged with the others (sorted into CSR).
+        let d2 = random_data(
+            &[
+                ("B", vec![5, 4, 6], 0.3),
+                ("C", vec![4, 5, 6], 0.3),
+                ("D", vec![6, 5], 0.4),
+            ],
+            seed,
+        );
+        let specs = [
+            ("B", "CSF:2,1,0"),
+            ("C", "COO"),
+            ("D", "hashed,compressed(unordered)"),
+            ("A", "CSR"),
+        ];
+        let expr = "A(k,i) = B(j,i,k) * C(i,j,k) * B(j,i,k) * (B(j,i,k) - D(k,j))";
+        ok(check(expr, &specs, &d2, &[6, 4]));
+        assert_eq!(conversions(expr, &specs, &d2, &[6, 4]).len(), 2);
     }
 }
 

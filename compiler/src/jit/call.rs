@@ -479,8 +479,9 @@ fn frozen(tensor: &str) -> Growable {
 }
 
 /// Run a `Parallel::Rows` kernel on `threads` threads sharing `output`: a
-/// phase-1 call sets the result up (allocates, zero fills), then each
-/// thread runs its share of the loop (phase 2) on a copy of the slots.
+/// phase-1 call sets the result up (allocates; zero fills, unless each
+/// share zeroes its own rows, `lower::parallel::fill`), then each thread
+/// runs its share of the loop (phase 2) on a copy of the slots.
 ///
 /// Race freedom: the lowerer marks a kernel `Rows` only when every
 /// iteration of the shared loop binds a different coordinate of a result
@@ -488,7 +489,8 @@ fn frozen(tensor: &str) -> Growable {
 /// positions), and the loop writes nothing but the result's values and
 /// reads them only at the position it writes (`lower::parallel`). The
 /// shares partition the loop's iterations, so no position is touched by
-/// two threads. No share can grow an array: the loop holds no `reserve`,
+/// two threads; the rows a share zeroes are those from its first
+/// coordinate to the next share's, which partition the rows too. No share can grow an array: the loop holds no `reserve`,
 /// and its runtime (`frozen`) would refuse one.
 pub fn run_rows(
     k: &super::CompiledKernel,

@@ -72,6 +72,19 @@ pub(super) fn compile_converting(
     search(a, formats, dims, refusal, compile, MAX_CONVERSIONS, &[])
 }
 
+/// Like `compile_converting`, but one conversion at most, and none of the
+/// copies in `made` (an earlier step's) converted again.
+pub(super) fn compile_converting_once(
+    a: &Assignment,
+    formats: &BTreeMap<String, TensorFormat>,
+    dims: &BTreeMap<String, Vec<usize>>,
+    refusal: LowerError,
+    compile: Compile,
+    made: &[String],
+) -> Result<Kernel, LowerError> {
+    search(a, formats, dims, refusal, compile, 1, made)
+}
+
 /// At most this many operands are converted for one statement (two
 /// unordered operands merged with others need two).
 const MAX_CONVERSIONS: usize = 2;

@@ -381,8 +381,16 @@ fn compile_resolved(
             }) {
                 return Ok(kernel);
             }
-            convert::compile_converting(a, formats, dims, e, &|s, f, d| {
+            let compile = |s: &Assignment,
+                           f: &BTreeMap<String, TensorFormat>,
+                           d: &BTreeMap<String, Vec<usize>>| {
                 compile_or_buffer(name, s, f, d, false)
+            };
+            convert::compile_converting(a, formats, dims, e, &compile).or_else(|e| match e {
+                LowerError::NoLoopOrder { .. } => {
+                    one_order::compile_in_one_order(a, formats, dims, &e, &compile).ok_or(e)
+                }
+                e => Err(e),
             })
         }
         r => r,

@@ -8,9 +8,13 @@
 //!
 //! `convert::compile_converting` searches one conversion at a time and
 //! finds such a statement only when its first conversion happens to be
-//! one a loop order can use; this one starts from the loop order.
+//! one a loop order can use; this one starts from the loop order. A plan
+//! refused for another reason (an unordered level that must be merged)
+//! may take one more conversion from that search.
 
-use super::convert::{copy_format, rename_accesses, with_conversion, Compile, Conversion};
+use super::convert::{
+    compile_converting_once, copy_format, rename_accesses, with_conversion, Compile, Conversion,
+};
 use super::{Kernel, LowerError};
 use crate::format::alternatives::{in_mode_order, permutations, Alternative};
 use crate::format::{CoordMap, TensorFormat};
@@ -97,7 +101,14 @@ pub(super) fn compile_in_one_order(
             });
         }
         let statement = Assignment { rhs, ..a.clone() };
-        let Ok(kernel) = compile(&statement, &f, &d) else {
+        // Another refusal past the order (an unordered level that must be
+        // merged) may take one conversion more.
+        let made: Vec<String> = conversions.iter().map(|c| c.copy.clone()).collect();
+        let compiled = compile(&statement, &f, &d).or_else(|e| match e {
+            e if e.is_refusal() => compile_converting_once(&statement, &f, &d, e, compile, &made),
+            e => Err(e),
+        });
+        let Ok(kernel) = compiled else {
             continue;
         };
         // A copy converted again would be a second sort: not this plan.

@@ -6,7 +6,8 @@
 //!   non-unique level, share bounds moved past runs of equal coordinates)
 //!   and the result is dense, so shares write disjoint positions and
 //!   threads share the result. The statements before the loop (allocation,
-//!   zero fill) run once, in a call of their own.
+//!   zero fill) run once, in a call of their own; over coordinates in
+//!   order, each share zeroes its own rows instead (`fill`).
 //! - **Partials**: the result is dense (or a scalar) but iterations may add
 //!   into the same positions (the loop is over a reduction variable, or over
 //!   an unordered non-unique level): each thread runs the whole kernel into
