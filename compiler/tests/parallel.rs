@@ -400,6 +400,17 @@ fn the_interpreter_runs_shared_kernels_whole() {
     }
 }
 
+/// Run one call of `p`'s kernel on its own: `share`'s thread, threads and
+/// phase, as `threads::run` would make it.
+fn run_alone(p: &mut Prepared, share: tensor_compiler::jit::Share) {
+    let inputs: Vec<_> = p
+        .inputs
+        .iter()
+        .map(|t| tensor_compiler::storage::validate(t).unwrap())
+        .collect();
+    tensor_compiler::jit::run_share(&p.compiled, &inputs, &mut p.output, share).unwrap();
+}
+
 /// Where the first of two shares ends: with the nonzeros all in the first
 /// half of the rows, balancing by rows plus nonzeros puts the boundary
 /// near row 27 of 100 (21 m = (100 + 50 * 20) / 2), not at row 50.
@@ -426,17 +437,12 @@ fn a_share_covers_rows_by_their_work() {
         d.data.insert("A".into(), a.clone());
         d.data.insert("x".into(), x.clone());
         let mut p = d.prepare(tier);
-        let inputs: Vec<_> = p
-            .inputs
-            .iter()
-            .map(|t| tensor_compiler::storage::validate(t).unwrap())
-            .collect();
         let share = tensor_compiler::jit::Share {
             thread: 0,
             threads: 2,
             phase: 0,
         };
-        tensor_compiler::jit::run_share(&p.compiled, &inputs, &mut p.output, share).unwrap();
+        run_alone(&mut p, share);
         let written: Vec<usize> = (0..100).filter(|&i| p.output.vals[i] != 0.0).collect();
         assert_eq!(written, (0..27).collect::<Vec<_>>(), "{tier:?}");
     }
@@ -472,18 +478,12 @@ fn coo_rows_stay_in_one_share() {
             let mut owner = [None; 10];
             for t in 0..threads {
                 let mut p = d.prepare(tier);
-                let inputs: Vec<_> = p
-                    .inputs
-                    .iter()
-                    .map(|t| tensor_compiler::storage::validate(t).unwrap())
-                    .collect();
                 let share = tensor_compiler::jit::Share {
                     thread: t,
                     threads,
                     phase: 0,
                 };
-                tensor_compiler::jit::run_share(&p.compiled, &inputs, &mut p.output, share)
-                    .unwrap();
+                run_alone(&mut p, share);
                 for (i, v) in p.output.vals.iter().enumerate() {
                     if *v != 0.0 {
                         assert_eq!(
@@ -539,31 +539,14 @@ fn each_share_zeroes_its_own_rows() {
                 let mut whole = None;
                 for t in 0..threads {
                     let mut p = d.prepare(tier);
-                    let inputs: Vec<_> = p
-                        .inputs
-                        .iter()
-                        .map(|t| tensor_compiler::storage::validate(t).unwrap())
-                        .collect();
                     let call = |phase, thread| tensor_compiler::jit::Share {
                         thread,
                         threads,
                         phase,
                     };
-                    tensor_compiler::jit::run_share(
-                        &p.compiled,
-                        &inputs,
-                        &mut p.output,
-                        call(1, 0),
-                    )
-                    .unwrap();
+                    run_alone(&mut p, call(1, 0));
                     p.output.vals.iter_mut().for_each(|v| *v = f64::NAN);
-                    tensor_compiler::jit::run_share(
-                        &p.compiled,
-                        &inputs,
-                        &mut p.output,
-                        call(2, t),
-                    )
-                    .unwrap();
+                    run_alone(&mut p, call(2, t));
                     for (i, row) in p.output.vals.chunks(5).enumerate() {
                         let written = row.iter().filter(|v| !v.is_nan()).count();
                         assert!(written == 0 || written == 5, "{ctx}: row {i} half written");

@@ -9,6 +9,7 @@ use tensor_compiler::format::{parse_format, CoordMap, Registry};
 use tensor_compiler::io::read_tensor;
 use tensor_compiler::notation::parse_assignment;
 use tensor_compiler::storage::{pack, unpack, validate};
+use tensor_compiler::threads::Threads;
 
 fn fixtures() -> Vec<PathBuf> {
     let base = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
@@ -305,6 +306,19 @@ fn run_dense(
     data: &[(&str, &CooTensor)],
     out_dims: &[usize],
 ) -> Vec<f64> {
+    run_dense_on(expr, formats, data, out_dims, 1)
+}
+
+/// `run_dense` on `threads` threads. A kernel that neither updates its
+/// result nor reads it runs a second time over its first result, as a
+/// timing loop runs it, and must give the same answer.
+fn run_dense_on(
+    expr: &str,
+    formats: &[(&str, &str, usize)],
+    data: &[(&str, &CooTensor)],
+    out_dims: &[usize],
+    threads: usize,
+) -> Vec<f64> {
     let r = Registry::builtin();
     let a = parse_assignment(expr).unwrap(); // ok: test code, a panic is a failed test
     let formats = formats
@@ -317,8 +331,18 @@ fn run_dense(
         .collect();
     let mut p =
         prepare("k", &a, &formats, &data, out_dims, None).unwrap_or_else(|e| panic!("{expr}: {e}"));
+    p.threads = Threads::exactly(threads);
     p.run().unwrap_or_else(|e| panic!("{expr}: {e}"));
     let got = p.result().unwrap_or_else(|e| panic!("{expr}: {e}"));
+    if !a.accumulate && a.rhs.accesses().iter().all(|x| x.tensor != a.lhs.tensor) {
+        p.run().unwrap_or_else(|e| panic!("{expr}, again: {e}"));
+        let again = p.result().unwrap_or_else(|e| panic!("{expr}, again: {e}"));
+        assert_eq!(
+            again.canonical(),
+            got.canonical(),
+            "{expr}: a second run over the first's result differs"
+        );
+    }
     let result = &formats[&a.lhs.tensor];
     let ordered = result.levels.iter().all(|l| l.properties().ordered);
     if let (true, CoordMap::Modes(modes)) = (ordered, &result.map) {
@@ -433,14 +457,20 @@ fn sparse_results_and_dense_rows_on_real_matrices() {
                 want[c[0] as usize * k + col] += b.vals[e] * dv[c[1] as usize * k + col];
             }
         }
-        for f in ["CSR", "COO"] {
-            let got = run_dense(
-                "A(i,l) = B(i,j) * D(j,l)",
-                &[("A", "dense", 2), ("B", f, 2), ("D", "dense", 2)],
-                &[("B", &b), ("D", &d)],
-                &[m, k],
-            );
-            assert_close(&got, &want, &format!("{name}: SpDM with B in {f}"));
+        // (each row of A zeroed in the loop just before it is first
+        // written, by the thread that owns it: `lower::parallel::fill`)
+        for f in ["CSR", "COO", "DCSR"] {
+            for threads in [1, 3] {
+                let got = run_dense_on(
+                    "A(i,l) = B(i,j) * D(j,l)",
+                    &[("A", "dense", 2), ("B", f, 2), ("D", "dense", 2)],
+                    &[("B", &b), ("D", &d)],
+                    &[m, k],
+                    threads,
+                );
+                let what = format!("{name}: SpDM with B in {f} on {threads} threads");
+                assert_close(&got, &want, &what);
+            }
         }
     }
 }

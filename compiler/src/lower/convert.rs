@@ -13,7 +13,7 @@
 //! written never pay for it.
 
 use super::{Kernel, LowerError};
-use crate::format::alternatives::alternatives;
+use crate::format::alternatives::{alternatives, Alternative};
 use crate::format::{CoordMap, TensorFormat};
 use crate::notation::{Access, Assignment, Expr, Span};
 use std::collections::BTreeMap;
@@ -153,29 +153,19 @@ fn search(
     // Conversions that got past the refusal into another, worth following.
     let mut progress = Vec::new();
     for (_, _, group, alt) in tries {
-        let acc = accesses[group[0]];
-        let mut copy = format!("{}_converted", acc.tensor);
-        while formats.contains_key(&copy) || dims.contains_key(&copy) {
-            copy.push('_');
-        }
-        let format = copy_format(&formats[&acc.tensor], alt.format);
-        let mut f = formats.clone();
-        f.insert(copy.clone(), format.clone());
-        let mut d = dims.clone();
-        d.insert(copy.clone(), dims[&acc.tensor].clone());
-        let statement = Assignment {
-            rhs: rename_accesses(&a.rhs, &group, &copy),
-            ..a.clone()
+        let (mut f, mut d) = (formats.clone(), dims.clone());
+        let Some((rhs, conversion)) = read_from_copy(
+            &a.rhs,
+            &group,
+            accesses[group[0]],
+            alt,
+            &mut f,
+            &mut d,
+            &refusal,
+        ) else {
+            continue;
         };
-        let conversion = Conversion {
-            source: acc.tensor.clone(),
-            copy,
-            format,
-            format_text: alt.text,
-            reason: refusal.to_string(),
-            span: acc.span,
-            needed: true,
-        };
+        let statement = Assignment { rhs, ..a.clone() };
         match compile(&statement, &f, &d) {
             // A copy converted again: this search tries the second format
             // from the source itself.
@@ -200,10 +190,44 @@ fn search(
     Err(refusal)
 }
 
+/// `rhs` with its accesses numbered `which` (all of `acc`'s tensor) read
+/// from a new copy of it in format `alt`, which `formats` and `dims` now
+/// hold; and the conversion that makes the copy. `None` when `formats` or
+/// `dims` lacks the tensor.
+pub(super) fn read_from_copy(
+    rhs: &Expr,
+    which: &[usize],
+    acc: &Access,
+    alt: Alternative,
+    formats: &mut BTreeMap<String, TensorFormat>,
+    dims: &mut BTreeMap<String, Vec<usize>>,
+    refusal: &LowerError,
+) -> Option<(Expr, Conversion)> {
+    let mut copy = format!("{}_converted", acc.tensor);
+    while formats.contains_key(&copy) || dims.contains_key(&copy) {
+        copy.push('_');
+    }
+    let format = copy_format(formats.get(&acc.tensor)?, alt.format);
+    let extents = dims.get(&acc.tensor)?.clone();
+    formats.insert(copy.clone(), format.clone());
+    dims.insert(copy.clone(), extents);
+    let rhs = rename_accesses(rhs, which, &copy);
+    let conversion = Conversion {
+        source: acc.tensor.clone(),
+        copy,
+        format,
+        format_text: alt.text,
+        reason: refusal.to_string(),
+        span: acc.span,
+        needed: true,
+    };
+    Some((rhs, conversion))
+}
+
 /// `format` for a copy of a tensor stored as `source`: the zeros its
 /// dense levels fill in are not entries unless the source's were (a dense
 /// copy of a sparse operand must not make a sparse result dense).
-pub(super) fn copy_format(source: &TensorFormat, format: TensorFormat) -> TensorFormat {
+fn copy_format(source: &TensorFormat, format: TensorFormat) -> TensorFormat {
     let zeros_are_fill = source.zeros_are_fill || !source.is_all_dense();
     TensorFormat {
         zeros_are_fill,

@@ -13,13 +13,13 @@
 //! may take one more conversion from that search.
 
 use super::convert::{
-    compile_converting_once, copy_format, rename_accesses, with_conversion, Compile, Conversion,
+    compile_converting_once, read_from_copy, rename_accesses, with_conversion, Compile, Conversion,
 };
 use super::{Kernel, LowerError};
 use crate::format::alternatives::{in_mode_order, permutations, Alternative};
 use crate::format::{CoordMap, TensorFormat};
 use crate::notation::Assignment;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// At most this many copies for one statement (each costs a sort of the
 /// operand's entries before every run).
@@ -50,20 +50,17 @@ pub(super) fn compile_in_one_order(
         }
     }
     // Plans: per access to copy, the copy's format; fewest copies first.
+    // Orders that need the same copies are compiled once.
     let mut plans: Vec<Vec<(usize, Alternative)>> = Vec::new();
+    let mut seen: BTreeSet<Vec<(usize, String)>> = BTreeSet::new();
     for order in permutations(vars.len()) {
         let rank = |name: &str| order.iter().position(|&v| vars[v] == name);
-        let plan = copies_for(&accesses, formats, &rank);
-        let known = |p: &Vec<(usize, Alternative)>| {
-            let key = |p: &Vec<(usize, Alternative)>| -> Vec<(usize, String)> {
-                p.iter().map(|(n, alt)| (*n, alt.text.clone())).collect()
-            };
-            plans.iter().any(|q| key(q) == key(p))
+        let Some(plan) = copies_for(&accesses, formats, &rank) else {
+            continue;
         };
-        if let Some(plan) = plan.filter(|p| (1..=MAX_COPIES).contains(&p.len())) {
-            if !known(&plan) {
-                plans.push(plan);
-            }
+        let key = plan.iter().map(|(n, alt)| (*n, alt.text.clone())).collect();
+        if (1..=MAX_COPIES).contains(&plan.len()) && seen.insert(key) {
+            plans.push(plan);
         }
     }
     plans.sort_by_key(|p| p.len());
@@ -82,23 +79,9 @@ pub(super) fn compile_in_one_order(
                 rhs = rename_accesses(&rhs, &[n], &c.copy);
                 continue;
             }
-            let mut copy = format!("{}_converted", acc.tensor);
-            while f.contains_key(&copy) || d.contains_key(&copy) {
-                copy.push('_');
-            }
-            let format = copy_format(&formats[&acc.tensor], alt.format);
-            f.insert(copy.clone(), format.clone());
-            d.insert(copy.clone(), dims.get(&acc.tensor)?.clone());
-            rhs = rename_accesses(&rhs, &[n], &copy);
-            conversions.push(Conversion {
-                source: acc.tensor.clone(),
-                copy,
-                format,
-                format_text: alt.text,
-                reason: refusal.to_string(),
-                span: acc.span,
-                needed: true,
-            });
+            let (r, conversion) = read_from_copy(&rhs, &[n], acc, alt, &mut f, &mut d, refusal)?;
+            rhs = r;
+            conversions.push(conversion);
         }
         let statement = Assignment { rhs, ..a.clone() };
         // Another refusal past the order (an unordered level that must be

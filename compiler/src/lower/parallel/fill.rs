@@ -91,8 +91,8 @@ impl RowFill {
     }
 
     /// The shared loop `for cursor in begin..end { inner }` (a share of
-    /// the iterations before `hi`) with its rows filled, and the fill of the rows after
-    /// the last one it visits.
+    /// the iterations before `hi`) with its rows filled, and the fill of
+    /// the rows after the last one it visits.
     pub(super) fn emit(
         &self,
         e: &mut Emitter,
