@@ -228,6 +228,63 @@ fn diagonals_over_several_tiles_agree() {
     }
 }
 
+/// Rows of a dense operand chosen by a stored coordinate are prefetched
+/// `ir::prefetch`'s distance ahead, clamped to the loop's last position:
+/// loops shorter and longer than the distance, on the cc tier (the
+/// Cranelift tier skips the prefetch), with an operand large enough that
+/// the prefetches run.
+#[test]
+fn rows_asked_for_ahead_agree() {
+    let Some(dir) = setup("prefetch") else { return };
+    let kernels = [
+        ("C(i,k) = A(i,j) * D(j,k)", [("A", "COO")]),
+        ("C(i,k) = A(i,j,l) * D(l,k)", [("A", "COO")]),
+    ];
+    for (expr, specs) in kernels {
+        let a = parse_assignment(expr).unwrap();
+        let order = a.rhs.accesses()[0].indices.len();
+        for (seed, nnz) in [(1, 1), (2, 17), (3, 40)] {
+            let mut rng = Rng(seed);
+            // D: 16,000 x 33 values, over the 4 MiB below which the C
+            // asks for nothing (`TENSOR_PREFETCH_MIN_BYTES`).
+            let mut dims: Vec<usize> = [12, 3][..order - 1].to_vec();
+            dims.push(16_000);
+            let mut sparse = CooTensor::new(dims.clone());
+            for _ in 0..nnz {
+                let c: Vec<u32> = dims.iter().map(|&n| rng.below(n) as u32).collect();
+                sparse.push(&c, rng.value());
+            }
+            let data: BTreeMap<String, CooTensor> = [
+                ("A".to_string(), sparse),
+                (
+                    "D".to_string(),
+                    random(&[dims[order - 1], 33], 1.0, &mut rng),
+                ),
+            ]
+            .into_iter()
+            .collect();
+            let f = prepare_text(expr, &specs, &data, &[12, 33]);
+            assert!(f.contains("tensor_prefetch(&D_vals["), "{f}");
+            let ran = two_backends_on(&dir, "prefetch", expr, &specs, &data, &[12, 33])
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(ran, "{expr} refused");
+        }
+    }
+}
+
+/// The emitted C of `expr` over `data`.
+fn prepare_text(
+    expr: &str,
+    specs: &[(&str, &str)],
+    data: &BTreeMap<String, CooTensor>,
+    out_dims: &[usize],
+) -> String {
+    let a = parse_assignment(expr).unwrap();
+    let formats = formats_rest_dense(&a, specs, data, out_dims.len());
+    let p = prepare("kernel", &a, &formats, data, out_dims, None).unwrap();
+    tensor_compiler::ir::c::function(&p.kernel.function)
+}
+
 #[test]
 fn paper_kernels_compile_and_agree() {
     let Some(dir) = setup("paper") else { return };

@@ -206,6 +206,11 @@ impl<'m> Interp<'m> {
                         true => self.mem.reserve_ahead(array, len)?,
                     }
                 }
+                Stmt::Prefetch { start, len, .. } => {
+                    // No effect; its loads are checked as any others.
+                    self.eval(start)?;
+                    self.eval(len)?;
+                }
                 Stmt::Comment(_) => {}
             }
         }

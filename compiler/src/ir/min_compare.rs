@@ -83,6 +83,10 @@ fn rewrite_stmt(s: &mut Stmt, m: Merge, known: Option<VarId>) {
             rewrite_expr(v, m, known);
         }
         Stmt::Reserve { len, .. } => rewrite_expr(len, m, known),
+        Stmt::Prefetch { start, len, .. } => {
+            rewrite_expr(start, m, known);
+            rewrite_expr(len, m, known);
+        }
         Stmt::For { lo, hi, body, .. } => {
             rewrite_expr(lo, m, known);
             rewrite_expr(hi, m, known);

@@ -14,6 +14,7 @@ mod early_steps;
 pub mod interp;
 pub mod min_compare;
 pub mod passes;
+mod prefetch;
 pub mod print;
 pub mod runs;
 mod sort;
@@ -214,6 +215,14 @@ pub enum Stmt {
         len: Expr,
         ahead: bool,
     },
+    /// A hint that elements `start..start + len` of `array` are read soon
+    /// (`ir::prefetch`). It changes no value and never faults, whatever
+    /// the range; the loads inside `start` must be in bounds as anywhere.
+    Prefetch {
+        array: ArrayRef,
+        start: Expr,
+        len: Expr,
+    },
     Comment(String),
 }
 
@@ -387,6 +396,7 @@ fn stmt_exprs_mut(s: &mut Stmt) -> Vec<&mut Expr> {
         Stmt::For { lo, hi, .. } => vec![lo, hi],
         Stmt::While { cond, .. } | Stmt::If { cond, .. } => vec![cond],
         Stmt::Reserve { len, .. } => vec![len],
+        Stmt::Prefetch { start, len, .. } => vec![start, len],
         Stmt::Comment(_) => vec![],
     }
 }
@@ -399,6 +409,7 @@ pub fn stmt_exprs(s: &Stmt) -> Vec<&Expr> {
         Stmt::For { lo, hi, .. } => vec![lo, hi],
         Stmt::While { cond, .. } | Stmt::If { cond, .. } => vec![cond],
         Stmt::Reserve { len, .. } => vec![len],
+        Stmt::Prefetch { start, len, .. } => vec![start, len],
         Stmt::Comment(_) => vec![],
     }
 }

@@ -12,6 +12,7 @@ pub fn for_codegen(f: &Function) -> Function {
     remove_dead_vars(&mut g);
     super::early_steps::compute_steps_early(&mut g);
     super::tile::tile_rows(&mut g);
+    super::prefetch::prefetch_rows(&mut g);
     gather_reserves(&mut g.body);
     g
 }

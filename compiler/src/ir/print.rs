@@ -305,6 +305,16 @@ impl<'a> Printer<'a> {
                     self.line(depth, &text);
                 }
             }
+            Stmt::Prefetch { array, start, len } => {
+                let (a, s, n) = (array.c_name(), self.expr(start), self.expr(len));
+                let text = match c {
+                    true => {
+                        format!("if ({a}_large) tensor_prefetch(&{a}[{s}], {n} * sizeof *{a});")
+                    }
+                    false => format!("prefetch {a}[{s}; {n}]"),
+                };
+                self.line(depth, &text);
+            }
             Stmt::Comment(t) => {
                 let text = format!("// {t}");
                 self.line(depth, &text);

@@ -94,6 +94,11 @@ fn stmt(s: &Stmt, o: usize, t: &Temporary<'_>) -> Stmt {
             len: e(len),
             ahead: *ahead,
         },
+        Stmt::Prefetch { array, start, len } => Stmt::Prefetch {
+            array: t.array(array),
+            start: e(start),
+            len: e(len),
+        },
         Stmt::Comment(c) => Stmt::Comment(c.clone()),
     }
 }

@@ -652,7 +652,8 @@ impl<'a, 'b> Translator<'a, 'b> {
                 self.b.switch_to_block(merge);
             }
             Stmt::Reserve { array, len, ahead } => self.reserve(&[array], len, *ahead)?,
-            Stmt::Comment(_) => {}
+            // Cranelift has no prefetch instruction (see `ir::prefetch`).
+            Stmt::Prefetch { .. } | Stmt::Comment(_) => {}
         }
         Ok(())
     }
