@@ -229,8 +229,8 @@ fn diagonals_over_several_tiles_agree() {
 }
 
 /// Rows of a dense operand chosen by a stored coordinate are prefetched
-/// `ir::prefetch`'s distance ahead, clamped to the loop's last position:
-/// loops shorter and longer than the distance, on the cc tier (the
+/// `ir::prefetch`'s distance ahead, up to the coordinates' last position
+/// (across CSR's rows): loops shorter and longer than the distance, on the cc tier (the
 /// Cranelift tier skips the prefetch), with an operand large enough that
 /// the prefetches run.
 #[test]
@@ -238,6 +238,7 @@ fn rows_asked_for_ahead_agree() {
     let Some(dir) = setup("prefetch") else { return };
     let kernels = [
         ("C(i,k) = A(i,j) * D(j,k)", [("A", "COO")]),
+        ("C(i,k) = A(i,j) * D(j,k)", [("A", "CSR")]),
         ("C(i,k) = A(i,j,l) * D(l,k)", [("A", "COO")]),
     ];
     for (expr, specs) in kernels {

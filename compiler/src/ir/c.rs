@@ -140,19 +140,25 @@ struct Layout {
     arrays: Vec<(ArrayRef, bool)>,
     params: Vec<ParamRef>,
     grown: BTreeSet<ArrayRef>,
-    /// Arrays of `prefetch` statements (see `tensor_prefetch`).
+    /// Arrays of `prefetch` statements (see `tensor_prefetch`), and the
+    /// coordinate arrays they read.
     prefetched: BTreeSet<ArrayRef>,
+    coords: BTreeSet<ArrayRef>,
 }
 
 impl Layout {
     fn of(f: &Function) -> Layout {
-        let (mut grown, mut prefetched) = (BTreeSet::new(), BTreeSet::new());
+        let (mut grown, mut prefetched, mut coords) =
+            (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
         walk_block(&f.body, &mut |s| match s {
             Stmt::Reserve { array, .. } => {
                 grown.insert(array.clone());
             }
-            Stmt::Prefetch { array, .. } => {
+            Stmt::Prefetch {
+                array, coords: c, ..
+            } => {
                 prefetched.insert(array.clone());
+                coords.insert(c.clone());
             }
             _ => {}
         });
@@ -161,6 +167,7 @@ impl Layout {
             params: f.params(),
             grown,
             prefetched,
+            coords,
         }
     }
 }
@@ -334,6 +341,7 @@ fn taken_names(l: &Layout, sym: &str) -> BTreeSet<String> {
         taken.insert(format!("{n}_len"));
         taken.insert(format!("{n}_cap"));
         taken.insert(format!("{n}_large"));
+        taken.insert(format!("{n}_count"));
         taken.insert(n);
     }
     for p in &l.params {
@@ -381,6 +389,12 @@ fn definitions(f: &Function, l: &Layout) -> String {
         if l.grown.contains(a) {
             let _ = writeln!(out, "  int64_t {n}_len = args->arrays[{sym}_{n}].len;");
             let _ = writeln!(out, "  int64_t {n}_cap = args->arrays[{sym}_{n}].cap;");
+        }
+        if l.coords.contains(a) {
+            let _ = writeln!(
+                out,
+                "  const int64_t {n}_count = args->arrays[{sym}_{n}].len;"
+            );
         }
         if l.prefetched.contains(a) {
             let _ = writeln!(

@@ -206,10 +206,13 @@ impl<'m> Interp<'m> {
                         true => self.mem.reserve_ahead(array, len)?,
                     }
                 }
-                Stmt::Prefetch { start, len, .. } => {
-                    // No effect; its loads are checked as any others.
-                    self.eval(start)?;
-                    self.eval(len)?;
+                Stmt::Prefetch {
+                    at, stride, len, ..
+                } => {
+                    // No effect: only its expressions are checked.
+                    self.eval(at)?.int()?;
+                    self.eval(stride)?.int()?;
+                    self.eval(len)?.int()?;
                 }
                 Stmt::Comment(_) => {}
             }

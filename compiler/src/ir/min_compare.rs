@@ -83,8 +83,11 @@ fn rewrite_stmt(s: &mut Stmt, m: Merge, known: Option<VarId>) {
             rewrite_expr(v, m, known);
         }
         Stmt::Reserve { len, .. } => rewrite_expr(len, m, known),
-        Stmt::Prefetch { start, len, .. } => {
-            rewrite_expr(start, m, known);
+        Stmt::Prefetch {
+            at, stride, len, ..
+        } => {
+            rewrite_expr(at, m, known);
+            rewrite_expr(stride, m, known);
             rewrite_expr(len, m, known);
         }
         Stmt::For { lo, hi, body, .. } => {

@@ -215,12 +215,14 @@ pub enum Stmt {
         len: Expr,
         ahead: bool,
     },
-    /// A hint that elements `start..start + len` of `array` are read soon
-    /// (`ir::prefetch`). It changes no value and never faults, whatever
-    /// the range; the loads inside `start` must be in bounds as anywhere.
+    /// A hint (`ir::prefetch`): when `at` is a position of `coords` (below
+    /// its length), elements `coords[at] * stride ..+ len` of `array` are
+    /// read soon. It changes no value and never faults.
     Prefetch {
         array: ArrayRef,
-        start: Expr,
+        coords: ArrayRef,
+        at: Expr,
+        stride: Expr,
         len: Expr,
     },
     Comment(String),
@@ -396,7 +398,9 @@ fn stmt_exprs_mut(s: &mut Stmt) -> Vec<&mut Expr> {
         Stmt::For { lo, hi, .. } => vec![lo, hi],
         Stmt::While { cond, .. } | Stmt::If { cond, .. } => vec![cond],
         Stmt::Reserve { len, .. } => vec![len],
-        Stmt::Prefetch { start, len, .. } => vec![start, len],
+        Stmt::Prefetch {
+            at, stride, len, ..
+        } => vec![at, stride, len],
         Stmt::Comment(_) => vec![],
     }
 }
@@ -409,7 +413,9 @@ pub fn stmt_exprs(s: &Stmt) -> Vec<&Expr> {
         Stmt::For { lo, hi, .. } => vec![lo, hi],
         Stmt::While { cond, .. } | Stmt::If { cond, .. } => vec![cond],
         Stmt::Reserve { len, .. } => vec![len],
-        Stmt::Prefetch { start, len, .. } => vec![start, len],
+        Stmt::Prefetch {
+            at, stride, len, ..
+        } => vec![at, stride, len],
         Stmt::Comment(_) => vec![],
     }
 }
@@ -455,6 +461,10 @@ impl Function {
             match s {
                 Stmt::Store(a, ..) | Stmt::Reserve { array: a, .. } => {
                     out.insert(a.clone(), true);
+                }
+                Stmt::Prefetch { array, coords, .. } => {
+                    out.entry(array.clone()).or_insert(false);
+                    out.entry(coords.clone()).or_insert(false);
                 }
                 _ => {}
             }

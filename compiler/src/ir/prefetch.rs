@@ -15,26 +15,36 @@
 //! around `D` as the stored coordinates do. The hardware prefetchers follow
 //! addresses in strides, not coordinates, so on a scattered matrix every
 //! row is a cache miss the loop stands waiting for. Here each iteration
-//! first asks for the row the iteration `DISTANCE` positions ahead will
-//! read: `prefetch D[X_crd[min(p + DISTANCE, hi - 1)] * s .. + n]`.
-//! Measured with the cc tier on SpDM with 32 dense columns: 140 -> 120 ms
-//! on a power-law matrix of 1M rows, 3.6M nonzeros (a row per nonzero at
-//! random), 90 -> 86 ms on the 3-D 7-point stencil (rows near each other).
+//! first asks for the row the position `DISTANCE` ahead will read:
+//! `prefetch D[X_crd[p + DISTANCE] * s ..+ n]`, when that position is
+//! below the length of `X_crd`. The bound is the array's, not the loop's:
+//! the loop over one CSR row asks for the rows of the next rows' nonzeros
+//! (most rows have fewer than `DISTANCE`), and a share of a parallel loop
+//! for the first rows of the next share.
 //!
-//! The C backend asks only when the array is larger than a core's L2
-//! cache (`TENSOR_PREFETCH_MIN_BYTES`, from the array's length at run
-//! time): MTTKRP's factor matrices of 1 MB gain nothing from a prefetch
-//! and lost 15% to its instructions.
+//! Measured with the cc tier on SpDM with 32 dense columns: 180 -> 145 ms
+//! on a power-law matrix of 1M rows, 3.6M nonzeros stored as COO (a row of
+//! `D` per nonzero at random), 105 -> 95 ms on the 3-D 7-point stencil
+//! (rows near each other). The C backend asks only when the array is
+//! larger than a core's L2 cache (`TENSOR_PREFETCH_MIN_BYTES`, from the
+//! array's length at run time): MTTKRP's factor matrices of 1 MB gain
+//! nothing from a prefetch and lost 15% to its instructions.
 //!
 //! A prefetch changes no value and never faults, whatever address it
-//! names; the coordinate it loads is at a position the loop itself reads
-//! (`p <= min(p + DISTANCE, hi - 1) < hi`), so it stays in bounds. The
-//! Cranelift tier skips the statement: Cranelift has no prefetch
-//! instruction, and a plain load ahead stalls the loop on the miss it was
-//! meant to hide (measured in C: 140 -> 170 ms).
+//! names; the coordinate it reads is at a position below the array's
+//! length.
+//!
+//! The Cranelift tier skips the statement. Cranelift has no prefetch
+//! instruction; a plain load ahead stalls the loop on the miss it was
+//! meant to hide (measured in C: 140 -> 170 ms); a call every few
+//! positions to a runtime function that prefetches (through a
+//! `preserve_all` trampoline, as `grow`) took SpDM on the power-law matrix
+//! from 228 to 165-200 ms, but cost 9-17% on the stencil and on MTTKRP
+//! with small factors, where the test in the loop alone pushed the loop's
+//! values out of registers.
 
 use super::{nested_blocks_mut, ArrayRef, BinOp, Block, ElemTy, Expr, Function, Stmt, VarId};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How many positions ahead to ask for: far enough to cover a miss to
 /// memory (a few hundred cycles) at a few dozen cycles per position of a
@@ -43,46 +53,46 @@ use std::collections::BTreeMap;
 const DISTANCE: i64 = 16;
 
 pub fn prefetch_rows(f: &mut Function) {
-    in_block(&mut f.body, false);
+    let written: BTreeSet<ArrayRef> = f
+        .arrays()
+        .into_iter()
+        .filter_map(|(a, writes)| writes.then_some(a))
+        .collect();
+    in_block(&mut f.body, &written);
 }
 
-/// Only loops nested in no other loop are considered: a loop inside
-/// another runs over one segment (a CSR row's positions), often shorter
-/// than `DISTANCE`, and asking past its end would need the level's total
-/// number of positions, which the loop IR does not carry (clamped to the
-/// segment, the prefetches only cost: CSR SpDM on the power-law matrix
-/// 168 -> 185 ms).
-fn in_block(block: &mut Block, in_loop: bool) {
+fn in_block(block: &mut Block, written: &BTreeSet<ArrayRef>) {
     for s in block.iter_mut() {
-        if let (Stmt::For { var, hi, body, .. }, false) = (&mut *s, in_loop) {
-            let asks = prefetches(*var, hi, body);
+        if let Stmt::For { var, body, .. } = s {
+            let asks = prefetches(*var, body, written);
             body.splice(0..0, asks);
         }
-        let in_loop = in_loop || matches!(s, Stmt::For { .. } | Stmt::While { .. });
         for inner in nested_blocks_mut(s) {
-            in_block(inner, in_loop);
+            in_block(inner, written);
         }
     }
 }
 
-/// The prefetches for a loop `for p in ..hi { body }` (see the module).
-fn prefetches(p: VarId, hi: &Expr, body: &Block) -> Vec<Stmt> {
-    // `hi` is read again inside the loop: it must be a value the loop does
-    // not change.
+/// The prefetches for a loop `for p in .. { body }` (see the module).
+/// The position ahead is bounded by the coordinate array's length, not by
+/// the loop's end: a CSR row's loop asks for the rows of the next rows'
+/// nonzeros (a row has fewer than `DISTANCE` nonzeros on most matrices).
+fn prefetches(p: VarId, body: &Block, written: &BTreeSet<ArrayRef>) -> Vec<Stmt> {
+    // `n` is read again inside the loop: a value the loop does not change.
     let fixed = |e: &Expr| match e {
         Expr::Int(_) | Expr::Param(_) => true,
         Expr::Var(v) => !body.iter().any(|s| super::assigns(s, *v)),
         _ => false,
     };
-    if !fixed(hi) {
-        return vec![];
-    }
-    // Coordinates loaded at `p`: `let c = X_crd[p]`.
+    // Coordinates loaded at `p` from an array the kernel only reads:
+    // `let c = X_crd[p]`.
     let mut coords: BTreeMap<VarId, ArrayRef> = BTreeMap::new();
     let mut asks: Vec<Stmt> = vec![];
     for s in body {
         match s {
-            Stmt::Let(c, Expr::Load(a, i)) if a.elem() == ElemTy::I32 && **i == Expr::Var(p) => {
+            Stmt::Let(c, Expr::Load(a, i))
+                if a.elem() == ElemTy::I32 && **i == Expr::Var(p) && !written.contains(a) =>
+            {
                 coords.insert(*c, a.clone());
             }
             Stmt::For {
@@ -92,13 +102,11 @@ fn prefetches(p: VarId, hi: &Expr, body: &Block) -> Vec<Stmt> {
                 body: row,
             } if fixed(n) && !super::has_loops(row) => {
                 for (array, c, stride) in row_reads(*k, row, &coords) {
-                    let ahead = Expr::min(
-                        Expr::add(Expr::Var(p), Expr::Int(DISTANCE)),
-                        Expr::sub(hi.clone(), Expr::Int(1)),
-                    );
                     let ask = Stmt::Prefetch {
                         array,
-                        start: Expr::mul(Expr::load(coords[&c].clone(), ahead), stride),
+                        coords: coords[&c].clone(),
+                        at: Expr::add(Expr::Var(p), Expr::Int(DISTANCE)),
+                        stride,
                         len: n.clone(),
                     };
                     if !asks.contains(&ask) {
@@ -201,25 +209,21 @@ mod tests {
         prefetch_rows(&mut f);
         let text = f.to_string();
         assert!(
-            text.contains("prefetch D_vals[A2_crd[min(p + 16, A2_nnz - 1)] * D2_N; D2_N]"),
+            text.contains("prefetch D_vals[A2_crd[p + 16] * D2_N]; D2_N"),
             "{text}"
         );
     }
 
+    /// The coordinates of the result, which the kernel writes, name no
+    /// row worth asking for: the kernel may not have written them yet.
     #[test]
-    fn a_loop_inside_another_is_left_alone() {
-        let inner = spdm_like(Expr::Int(7));
-        let mut f = inner.clone();
-        f.body = vec![Stmt::For {
-            var: f.vars.len() as VarId,
-            lo: Expr::Int(0),
-            hi: Expr::Int(3),
-            body: inner.body,
-        }];
-        f.vars.push(crate::ir::VarInfo {
-            name: "i".into(),
-            ty: crate::ir::Ty::I64,
-        });
+    fn coordinates_the_kernel_writes_are_left_alone() {
+        let mut f = spdm_like(Expr::Int(7));
+        f.body.push(Stmt::Store(
+            ArrayRef::level("A", 1, "crd"),
+            Expr::Int(0),
+            Expr::Int(0),
+        ));
         prefetch_rows(&mut f);
         assert!(!f.to_string().contains("prefetch"), "{f}");
     }

@@ -305,13 +305,21 @@ impl<'a> Printer<'a> {
                     self.line(depth, &text);
                 }
             }
-            Stmt::Prefetch { array, start, len } => {
-                let (a, s, n) = (array.c_name(), self.expr(start), self.expr(len));
+            Stmt::Prefetch {
+                array,
+                coords,
+                at,
+                stride,
+                len,
+            } => {
+                let (a, c_, n) = (array.c_name(), coords.c_name(), self.expr(len));
+                let (at, stride) = (self.expr(at), self.expr(stride));
+                let row = format!("{a}[{c_}[{at}] * {stride}]");
                 let text = match c {
-                    true => {
-                        format!("if ({a}_large) tensor_prefetch(&{a}[{s}], {n} * sizeof *{a});")
-                    }
-                    false => format!("prefetch {a}[{s}; {n}]"),
+                    true => format!(
+                        "if ({a}_large && {at} < {c_}_count) tensor_prefetch(&{row}, {n} * sizeof *{a});"
+                    ),
+                    false => format!("prefetch {row}; {n}"),
                 };
                 self.line(depth, &text);
             }

@@ -94,9 +94,17 @@ fn stmt(s: &Stmt, o: usize, t: &Temporary<'_>) -> Stmt {
             len: e(len),
             ahead: *ahead,
         },
-        Stmt::Prefetch { array, start, len } => Stmt::Prefetch {
+        Stmt::Prefetch {
+            array,
+            coords,
+            at,
+            stride,
+            len,
+        } => Stmt::Prefetch {
             array: t.array(array),
-            start: e(start),
+            coords: t.array(coords),
+            at: e(at),
+            stride: e(stride),
             len: e(len),
         },
         Stmt::Comment(c) => Stmt::Comment(c.clone()),

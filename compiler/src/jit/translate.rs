@@ -652,7 +652,9 @@ impl<'a, 'b> Translator<'a, 'b> {
                 self.b.switch_to_block(merge);
             }
             Stmt::Reserve { array, len, ahead } => self.reserve(&[array], len, *ahead)?,
-            // Cranelift has no prefetch instruction (see `ir::prefetch`).
+            // Cranelift has no prefetch instruction, and a call per batch of
+            // positions to a function that prefetches cost more than it hid
+            // (see `ir::prefetch`).
             Stmt::Prefetch { .. } | Stmt::Comment(_) => {}
         }
         Ok(())
