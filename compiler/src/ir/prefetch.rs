@@ -150,7 +150,7 @@ fn row_reads(
     };
     // The result's own rows are written in order, which the hardware
     // follows; only rows the loop merely reads are asked for.
-    let mut stored = std::collections::BTreeSet::new();
+    let mut stored = BTreeSet::new();
     super::walk_block(row, &mut |s| {
         if let Stmt::Store(a, ..) = s {
             stored.insert(a.clone());
