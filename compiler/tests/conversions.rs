@@ -189,6 +189,39 @@ fn a_tensor_read_twice_in_the_wrong_order_is_converted_once_for_both() {
 /// Three operands whose orders agree pairwise with some loop order but
 /// all together with none: two of them are read from copies in one loop
 /// order (no single conversion helps), and the answer is the oracle's.
+/// An operand with hidden levels (CSB's blocks, DIA's diagonals) inside
+/// an addition is read from a copy without them; when that copy's loop
+/// order then conflicts with another operand, that one is converted too
+/// (sweep seed 15064636 was refused before).
+#[test]
+fn hidden_levels_under_an_addition_convert_then_reorder() {
+    for seed in 1..4 {
+        let d = random_data(
+            &[
+                ("C", vec![3, 4, 5], 0.4),
+                ("D", vec![4, 5], 0.5),
+                ("B", vec![5, 3, 4], 0.4),
+            ],
+            seed,
+        );
+        let expr = "A(j) = C(k,j,i) * -(D(j,i)) * (D(j,i) * B(i,k,j) + (B(i,k,j) - D(j,i)))";
+        for dfmt in ["CSB(2)", "DIA"] {
+            let specs = [
+                ("C", "CSF"),
+                ("D", dfmt),
+                ("B", "compressed,dense,compressed:2,0,1"),
+                ("A", "sparse"),
+            ];
+            ok(check(expr, &specs, &d, &[4]));
+            let made = conversions(expr, &specs, &d, &[4]);
+            assert!(made.len() >= 2, "{dfmt}: {made:?}");
+        }
+        let specs = [("A", "CSB(2)")];
+        let d2 = random_data(&[("A", vec![4, 4], 0.5), ("x", vec![4], 1.0)], seed);
+        ok(check("y(i) = A(i,j) * (x(j) + A(i,j))", &specs, &d2, &[4]));
+    }
+}
+
 #[test]
 fn three_operands_in_cyclic_orders_convert_two_for_one_loop_order() {
     for seed in 1..4 {

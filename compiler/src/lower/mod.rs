@@ -13,6 +13,7 @@ mod assemble;
 pub mod convert;
 mod emit;
 pub mod graph;
+mod hidden_levels;
 pub mod ids;
 mod iterate;
 pub mod lattice;
@@ -276,10 +277,15 @@ impl Problem {
 /// variables are private to the access and summed where it is (DIA's
 /// diagonals are summed per access), which reduction placement must know.
 fn has_hidden_levels(acc: &Access, formats: &BTreeMap<String, TensorFormat>) -> bool {
-    formats.get(&acc.tensor).is_some_and(|f| {
-        (0..f.levels.len())
-            .any(|k| matches!(f.map.level_var(k), crate::format::LevelVar::Hidden(_)))
-    })
+    formats
+        .get(&acc.tensor)
+        .is_some_and(format_has_hidden_levels)
+}
+
+/// Whether a level of `f` stands for a variable of the format's own (DIA's
+/// diagonal, CSB's block), summed over where the tensor is read.
+fn format_has_hidden_levels(f: &TensorFormat) -> bool {
+    (0..f.levels.len()).any(|k| matches!(f.map.level_var(k), crate::format::LevelVar::Hidden(_)))
 }
 
 /// Compile `a` given each tensor's format and dimensions.
@@ -386,12 +392,22 @@ fn compile_resolved(
                            d: &BTreeMap<String, Vec<usize>>| {
                 compile_or_buffer(name, s, f, d, false)
             };
-            convert::compile_converting(a, formats, dims, e, &compile).or_else(|e| match e {
-                LowerError::NoLoopOrder { .. } => {
-                    one_order::compile_in_one_order(a, formats, dims, &e, &compile).ok_or(e)
-                }
-                e => Err(e),
-            })
+            convert::compile_converting(a, formats, dims, e, &compile)
+                .or_else(|e| match e {
+                    LowerError::NoLoopOrder { .. } => {
+                        one_order::compile_in_one_order(a, formats, dims, &e, &compile).ok_or(e)
+                    }
+                    e => Err(e),
+                })
+                .or_else(|e| {
+                    let again = |s: &Assignment,
+                                 f: &BTreeMap<String, TensorFormat>,
+                                 d: &BTreeMap<String, Vec<usize>>| {
+                        compile_resolved(name, s, f, d)
+                    };
+                    hidden_levels::compile_without_hidden_levels(a, formats, dims, &e, &again)
+                        .ok_or(e)
+                })
         }
         r => r,
     }
