@@ -189,6 +189,32 @@ fn a_tensor_read_twice_in_the_wrong_order_is_converted_once_for_both() {
 /// Three operands whose orders agree pairwise with some loop order but
 /// all together with none: two of them are read from copies in one loop
 /// order (no single conversion helps), and the answer is the oracle's.
+/// A tensor read three times in one order needs one copy, not three: a
+/// loop order wanting `D` and `C` converted is two copies, within the
+/// plans' limit (sweep seed 15222462 was refused as four).
+#[test]
+fn repeated_accesses_count_as_one_copy_of_their_tensor() {
+    for seed in 1..4 {
+        let d = random_data(
+            &[
+                ("B", vec![2, 5, 6], 0.4),
+                ("D", vec![5, 2, 6], 0.4),
+                ("C", vec![6, 2, 5], 0.4),
+            ],
+            seed,
+        );
+        let expr = "A(j) = ((-(B(j,k,i)) + (B(j,k,i) + D(k,j,i))) + (B(j,k,i) - D(k,j,i)) * (D(k,j,i) + C(i,j,k)))";
+        let specs = [
+            ("B", "COO"),
+            ("D", "CSF"),
+            ("C", "dense,compressed,compressed"),
+        ];
+        ok(check(expr, &specs, &d, &[2]));
+        let made = conversions(expr, &specs, &d, &[2]);
+        assert_eq!(made.len(), 2, "{made:?}");
+    }
+}
+
 /// An operand with hidden levels (CSB's blocks, DIA's diagonals) inside
 /// an addition is read from a copy without them; when that copy's loop
 /// order then conflicts with another operand, that one is converted too

@@ -53,17 +53,25 @@ pub(super) fn compile_in_one_order(
     // Orders that need the same copies are compiled once.
     let mut plans: Vec<Vec<(usize, Alternative)>> = Vec::new();
     let mut seen: BTreeSet<Vec<(usize, String)>> = BTreeSet::new();
+    // Copies a plan makes: accesses of one tensor wanting the same format
+    // read one copy (`D` read three times in one order is one sort).
+    let copies = |plan: &[(usize, Alternative)]| -> usize {
+        plan.iter()
+            .map(|(n, alt)| (accesses[*n].tensor.as_str(), alt.text.as_str()))
+            .collect::<BTreeSet<_>>()
+            .len()
+    };
     for order in permutations(vars.len()) {
         let rank = |name: &str| order.iter().position(|&v| vars[v] == name);
         let Some(plan) = copies_for(&accesses, formats, &rank) else {
             continue;
         };
         let key = plan.iter().map(|(n, alt)| (*n, alt.text.clone())).collect();
-        if (1..=MAX_COPIES).contains(&plan.len()) && seen.insert(key) {
+        if (1..=MAX_COPIES).contains(&copies(&plan)) && seen.insert(key) {
             plans.push(plan);
         }
     }
-    plans.sort_by_key(|p| p.len());
+    plans.sort_by_key(|p| copies(p));
     for plan in plans.into_iter().take(MAX_ORDERS) {
         let mut f = formats.clone();
         let mut d = dims.clone();
