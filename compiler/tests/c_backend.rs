@@ -273,6 +273,68 @@ fn rows_asked_for_ahead_agree() {
     }
 }
 
+/// SpDM from COO and CSR on the real matrices on the cc tier, `D` wide
+/// enough to pass the 4 MiB at which the C prefetches its rows
+/// (`ir::prefetch`), against plain loops over the matrices' entries.
+#[test]
+fn spdm_with_prefetched_rows_on_real_matrices() {
+    let Some(_dir) = setup("real_spdm") else {
+        return;
+    };
+    let base = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut paths: Vec<PathBuf> = ["io/real", "matrices"]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(base.join(d)).unwrap())
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "mtx"))
+        .collect();
+    paths.sort();
+    let expr = "A(i,l) = B(i,j) * D(j,l)";
+    let a = parse_assignment(expr).unwrap();
+    for path in paths {
+        let b = tensor_compiler::io::read_tensor(&path).unwrap();
+        let (m, n) = (b.dims[0], b.dims[1]);
+        let k = (4 << 20) / 8 / n + 1;
+        let dv: Vec<f64> = (0..n * k)
+            .map(|x| ((x * 5 % 17) as f64 - 8.0) / 3.0)
+            .collect();
+        let mut want = vec![0.0; m * k];
+        for e in 0..b.nnz() {
+            let c = b.coord(e);
+            for col in 0..k {
+                want[c[0] as usize * k + col] += b.vals[e] * dv[c[1] as usize * k + col];
+            }
+        }
+        let data: BTreeMap<String, CooTensor> = [
+            ("B".to_string(), b),
+            ("D".to_string(), CooTensor::from_dense(vec![n, k], &dv)),
+        ]
+        .into_iter()
+        .collect();
+        for f in ["COO", "CSR"] {
+            let what = format!("{}: SpDM with B in {f}", path.display());
+            let formats = formats_rest_dense(&a, &[("B", f)], &data, 2);
+            let mut p = prepare("kernel", &a, &formats, &data, &[m, k], None).unwrap();
+            let text = tensor_compiler::ir::c::function(&p.kernel.function);
+            assert!(text.contains("tensor_prefetch(&D_vals["), "{what}");
+            p.compiled = cc::compile(&p.kernel.function).unwrap();
+            p.run().unwrap();
+            let got = p.result().unwrap();
+            let mut dense = vec![0.0; m * k];
+            for e in 0..got.nnz() {
+                let c = got.coord(e);
+                dense[c[0] as usize * k + c[1] as usize] += got.vals[e];
+            }
+            for (q, (x, y)) in dense.iter().zip(&want).enumerate() {
+                assert!(
+                    (x - y).abs() <= 1e-9 * (1.0 + y.abs()),
+                    "{what}: at {q}, {x} != {y}"
+                );
+            }
+        }
+    }
+}
+
 /// The emitted C of `expr` over `data`.
 fn prepare_text(
     expr: &str,

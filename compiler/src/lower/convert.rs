@@ -63,11 +63,7 @@ pub(super) fn compile_converting(
     formats: &BTreeMap<String, TensorFormat>,
     dims: &BTreeMap<String, Vec<usize>>,
     refusal: LowerError,
-    compile: &dyn Fn(
-        &Assignment,
-        &BTreeMap<String, TensorFormat>,
-        &BTreeMap<String, Vec<usize>>,
-    ) -> Result<Kernel, LowerError>,
+    compile: Compile,
 ) -> Result<Kernel, LowerError> {
     search(a, formats, dims, refusal, compile, MAX_CONVERSIONS, &[])
 }
@@ -100,11 +96,7 @@ fn search(
     formats: &BTreeMap<String, TensorFormat>,
     dims: &BTreeMap<String, Vec<usize>>,
     refusal: LowerError,
-    compile: &dyn Fn(
-        &Assignment,
-        &BTreeMap<String, TensorFormat>,
-        &BTreeMap<String, Vec<usize>>,
-    ) -> Result<Kernel, LowerError>,
+    compile: Compile,
     depth: usize,
     made: &[String],
 ) -> Result<Kernel, LowerError> {
@@ -137,10 +129,7 @@ fn search(
         let (Some(format), Some(d)) = (formats.get(&acc.tensor), dims.get(&acc.tensor)) else {
             continue;
         };
-        let elements = d
-            .iter()
-            .try_fold(1usize, |p, &x| p.checked_mul(x))
-            .unwrap_or(usize::MAX);
+        let elements = elements(d);
         for (rank, alt) in alternatives(format, acc.indices.len(), elements)
             .into_iter()
             .take(PER_ACCESS)
@@ -188,6 +177,13 @@ fn search(
         }
     }
     Err(refusal)
+}
+
+/// How many coordinates a tensor of dimensions `dims` has (saturating).
+pub(super) fn elements(dims: &[usize]) -> usize {
+    dims.iter()
+        .try_fold(1usize, |p, &x| p.checked_mul(x))
+        .unwrap_or(usize::MAX)
 }
 
 /// `rhs` with its accesses numbered `which` (all of `acc`'s tensor) read
@@ -247,11 +243,7 @@ pub(super) fn compile_as_permutation(
     formats: &BTreeMap<String, TensorFormat>,
     dims: &BTreeMap<String, Vec<usize>>,
     refusal: &LowerError,
-    compile: &dyn Fn(
-        &Assignment,
-        &BTreeMap<String, TensorFormat>,
-        &BTreeMap<String, Vec<usize>>,
-    ) -> Result<Kernel, LowerError>,
+    compile: Compile,
 ) -> Option<Kernel> {
     let Expr::Access(source) = &a.rhs else {
         return None;
@@ -351,11 +343,7 @@ pub(super) fn densify_remerged(
     dims: &BTreeMap<String, Vec<usize>>,
     entries: Option<&BTreeMap<String, usize>>,
     kernel: Kernel,
-    compile: &dyn Fn(
-        &Assignment,
-        &BTreeMap<String, TensorFormat>,
-        &BTreeMap<String, Vec<usize>>,
-    ) -> Result<Kernel, LowerError>,
+    compile: Compile,
 ) -> Kernel {
     let ([nest], true) = (kernel.nests.as_slice(), only_products(&a.rhs)) else {
         return kernel;

@@ -9,7 +9,7 @@
 //! refused; here the copies are made first and the statement compiled
 //! again with every remedy the caller has.
 
-use super::convert::{read_from_copy, with_conversion};
+use super::convert::{elements, read_from_copy, with_conversion, Compile};
 use super::{format_has_hidden_levels, Kernel, LowerError};
 use crate::format::alternatives::alternatives;
 use crate::format::TensorFormat;
@@ -26,11 +26,7 @@ pub(super) fn compile_without_hidden_levels(
     formats: &BTreeMap<String, TensorFormat>,
     dims: &BTreeMap<String, Vec<usize>>,
     refusal: &LowerError,
-    compile: &dyn Fn(
-        &Assignment,
-        &BTreeMap<String, TensorFormat>,
-        &BTreeMap<String, Vec<usize>>,
-    ) -> Result<Kernel, LowerError>,
+    compile: Compile,
 ) -> Option<Kernel> {
     let hidden = |t: &str| formats.get(t).is_some_and(format_has_hidden_levels);
     if sums_hoist_with_private(a, &|acc| hidden(&acc.tensor))
@@ -53,11 +49,7 @@ pub(super) fn compile_without_hidden_levels(
             .filter(|&n| accesses[n].tensor == tensor)
             .collect();
         let acc = accesses[*which.first()?].clone();
-        let elements = d
-            .get(&tensor)?
-            .iter()
-            .try_fold(1usize, |p, &x| p.checked_mul(x))
-            .unwrap_or(usize::MAX);
+        let elements = elements(d.get(&tensor)?);
         let alt = alternatives(f.get(&tensor)?, acc.indices.len(), elements)
             .into_iter()
             .find(|alt| !format_has_hidden_levels(&alt.format))?;
