@@ -9,8 +9,10 @@
 #
 # DIFFERENTIAL_WORKERS sets the number of child processes (default 2);
 # DIFFERENTIAL_FAMILIES=spgemm,transpose draws only those templates (see
-# compiler/tests/differential/templates.rs). The report is also written to
-# target/sweep-report.txt.
+# compiler/tests/differential/templates.rs); DIFFERENTIAL_TIER=cc runs the
+# kernels on the cc tier (the emitted C under the system C compiler, objects
+# cached in target/sweep-cc-cache) instead of Cranelift. The report is also
+# written to target/sweep-report.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n="${1:-20000}"
@@ -19,6 +21,9 @@ first="${2:-0}"
 # features as the test suite, so nothing is built twice.
 cargo test --release --locked -p tensor-compiler --test differential_testing --no-run
 mkdir -p target
+if [ "${DIFFERENTIAL_TIER:-}" = cc ]; then
+  export TENSOR_CACHE_DIR="$PWD/target/sweep-cc-cache"
+fi
 DIFFERENTIAL_CASES="$n" DIFFERENTIAL_FIRST_SEED="$first" \
   cargo test --release --locked -p tensor-compiler --test differential_testing differential_sweep \
   -- --exact --ignored --nocapture 2>&1 | tee target/sweep-report.txt

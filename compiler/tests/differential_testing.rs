@@ -33,26 +33,52 @@ fn workers() -> usize {
 
 #[test]
 fn seeded_cases_match_the_oracle() {
+    all_match_the_oracle(0..CI_CASES, &[], "");
+}
+
+/// Cases the test suite also runs on the cc tier (each compiles its C with
+/// the system compiler, a tenth of a second or more).
+const CC_CASES: u64 = 300;
+
+/// The first cases again, their kernels on the cc tier: the C most runs
+/// end up on, against the same oracle. Objects go to a cache of this run's
+/// own, so none is reused from an earlier build of the compiler.
+#[test]
+fn seeded_cases_match_the_oracle_on_the_cc_tier() {
+    if let Err(e) = tensor_compiler::backend::cc::compiler() {
+        println!("skipped the cc tier: {e}");
+        return;
+    }
+    let cache = std::env::temp_dir().join(format!("differential-cc-{}", std::process::id()));
+    let dir = cache.to_string_lossy().into_owned();
+    all_match_the_oracle(
+        0..CC_CASES,
+        &[("DIFFERENTIAL_TIER", "cc"), ("TENSOR_CACHE_DIR", &dir)],
+        " on the cc tier",
+    );
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+/// Judge `seeds` in worker processes (with `env`, described by `on` in the
+/// log): every case judged, none wrong or crashed.
+fn all_match_the_oracle(seeds: std::ops::Range<u64>, env: &[(&str, &str)], on: &str) {
     let t0 = Instant::now();
-    let summary = Summary::new(run_isolated(0..CI_CASES, workers(), TIMEOUT));
+    let n = seeds.end - seeds.start;
+    let summary = Summary::new(run_isolated_with(seeds, workers(), TIMEOUT, env));
     // The full report (reproducers) shows when the test fails; the counts
     // and the top refusals always go to the log, past the output capture.
     println!("{}", summary.render(40));
     let headline = format!(
-        "{}{CI_CASES} differential cases in {:.1} s\n",
+        "{}{n} differential cases{on} in {:.1} s\n",
         summary.headline(10),
         t0.elapsed().as_secs_f64()
     );
     let _ = std::io::Write::write_all(&mut std::io::stderr(), headline.as_bytes());
-    assert_eq!(
-        summary.records.len() as u64,
-        CI_CASES,
-        "every case is judged"
-    );
+    assert_eq!(summary.records.len() as u64, n, "every case is judged");
     let (wrong, crash) = (summary.count(Class::Wrong), summary.count(Class::Crash));
     assert!(
         wrong == 0 && crash == 0,
-        "{wrong} wrong answers and {crash} crashes in {CI_CASES} cases (reproducers above)"
+        "{wrong} wrong answers and {crash} crashes in {n} cases (reproducers above)"
     );
 }
 

@@ -142,7 +142,15 @@ impl<'a> Printer<'a> {
                 }
             }
             Expr::Not(a) => format!("!{}", self.expr_prec(a, 10)),
-            Expr::Neg(a) => format!("-{}", self.expr_prec(a, 10)),
+            Expr::Neg(a) => {
+                // A negated negative keeps its parentheses: `--x` is C's
+                // decrement (of a variable: a wrong answer, not an error).
+                let s = self.expr_prec(a, 10);
+                match s.starts_with('-') {
+                    true => format!("-({s})"),
+                    false => format!("-{s}"),
+                }
+            }
             Expr::Select(cnd, a, b)
                 if c && (a.reads_memory() || b.reads_memory()) && e.ty(self.vars) != Ty::Bool =>
             {
@@ -378,4 +386,30 @@ pub fn function(f: &Function) -> String {
     let mut p = Printer::new(&f.vars, Dialect::Ir);
     p.block(&f.body, 1);
     head + &p.finish() + "}\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--` is C's decrement: a negated negative keeps its parentheses, in
+    /// both dialects (they share the printer).
+    #[test]
+    fn negated_negatives_never_print_as_a_decrement() {
+        let vars = [VarInfo {
+            name: "x".into(),
+            ty: Ty::F64,
+        }];
+        let x = || Expr::Var(0);
+        let neg = |e: Expr| Expr::Neg(Box::new(e));
+        for dialect in [Dialect::C, Dialect::Ir] {
+            let p = Printer::new(&vars, dialect);
+            assert_eq!(p.expr(&neg(neg(x()))), "-(-x)");
+            assert_eq!(p.expr(&neg(neg(neg(x())))), "-(-(-x))");
+            assert_eq!(p.expr(&neg(Expr::Float(-1.5))), "-(-1.5)");
+            assert_eq!(p.expr(&neg(Expr::Int(-2))), "-(-2)");
+            assert_eq!(p.expr(&neg(x())), "-x");
+            assert_eq!(p.expr(&neg(Expr::add(x(), x()))), "-(x + x)");
+        }
+    }
 }

@@ -154,6 +154,9 @@ impl Case {
                 let _ = write!(args, " -d {}:{}", o.name, dims.join(","));
             }
         }
+        if super::run::on_cc_tier() {
+            args.push_str(" --backend cc");
+        }
         let r = &self.result.name;
         let _ = write!(
             s,

@@ -63,6 +63,13 @@ impl Outcome {
 /// reassociation of sums.
 pub const TOLERANCE: f64 = 1e-9;
 
+/// `DIFFERENTIAL_TIER=cc` runs each case's kernel on the cc tier (its C,
+/// compiled by the system C compiler) instead of Cranelift: the same cases
+/// against the same oracle, for the code most runs end up on.
+pub fn on_cc_tier() -> bool {
+    std::env::var("DIFFERENTIAL_TIER").is_ok_and(|t| t == "cc")
+}
+
 /// Run `case` and judge it. Panics are caught and reported as crashes.
 pub fn judge(case: &Case) -> Outcome {
     match catch_unwind(AssertUnwindSafe(|| attempt(case))) {
@@ -113,6 +120,13 @@ fn attempt(case: &Case) -> Outcome {
         Ok(p) => p,
         Err(e) => return error_outcome(e.to_string()),
     };
+    if on_cc_tier() {
+        // The emitted C must compile: a compiler error is a defect.
+        match tensor_compiler::backend::cc::compile(&prepared.kernel.function) {
+            Ok(k) => prepared.compiled = k,
+            Err(e) => return Outcome::new(Class::Crash, format!("cc tier: {e}")),
+        }
+    }
     let fresh = prepared.output.clone();
     // A kernel whose result is neither updated (`+=`) nor read on its own
     // right-hand side gives the same result when run again over its last
