@@ -13,6 +13,7 @@ pub mod io;
 pub mod ir;
 pub mod jit;
 pub mod language;
+pub mod line_aligned;
 pub mod lower;
 pub mod notation;
 pub mod oracle;

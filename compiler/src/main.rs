@@ -5,6 +5,11 @@ use clap::Parser;
 use std::process::ExitCode;
 use tensor_compiler::cli::{Cli, Command};
 
+/// Tensors' arrays on cache lines (see `line_aligned`).
+#[global_allocator]
+static ALLOCATOR: tensor_compiler::line_aligned::LineAligned =
+    tensor_compiler::line_aligned::LineAligned;
+
 fn main() -> ExitCode {
     if std::env::var_os("TENSORC_DEBUG").is_none() {
         std::panic::set_hook(Box::new(|_| {}));

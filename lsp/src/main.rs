@@ -9,6 +9,12 @@ mod worker;
 
 use tower_lsp_server::{LspService, Server};
 
+/// Tensors' arrays on cache lines, as in `tensorc` (timing runs happen in
+/// this binary's worker).
+#[global_allocator]
+static ALLOCATOR: tensor_compiler::line_aligned::LineAligned =
+    tensor_compiler::line_aligned::LineAligned;
+
 /// Requests handled at once: handlers wait on snapshots and timing runs
 /// rather than holding locks, so a slow one must not take every slot.
 const CONCURRENT_REQUESTS: usize = 64;
