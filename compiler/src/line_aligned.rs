@@ -7,8 +7,8 @@
 //! of four, and every 512-bit load or store of it that gcc's vector loops
 //! make splits across two lines. Aligned to 64 bytes, the cc tier runs
 //! SpDM from COO with 32 dense columns 13% faster on the 3-D stencil and
-//! 20% on the power-law matrix of `bench/run.py`, and DIA SpMV on the 3-D
-//! stencil about 10% faster on both tiers; other kernels are unchanged.
+//! 17-20% on the power-law matrix of `bench/run.py`, DIA SpMV on the 3-D
+//! stencil 2-14% faster (noisy); other kernels are unchanged.
 //!
 //! Blocks under `LARGE` bytes keep the alignment they ask for: most are
 //! small, and a line apiece would waste memory for nothing. A large block
