@@ -146,9 +146,10 @@ impl<'a> Printer<'a> {
                 // A negated negative keeps its parentheses: `--x` is C's
                 // decrement (of a variable: a wrong answer, not an error).
                 let s = self.expr_prec(a, 10);
-                match s.starts_with('-') {
-                    true => format!("-({s})"),
-                    false => format!("-{s}"),
+                if s.starts_with('-') {
+                    format!("-({s})")
+                } else {
+                    format!("-{s}")
                 }
             }
             Expr::Select(cnd, a, b)
