@@ -75,32 +75,12 @@ unsafe fn offset(p: *mut u8) -> usize {
 // `size` bytes are the caller's.
 unsafe impl GlobalAlloc for LineAligned {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if !large(l) {
-            return System.alloc(l);
-        }
-        let Some(sys) = system_layout(l.size()) else {
-            return std::ptr::null_mut();
-        };
-        let raw = System.alloc(sys);
-        if raw.is_null() {
-            return raw;
-        }
-        place(raw)
+        allocate(l, |l| System.alloc(l))
     }
 
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        if !large(l) {
-            return System.alloc_zeroed(l);
-        }
-        let Some(sys) = system_layout(l.size()) else {
-            return std::ptr::null_mut();
-        };
         // The header is written before the block: the block stays zero.
-        let raw = System.alloc_zeroed(sys);
-        if raw.is_null() {
-            return raw;
-        }
-        place(raw)
+        allocate(l, |l| System.alloc_zeroed(l))
     }
 
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
@@ -143,6 +123,25 @@ unsafe impl GlobalAlloc for LineAligned {
             }
         }
     }
+}
+
+/// A block of layout `l` from `system` (the system allocator's `alloc` or
+/// `alloc_zeroed`): the system's own when small, else placed on a line.
+///
+/// # Safety
+/// `system` returns null or a block of the layout it is given.
+unsafe fn allocate(l: Layout, system: impl FnOnce(Layout) -> *mut u8) -> *mut u8 {
+    if !large(l) {
+        return system(l);
+    }
+    let Some(sys) = system_layout(l.size()) else {
+        return std::ptr::null_mut();
+    };
+    let raw = system(sys);
+    if raw.is_null() {
+        return raw;
+    }
+    place(raw)
 }
 
 /// The large block in system block `raw`, whose `len` bytes of contents

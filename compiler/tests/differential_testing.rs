@@ -49,14 +49,20 @@ fn seeded_cases_match_the_oracle_on_the_cc_tier() {
         println!("skipped the cc tier: {e}");
         return;
     }
-    let cache = std::env::temp_dir().join(format!("differential-cc-{}", std::process::id()));
-    let dir = cache.to_string_lossy().into_owned();
+    /// Removes the cache when the test ends, failed or not.
+    struct Cache(std::path::PathBuf);
+    impl Drop for Cache {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let cache = Cache(std::env::temp_dir().join(format!("differential-cc-{}", std::process::id())));
+    let dir = cache.0.to_string_lossy().into_owned();
     all_match_the_oracle(
         0..CC_CASES,
         &[("DIFFERENTIAL_TIER", "cc"), ("TENSOR_CACHE_DIR", &dir)],
         " on the cc tier",
     );
-    let _ = std::fs::remove_dir_all(&cache);
 }
 
 /// Judge `seeds` in worker processes (with `env`, described by `on` in the

@@ -382,9 +382,13 @@ fn compile_resolved(
 ) -> Result<Kernel, LowerError> {
     match compile_or_buffer(name, a, formats, dims, true) {
         Err(e) if e.is_refusal() => {
-            if let Some(kernel) = temporary::compile_with_temporary(a, formats, dims, &|s, f, d| {
+            // A rewritten statement gets every remedy again.
+            let again = |s: &Assignment,
+                         f: &BTreeMap<String, TensorFormat>,
+                         d: &BTreeMap<String, Vec<usize>>| {
                 compile_resolved(name, s, f, d)
-            }) {
+            };
+            if let Some(kernel) = temporary::compile_with_temporary(a, formats, dims, &again) {
                 return Ok(kernel);
             }
             let compile = |s: &Assignment,
@@ -400,11 +404,6 @@ fn compile_resolved(
                     e => Err(e),
                 })
                 .or_else(|e| {
-                    let again = |s: &Assignment,
-                                 f: &BTreeMap<String, TensorFormat>,
-                                 d: &BTreeMap<String, Vec<usize>>| {
-                        compile_resolved(name, s, f, d)
-                    };
                     hidden_levels::compile_without_hidden_levels(a, formats, dims, &e, &again)
                         .ok_or(e)
                 })
