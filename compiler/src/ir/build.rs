@@ -289,6 +289,7 @@ impl Emitter {
             vars: self.vars,
             body,
             parallel: None,
+            shares: None,
         }
     }
 

@@ -44,6 +44,11 @@ pub trait Memory {
     fn reserve(&mut self, a: &ArrayRef, len: i64) -> Result<(), String>;
     /// Room for `len` elements, the array's length unchanged.
     fn reserve_ahead(&mut self, a: &ArrayRef, len: i64) -> Result<(), String>;
+    /// A call parameter (`ir::CALL_THREAD`, ...): by default the whole
+    /// kernel, thread 0 of 1, every phase.
+    fn call_param(&self, name: &str) -> i64 {
+        (name == CALL_THREADS) as i64
+    }
 }
 
 pub struct Interp<'m> {
@@ -69,12 +74,10 @@ impl<'m> Interp<'m> {
             Expr::Float(v) => Value::F(*v),
             Expr::Bool(b) => Value::B(*b),
             Expr::Var(v) => *self.vars.get(*v as usize).ok_or("unknown variable")?,
-            // The interpreter always runs the whole kernel: thread 0 of 1,
-            // every phase.
-            Expr::Param(p) if p.call_name().is_some() => {
-                Value::I((p.call_name() == Some(CALL_THREADS)) as i64)
-            }
-            Expr::Param(p) => Value::I(self.mem.param(p)?),
+            Expr::Param(p) => Value::I(match p.call_name() {
+                Some(name) => self.mem.call_param(name),
+                None => self.mem.param(p)?,
+            }),
             Expr::Load(a, i) => {
                 let i = self.eval(i)?.int()?;
                 self.mem.load(a, i)?

@@ -246,6 +246,18 @@ pub struct Function {
     /// How the outermost loop may run on several threads (`None`: one call
     /// runs the whole kernel, and the kernel reads no call parameters).
     pub parallel: Option<Parallel>,
+    /// Where a shared loop's bounds are computed (set with `parallel`).
+    pub shares: Option<ShareBounds>,
+}
+
+/// The variables holding the bounds `[begin, end)` of a call's share of
+/// the outermost loop. Each is declared with the whole loop's bound, and
+/// the statement right after `end`'s declaration (the share search) sets
+/// both for thread `thread` of `threads`; nothing else assigns them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShareBounds {
+    pub begin: VarId,
+    pub end: VarId,
 }
 
 /// The call parameters of a kernel whose outermost loop runs in shares:
@@ -257,6 +269,10 @@ pub const CALL_THREADS: &str = "threads";
 /// statements before the loop (allocation, zero fill), 2 only its share of
 /// the loop (after a phase-1 call sized the result).
 pub const CALL_PHASE: &str = "phase";
+/// A share's bounds computed by the caller (`jit::shares`): kernels read
+/// them only where the share search was taken out of the compiled code.
+pub const CALL_SHARE_BEGIN: &str = "share_begin";
+pub const CALL_SHARE_END: &str = "share_end";
 
 /// How a kernel's outermost loop is shared among threads. Either way every
 /// thread only reads the inputs; what differs is where results go.

@@ -52,6 +52,7 @@ pub fn join(first: &Function, second: &Function, temp: &Temporary<'_>) -> Functi
         vars,
         body,
         parallel: None,
+        shares: None,
     }
 }
 

@@ -8,7 +8,7 @@
 //! array slots live on this stack frame for the duration of the call; the
 //! buffers they point to are owned here or borrowed immutably.
 
-use crate::ir::{ArrayRef, ElemTy, ParamSlot, Slot};
+use crate::ir::{ArrayRef, ElemTy, ParamRef, ParamSlot, Slot};
 use crate::storage::{check_allocation, Tensor, Validated};
 use cranelift_jit::JITModule;
 use std::collections::BTreeMap;
@@ -387,8 +387,8 @@ impl Bound {
     }
 
     /// One call of `k` on this frame's arrays, which the kernel may grow.
-    fn call(&mut self, k: &super::CompiledKernel, share: Share) -> i64 {
-        let params = with_share(k, &self.params, share);
+    fn call(&mut self, k: &super::CompiledKernel, share: Share) -> Result<i64, RunError> {
+        let params = with_share(k, &self.params, &self.slots, share)?;
         self.growable.slots = self.slots.as_mut_ptr();
         let mut args = Args {
             arrays: self.slots.as_mut_ptr(),
@@ -397,7 +397,7 @@ impl Bound {
             reserve,
             reserve_group,
         };
-        (k.code.entry)(&mut args)
+        Ok((k.code.entry)(&mut args))
     }
 
     /// Hand the result's arrays back to `output`, cut to the lengths the
@@ -411,18 +411,146 @@ impl Bound {
     }
 }
 
-/// `params` with the call parameters of `share`.
-fn with_share(k: &super::CompiledKernel, params: &[i64], share: Share) -> Vec<i64> {
+/// `params` with the call parameters of `share`; for a kernel compiled
+/// without its share search (`jit::shares`), also the bounds of the share,
+/// searched here on the call's arrays `slots`.
+fn with_share(
+    k: &super::CompiledKernel,
+    params: &[i64],
+    slots: &[Slot_],
+    share: Share,
+) -> Result<Vec<i64>, RunError> {
+    use crate::ir::{CALL_PHASE, CALL_SHARE_BEGIN, CALL_SHARE_END, CALL_THREAD, CALL_THREADS};
     let mut out = params.to_vec();
     for (v, p) in out.iter_mut().zip(&k.params) {
         match p.call_name() {
-            Some(crate::ir::CALL_THREAD) => *v = share.thread,
-            Some(crate::ir::CALL_THREADS) => *v = share.threads,
-            Some(_) => *v = share.phase,
-            None => {}
+            Some(CALL_THREAD) => *v = share.thread,
+            Some(CALL_THREADS) => *v = share.threads,
+            Some(CALL_PHASE) => *v = share.phase,
+            _ => {}
         }
     }
-    out
+    let Some(search) = k.shares.as_ref().filter(|_| share.threads > 1) else {
+        return Ok(out);
+    };
+    let mut memory = CallMemory {
+        k,
+        params: &out,
+        slots,
+        reads: Default::default(),
+    };
+    let bounds = search.bounds(&mut memory).map_err(|e| {
+        RunError::Shares(format!(
+            "searching the share of thread {}: {e}",
+            share.thread
+        ))
+    })?;
+    if let Some((begin, end)) = bounds {
+        for (v, p) in out.iter_mut().zip(&k.params) {
+            match p.call_name() {
+                Some(CALL_SHARE_BEGIN) => *v = begin,
+                Some(CALL_SHARE_END) => *v = end,
+                _ => {}
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A call's arguments as the IR interpreter reads them (`jit::shares`):
+/// its parameters, and its arrays with every read checked against their
+/// lengths and noted. Nothing is written.
+struct CallMemory<'a> {
+    k: &'a super::CompiledKernel,
+    params: &'a [i64],
+    slots: &'a [Slot_],
+    reads: std::cell::RefCell<Vec<super::shares::Read>>,
+}
+
+impl CallMemory<'_> {
+    fn param_named(&self, found: impl Fn(&ParamRef) -> bool) -> Option<i64> {
+        let n = self.k.params.iter().position(found)?;
+        self.params.get(n).copied()
+    }
+
+    /// The bits of element `at` of array number `array`, if it has one.
+    fn element(&self, array: usize, at: i64) -> Option<u64> {
+        let slot = self.slots.get(array)?;
+        let elem = self.k.arrays.get(array)?.0.elem();
+        if at < 0 || at >= slot.len {
+            return None;
+        }
+        // SAFETY: `slot` describes a live array of at least `slot.len`
+        // elements of its array's element type (`Bound::new` made it from
+        // the tensor's vector, which outlives the call), and
+        // `0 <= at < len`.
+        Some(unsafe {
+            match elem {
+                ElemTy::I32 => *(slot.ptr as *const i32).add(at as usize) as i64 as u64,
+                ElemTy::F64 => (*(slot.ptr as *const f64).add(at as usize)).to_bits(),
+            }
+        })
+    }
+}
+
+impl crate::ir::interp::Memory for CallMemory<'_> {
+    fn param(&self, p: &ParamRef) -> Result<i64, String> {
+        self.param_named(|x| x == p)
+            .ok_or_else(|| format!("no parameter {}", p.c_name()))
+    }
+    fn call_param(&self, name: &str) -> i64 {
+        self.param_named(|x| x.call_name() == Some(name))
+            .unwrap_or((name == crate::ir::CALL_THREADS) as i64)
+    }
+    fn load(&self, a: &ArrayRef, at: i64) -> Result<crate::ir::interp::Value, String> {
+        use crate::ir::interp::Value;
+        let array = self
+            .k
+            .arrays
+            .iter()
+            .position(|(x, _)| x == a)
+            .ok_or_else(|| format!("no array {}", a.c_name()))?;
+        let bits = self
+            .element(array, at)
+            .ok_or_else(|| format!("{}[{at}] is outside the array", a.c_name()))?;
+        self.reads
+            .borrow_mut()
+            .push(super::shares::Read { array, at, bits });
+        Ok(match a.elem() {
+            ElemTy::I32 => Value::I(bits as i64),
+            ElemTy::F64 => Value::F(f64::from_bits(bits)),
+        })
+    }
+    fn store(&mut self, a: &ArrayRef, _: i64, _: crate::ir::interp::Value) -> Result<(), String> {
+        Err(format!(
+            "a share search writes no array, here {}",
+            a.c_name()
+        ))
+    }
+    fn reserve(&mut self, a: &ArrayRef, _: i64) -> Result<(), String> {
+        Err(format!(
+            "a share search grows no array, here {}",
+            a.c_name()
+        ))
+    }
+    fn reserve_ahead(&mut self, a: &ArrayRef, _: i64) -> Result<(), String> {
+        Err(format!(
+            "a share search grows no array, here {}",
+            a.c_name()
+        ))
+    }
+}
+
+impl super::shares::CallArguments for CallMemory<'_> {
+    fn params(&self) -> &[i64] {
+        self.params
+    }
+    fn take_reads(&mut self) -> Vec<super::shares::Read> {
+        std::mem::take(self.reads.get_mut())
+    }
+    fn holds(&self, read: &super::shares::Read) -> bool {
+        self.element(read.array, read.at) == Some(read.bits)
+    }
 }
 
 /// Run a compiled kernel. Inputs carry proof that `storage::validate`
@@ -446,7 +574,7 @@ pub fn run_share(
     let mut bound = Bound::new(k, inputs, output)?;
     let status = bound.call(k, share);
     bound.finish(k, output);
-    if status != 0 {
+    if status? != 0 {
         return Err(RunError::OutOfMemory);
     }
     Ok(())
@@ -499,7 +627,7 @@ pub fn run_rows(
     threads: usize,
 ) -> Result<(), RunError> {
     let mut bound = Bound::new(k, inputs, output)?;
-    let mut status = bound.call(
+    let set_up = bound.call(
         k,
         Share {
             thread: 0,
@@ -507,46 +635,55 @@ pub fn run_rows(
             phase: 1,
         },
     );
-    if status == 0 {
-        let shared = SharedSlots(bound.slots.clone());
-        let params = &bound.params;
-        let name = output.name.as_str();
-        let share = |thread: usize| -> i64 {
-            let params = with_share(
-                k,
-                params,
-                Share {
+    // Every share's parameters, found before any thread starts.
+    let shares = set_up.and_then(|status| match status {
+        0 => (0..threads)
+            .map(|thread| {
+                let share = Share {
                     thread: thread as i64,
                     threads: threads as i64,
                     phase: 2,
-                },
-            );
-            let mut slots = shared.copy();
-            let mut runtime = frozen(name);
-            let mut args = Args {
-                arrays: slots.as_mut_ptr(),
-                params: params.as_ptr(),
-                runtime: &mut runtime,
-                reserve,
-                reserve_group,
+                };
+                with_share(k, &bound.params, &bound.slots, share)
+            })
+            .collect::<Result<Vec<_>, _>>(),
+        _ => Err(RunError::OutOfMemory),
+    });
+    let status = match &shares {
+        Ok(shares) => {
+            let shared = SharedSlots(bound.slots.clone());
+            let name = output.name.as_str();
+            let share = |params: &Vec<i64>| -> i64 {
+                let mut slots = shared.copy();
+                let mut runtime = frozen(name);
+                let mut args = Args {
+                    arrays: slots.as_mut_ptr(),
+                    params: params.as_ptr(),
+                    runtime: &mut runtime,
+                    reserve,
+                    reserve_group,
+                };
+                (k.code.entry)(&mut args)
             };
-            (k.code.entry)(&mut args)
-        };
-        let share = &share;
-        status = std::thread::scope(|scope| {
-            let others: Vec<_> = (1..threads)
-                .map(|t| scope.spawn(move || share(t)))
-                .collect();
-            let mut status = share(0);
-            for h in others {
-                // A share that panicked (it cannot: kernels do not unwind)
-                // counts as failed.
-                status |= h.join().unwrap_or(1);
-            }
-            status
-        });
-    }
+            let share = &share;
+            std::thread::scope(|scope| {
+                let others: Vec<_> = shares[1..]
+                    .iter()
+                    .map(|params| scope.spawn(move || share(params)))
+                    .collect();
+                let mut status = shares.first().map_or(0, share);
+                for h in others {
+                    // A share that panicked (it cannot: kernels do not unwind)
+                    // counts as failed.
+                    status |= h.join().unwrap_or(1);
+                }
+                status
+            })
+        }
+        Err(_) => 1,
+    };
     bound.finish(k, output);
+    shares?;
     if status != 0 {
         return Err(RunError::OutOfMemory);
     }

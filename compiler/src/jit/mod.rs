@@ -3,6 +3,7 @@
 
 mod call;
 mod count;
+mod shares;
 mod translate;
 mod vector;
 
@@ -48,6 +49,9 @@ pub struct CompiledKernel {
     pub tier: Tier,
     /// How the outermost loop may be shared among threads (`ir::Parallel`).
     pub parallel: Option<crate::ir::Parallel>,
+    /// The share search, run by each call, of a kernel compiled without
+    /// it (`shares`); `None` where the kernel searches its own share.
+    shares: Option<shares::ShareSearch>,
     code: call::Code,
 }
 
@@ -74,6 +78,7 @@ impl CompiledKernel {
             compile_time,
             tier,
             parallel: f.parallel,
+            shares: None,
             code,
         }
     }
@@ -187,10 +192,25 @@ fn host_isa(opt: Opt) -> Result<OwnedTargetIsa, String> {
     .clone()
 }
 
-/// Translate `f` into a fresh module; returns the module, the context (with
-/// the compiled code when `disasm` asked for it) and the function's id.
+/// The arrays and parameters of the argument block of `f` compiled as
+/// `kernel` (`f` itself, or without its share search): `f`'s, so that the
+/// search, run by the caller, finds every array and parameter it reads,
+/// and the share bounds `kernel` reads as parameters.
+fn arguments(f: &Function, kernel: &Function) -> (Vec<(ArrayRef, bool)>, Vec<ParamRef>) {
+    let mut params = f.params();
+    params.extend(kernel.params());
+    params.sort();
+    params.dedup();
+    (f.arrays(), params)
+}
+
+/// Translate `f` into a fresh module with the argument block `arrays` and
+/// `params`; returns the module, the context (with the compiled code when
+/// `disasm` asked for it) and the function's id.
 fn build(
     f: &Function,
+    arrays: &[(ArrayRef, bool)],
+    params: &[ParamRef],
     disasm: bool,
 ) -> Result<(JITModule, Context, cranelift_module::FuncId), String> {
     let isa = host_isa(Opt::for_function(f))?;
@@ -209,8 +229,6 @@ fn build(
     ctx.func.signature.params.push(AbiParam::new(ptr_ty));
     ctx.func.signature.returns.push(AbiParam::new(types::I64));
     ctx.func.name = UserFuncName::testcase(f.name.as_bytes());
-    let arrays = f.arrays();
-    let params = f.params();
     let mut fctx = FunctionBuilderContext::new();
     let grow = match grows {
         true => {
@@ -223,7 +241,7 @@ fn build(
     };
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-        translate::Translator::translate(&mut b, f, ptr_ty, &arrays, &params, grow)?;
+        translate::Translator::translate(&mut b, f, ptr_ty, arrays, params, grow)?;
         b.finalize(module.target_config());
     }
     let id = module
@@ -309,7 +327,10 @@ pub fn warm_up() {
 pub fn compile(f: &Function) -> Result<CompiledKernel, String> {
     let start = Instant::now();
     let f = &passes::for_codegen(f);
-    let (mut module, mut ctx, id) = build(f, false)?;
+    let split = shares::split(f);
+    let kernel = split.as_ref().map_or(f, |(k, _)| k);
+    let (arrays, params) = arguments(f, kernel);
+    let (mut module, mut ctx, id) = build(kernel, &arrays, &params, false)?;
     module.clear_context(&mut ctx);
     module
         .finalize_definitions()
@@ -318,11 +339,12 @@ pub fn compile(f: &Function) -> Result<CompiledKernel, String> {
     let code = call::Code::new(module, ptr);
     Ok(CompiledKernel {
         name: f.name.clone(),
-        arrays: f.arrays(),
-        params: f.params(),
+        arrays,
+        params,
         compile_time: start.elapsed(),
         tier: Tier::Cranelift,
         parallel: f.parallel,
+        shares: split.map(|(_, search)| search),
         code,
     })
 }
@@ -330,7 +352,10 @@ pub fn compile(f: &Function) -> Result<CompiledKernel, String> {
 /// The machine code Cranelift makes of `f`, as assembly text (`--emit asm`).
 pub fn disassemble(f: &Function) -> Result<String, String> {
     let f = &passes::for_codegen(f);
-    let (module, ctx, _) = build(f, true)?;
+    let split = shares::split(f);
+    let kernel = split.as_ref().map_or(f, |(k, _)| k);
+    let (arrays, params) = arguments(f, kernel);
+    let (module, ctx, _) = build(kernel, &arrays, &params, true)?;
     let text = ctx
         .compiled_code()
         .and_then(|c| c.vcode.clone())

@@ -785,7 +785,8 @@ fn compile_parts(
         _ => None,
     };
     let mut function = e.finish(name);
-    function.parallel = parallel;
+    function.parallel = parallel.map(|(mode, _)| mode);
+    function.shares = parallel.map(|(_, bounds)| bounds);
     // TENSOR_NO_UNROLL=1 keeps single accumulators (to compare the IR).
     if std::env::var_os("TENSOR_NO_UNROLL").is_none() {
         crate::ir::unroll::two_accumulators(&mut function);

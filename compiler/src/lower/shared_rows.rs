@@ -127,7 +127,8 @@ pub(super) fn compile_sharing_rows(
     let parallel =
         super::parallel::share_outer(&mut l.e, first, &super::parallel::OuterLoop::rows(i, rows));
     let mut function = l.e.finish(name);
-    function.parallel = parallel;
+    function.parallel = parallel.map(|(mode, _)| mode);
+    function.shares = parallel.map(|(_, bounds)| bounds);
     if std::env::var_os("TENSOR_NO_UNROLL").is_none() {
         crate::ir::unroll::two_accumulators(&mut function);
     }

@@ -34,8 +34,8 @@ use super::vars::IndexVar;
 use super::Lowerer;
 use crate::format::level::{Assembly, Iteration, LevelCtx};
 use crate::ir::{
-    CmpOp, Emitter, Expr, Parallel, ParamRef, Stmt, Ty, VarId, CALL_PHASE, CALL_THREAD,
-    CALL_THREADS,
+    CmpOp, Emitter, Expr, Parallel, ParamRef, ShareBounds, Stmt, Ty, VarId, CALL_PHASE,
+    CALL_THREAD, CALL_THREADS,
 };
 use checks::{
     assigns_outside, carried_counters_fit, carried_sums_fit, reads_result_only_to_add,
@@ -236,8 +236,13 @@ fn stitches(o: &super::operands::Operand) -> bool {
 }
 
 /// Make the outermost loop of the nest in `e`'s top-level block run in
-/// shares, if that is race-free; returns how results are kept apart.
-pub(super) fn share_outer(e: &mut Emitter, p: &Problem, outer: &OuterLoop) -> Option<Parallel> {
+/// shares, if that is race-free; returns how results are kept apart, and
+/// the variables holding a call's share.
+pub(super) fn share_outer(
+    e: &mut Emitter,
+    p: &Problem,
+    outer: &OuterLoop,
+) -> Option<(Parallel, ShareBounds)> {
     let mode = mode(p, outer)?;
     let out = p.output().tensor.clone();
     let mut body = e.take();
@@ -330,13 +335,14 @@ pub(super) fn share_outer(e: &mut Emitter, p: &Problem, outer: &OuterLoop) -> Op
     });
     e.open();
     let hi = e.bind("share_hi", hi);
-    let (begin, end) = share_bounds(
+    let bounds = share_bounds(
         e,
         lo,
         hi.clone(),
         outer.weight.as_ref(),
         outer.runs.as_ref(),
     );
+    let (begin, end) = (Expr::Var(bounds.begin), Expr::Var(bounds.end));
     match fill {
         Some(fill) => fill.emit(e, p, hi, (begin, end), var, inner),
         None => e.push(Stmt::For {
@@ -358,7 +364,7 @@ pub(super) fn share_outer(e: &mut Emitter, p: &Problem, outer: &OuterLoop) -> Op
     for s in after {
         e.push(s);
     }
-    Some(mode)
+    Some((mode, bounds))
 }
 
 /// Emit `pending` (if any) under `if cond`.
@@ -385,13 +391,18 @@ fn share_bounds(
     hi: Expr,
     weight: Option<&Weight>,
     runs: Option<&Coordinate>,
-) -> (Expr, Expr) {
+) -> ShareBounds {
     let thread = Expr::Param(ParamRef::call(CALL_THREAD));
     let threads = Expr::Param(ParamRef::call(CALL_THREADS));
     let lo = e.bind("share_lo", lo);
     let hi = e.bind("share_hi", hi);
-    let begin = e.let_var("share_begin", lo.clone());
-    let end = e.let_var("share_end", hi.clone());
+    let bounds = ShareBounds {
+        begin: e.fresh("share_begin", Ty::I64),
+        end: e.fresh("share_end", Ty::I64),
+    };
+    e.push(Stmt::Let(bounds.begin, lo.clone()));
+    e.push(Stmt::Let(bounds.end, hi.clone()));
+    let (begin, end) = (Expr::Var(bounds.begin), Expr::Var(bounds.end));
     let split = Expr::and(
         Expr::cmp(CmpOp::Gt, threads.clone(), Expr::Int(1)),
         Expr::lt(lo.clone(), hi.clone()),
@@ -490,5 +501,5 @@ fn share_bounds(
             },
         );
     });
-    (begin, end)
+    bounds
 }
