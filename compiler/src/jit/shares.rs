@@ -16,7 +16,7 @@
 //! with the declarations it reads and the conditions under which the
 //! kernel reaches it. A few dozen interpreted steps per boundary cost
 //! microseconds, against calls worth sharing (`threads::used` shares only
-//! inputs of at least 64K stored values). The C tier keeps the search in
+//! inputs of at least 512K stored values). The C tier keeps the search in
 //! the kernel: C a user ships computes its own shares, and gcc's time is
 //! spent in the background.
 //!
