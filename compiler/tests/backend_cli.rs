@@ -186,6 +186,11 @@ fn emit_asm_prints_machine_code() {
     );
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("block0:") && out.contains("ret"), "{out}");
+    // The shares of DIA's diagonals are searched before each call.
+    assert!(
+        out.starts_with("; the thread-share search runs before each call"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -362,7 +362,13 @@ pub fn disassemble(f: &Function) -> Result<String, String> {
         .ok_or("Cranelift kept no disassembly")?;
     // Never finalized: nothing of it can run.
     drop(module);
-    Ok(text)
+    Ok(match split {
+        Some(_) => format!(
+            "; the thread-share search runs before each call (in the IR interpreter); \
+             this code reads the share as the parameters share_begin and share_end\n{text}"
+        ),
+        None => text,
+    })
 }
 
 #[cfg(test)]
