@@ -149,8 +149,7 @@ pub(crate) fn split(f: &Function) -> Option<(Function, ShareSearch)> {
     let path = path_to_let(&f.body, bounds.end)?;
     let (frames, at) = path.split_at(path.len() - 1);
     let at = at[0].0;
-    let block = block_at(&f.body, frames)?;
-    let search = block.get(at + 1)?;
+    let search = block_at(&f.body, frames)?.get(at + 1)?;
     let Stmt::If { cond, els, .. } = search else {
         return None;
     };
@@ -158,116 +157,8 @@ pub(crate) fn split(f: &Function) -> Option<(Function, ShareSearch)> {
     if !els.is_empty() || !several_threads_only(cond) {
         return None;
     }
-    let written = written_arrays(&f.body);
-    let assigned = assigned_vars(&f.body);
-    // Inside the search, `begin` and `end` are set, and nothing outside it.
-    let in_search = assigned_vars(std::slice::from_ref(search));
-    for v in [bounds.begin, bounds.end] {
-        if assigned.count(v) != in_search.count(v) {
-            return None;
-        }
-    }
-    // What the search and the conditions on the way to it read, through
-    // the declarations before it, innermost first.
-    let mut needed = free_vars(search);
-    needed.insert(bounds.begin);
-    needed.insert(bounds.end);
-    let mut kept: Vec<Vec<usize>> = vec![Vec::new(); frames.len() + 1];
-    for depth in (0..=frames.len()).rev() {
-        let b = block_at(&f.body, &frames[..depth])?;
-        let upto = if depth == frames.len() {
-            at + 1
-        } else {
-            frames[depth].0
-        };
-        if depth < frames.len() {
-            let Stmt::If { cond, .. } = &b[upto] else {
-                return None;
-            };
-            needed.extend(expr_vars(cond));
-        }
-        for k in (0..upto).rev() {
-            if let Stmt::Let(v, e) = &b[k] {
-                if needed.contains(v) {
-                    kept[depth].push(k);
-                    needed.extend(expr_vars(e));
-                }
-            }
-        }
-        kept[depth].reverse();
-    }
-    // Every variable read is declared on the way and assigned nowhere
-    // else, and nothing read is written by the kernel.
-    let declared: BTreeSet<VarId> = kept
-        .iter()
-        .enumerate()
-        .flat_map(|(depth, ks)| {
-            let b = block_at(&f.body, &frames[..depth]);
-            ks.iter().filter_map(move |&k| match b.map(|b| &b[k]) {
-                Some(Stmt::Let(v, _)) => Some(*v),
-                _ => None,
-            })
-        })
-        .collect();
-    let reads_outside = needed
-        .iter()
-        .any(|&v| !declared.contains(&v) || assigned.count(v) != in_search.count(v));
-    if reads_outside {
-        return None;
-    }
-    let mut program_reads = Vec::new();
-    for (depth, ks) in kept.iter().enumerate() {
-        let b = block_at(&f.body, &frames[..depth])?;
-        program_reads.extend(ks.iter().map(|&k| b[k].clone()));
-    }
-    program_reads.push(search.clone());
-    if program_reads.iter().any(|s| loads_any(s, &written)) {
-        return None;
-    }
-
-    let mut vars = f.vars.clone();
-    let mut fresh = |name: &str, ty: Ty| {
-        vars.push(VarInfo {
-            name: name.to_string(),
-            ty,
-        });
-        (vars.len() - 1) as VarId
-    };
-    let reached = fresh("share_reached", Ty::Bool);
-    let whole = (
-        fresh("share_whole_lo", Ty::I64),
-        fresh("share_whole_hi", Ty::I64),
-    );
-    // Innermost frame first: its declarations, the bounds, the search.
-    let innermost = block_at(&f.body, frames)?;
-    let mut program: Block = kept[frames.len()]
-        .iter()
-        .map(|&k| innermost[k].clone())
-        .collect();
-    program.push(Stmt::Let(whole.0, Expr::Var(bounds.begin)));
-    program.push(Stmt::Let(whole.1, Expr::Var(bounds.end)));
-    program.push(search.clone());
-    program.push(Stmt::Set(reached, Expr::Bool(true)));
-    for depth in (0..frames.len()).rev() {
-        let b = block_at(&f.body, &frames[..depth])?;
-        let (k, branch) = frames[depth];
-        let Stmt::If { cond, .. } = &b[k] else {
-            return None;
-        };
-        let inner = std::mem::take(&mut program);
-        program = kept[depth].iter().map(|&k| b[k].clone()).collect();
-        let (then, els) = match branch {
-            Branch::Then => (inner, Vec::new()),
-            Branch::Else => (Vec::new(), inner),
-        };
-        program.push(Stmt::If {
-            cond: cond.clone(),
-            then,
-            els,
-        });
-    }
-    program.insert(0, Stmt::Let(reached, Expr::Bool(false)));
-
+    let kept = declarations_read(f, bounds, frames, at, search)?;
+    let (program, vars, reached, whole) = program(f, bounds, frames, &kept, search)?;
     let mut kernel = f.clone();
     let param = |name| Expr::Param(ParamRef::call(name));
     *stmt_at_mut(&mut kernel.body, frames, at + 1)? = Stmt::If {
@@ -282,13 +173,137 @@ pub(crate) fn split(f: &Function) -> Option<(Function, ShareSearch)> {
     crate::ir::passes::remove_dead_vars(&mut kernel);
     let search = ShareSearch {
         program,
-        vars: vars.len(),
+        vars,
         bounds,
         reached,
         whole,
         memos: Mutex::new(Vec::new()),
     };
     Some((kernel, search))
+}
+
+/// The declarations the search (at `at + 1` of the block `frames` lead
+/// into) and the conditions on the way to it read: per frame, outermost
+/// first, the positions of those `let`s in the frame's block. `None` when
+/// running them before the call could see other values than the kernel:
+/// a variable read is assigned outside the search (or not declared on the
+/// way), or an array read is one the kernel writes.
+fn declarations_read(
+    f: &Function,
+    bounds: ShareBounds,
+    frames: &[(usize, Branch)],
+    at: usize,
+    search: &Stmt,
+) -> Option<Vec<Vec<usize>>> {
+    let assigned = assigned_vars(&f.body);
+    // Inside the search, `begin` and `end` are set, and nothing outside it.
+    let in_search = assigned_vars(std::slice::from_ref(search));
+    for v in [bounds.begin, bounds.end] {
+        if assigned.count(v) != in_search.count(v) {
+            return None;
+        }
+    }
+    // Innermost frame first, each block from the way's position back.
+    let mut needed = free_vars(search);
+    needed.insert(bounds.begin);
+    needed.insert(bounds.end);
+    let mut kept: Vec<Vec<usize>> = vec![Vec::new(); frames.len() + 1];
+    let mut declared = BTreeSet::new();
+    for depth in (0..=frames.len()).rev() {
+        let b = block_at(&f.body, &frames[..depth])?;
+        let upto = frames.get(depth).map_or(at + 1, |&(k, _)| k);
+        if depth < frames.len() {
+            let Stmt::If { cond, .. } = &b[upto] else {
+                return None;
+            };
+            needed.extend(expr_vars(cond));
+        }
+        for k in (0..upto).rev() {
+            if let Stmt::Let(v, e) = &b[k] {
+                if needed.contains(v) {
+                    kept[depth].push(k);
+                    declared.insert(*v);
+                    needed.extend(expr_vars(e));
+                }
+            }
+        }
+        kept[depth].reverse();
+    }
+    let reads_outside = needed
+        .iter()
+        .any(|&v| !declared.contains(&v) || assigned.count(v) != in_search.count(v));
+    if reads_outside {
+        return None;
+    }
+    let written = written_arrays(&f.body);
+    for (depth, ks) in kept.iter().enumerate() {
+        let b = block_at(&f.body, &frames[..depth])?;
+        if ks.iter().any(|&k| loads_any(&b[k], &written)) {
+            return None;
+        }
+        // The condition of the `if` the way continues into.
+        if let Some(Stmt::If { cond, .. }) = frames.get(depth).and_then(|&(k, _)| b.get(k)) {
+            if loads_in(cond, &written) {
+                return None;
+            }
+        }
+    }
+    (!loads_any(search, &written)).then_some(kept)
+}
+
+/// The search as a program: the `kept` declarations of each frame, inside
+/// the frame's `if` (the branch the way takes), then the bounds' values
+/// before the search (`whole`), the search, and `reached` set. Returns it
+/// with its number of variables, `reached` and `whole`.
+fn program(
+    f: &Function,
+    bounds: ShareBounds,
+    frames: &[(usize, Branch)],
+    kept: &[Vec<usize>],
+    search: &Stmt,
+) -> Option<(Block, usize, VarId, (VarId, VarId))> {
+    let mut vars = f.vars.clone();
+    let mut fresh = |name: &str, ty: Ty| {
+        vars.push(VarInfo {
+            name: name.to_string(),
+            ty,
+        });
+        (vars.len() - 1) as VarId
+    };
+    let reached = fresh("share_reached", Ty::Bool);
+    let whole = (
+        fresh("share_whole_lo", Ty::I64),
+        fresh("share_whole_hi", Ty::I64),
+    );
+    let declarations = |depth: usize| -> Option<Block> {
+        let b = block_at(&f.body, &frames[..depth])?;
+        Some(kept[depth].iter().map(|&k| b[k].clone()).collect())
+    };
+    // Innermost frame first: its declarations, the bounds, the search.
+    let mut program = declarations(frames.len())?;
+    program.push(Stmt::Let(whole.0, Expr::Var(bounds.begin)));
+    program.push(Stmt::Let(whole.1, Expr::Var(bounds.end)));
+    program.push(search.clone());
+    program.push(Stmt::Set(reached, Expr::Bool(true)));
+    for depth in (0..frames.len()).rev() {
+        let (k, branch) = frames[depth];
+        let Some(Stmt::If { cond, .. }) = block_at(&f.body, &frames[..depth])?.get(k) else {
+            return None;
+        };
+        let inner = std::mem::take(&mut program);
+        program = declarations(depth)?;
+        let (then, els) = match branch {
+            Branch::Then => (inner, Vec::new()),
+            Branch::Else => (Vec::new(), inner),
+        };
+        program.push(Stmt::If {
+            cond: cond.clone(),
+            then,
+            els,
+        });
+    }
+    program.insert(0, Stmt::Let(reached, Expr::Bool(false)));
+    Some((program, vars.len(), reached, whole))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -390,10 +405,15 @@ fn written_arrays(b: &Block) -> Vec<crate::ir::ArrayRef> {
 fn loads_any(s: &Stmt, arrays: &[crate::ir::ArrayRef]) -> bool {
     let mut hit = false;
     walk_block(std::slice::from_ref(s), &mut |s| {
-        for e in crate::ir::stmt_exprs(s) {
-            e.walk(&mut |x| hit |= matches!(x, Expr::Load(a, _) if arrays.contains(a)));
-        }
+        hit |= crate::ir::stmt_exprs(s).iter().any(|e| loads_in(e, arrays));
     });
+    hit
+}
+
+/// Whether `e` loads one of `arrays`.
+fn loads_in(e: &Expr, arrays: &[crate::ir::ArrayRef]) -> bool {
+    let mut hit = false;
+    e.walk(&mut |x| hit |= matches!(x, Expr::Load(a, _) if arrays.contains(a)));
     hit
 }
 
