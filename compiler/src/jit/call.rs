@@ -212,11 +212,11 @@ extern "C" fn reserve(rt: *mut Growable, slot: i64, len: i64) -> *mut u8 {
         if check_allocation(&g.tensor, "an output array", want as u128, bytes).is_err() {
             return std::ptr::null_mut();
         }
+        // Room first, on huge pages before the new elements are written.
         match buf {
-            Buf::I32(v) => v.resize(want, 0),
-            Buf::F64(v) => v.resize(want, 0.0),
+            Buf::I32(v) => grow_on_huge_pages(v, want, 0),
+            Buf::F64(v) => grow_on_huge_pages(v, want, 0.0),
         }
-        advise_huge_pages(buf);
         // SAFETY: `slots` has one entry per slot index handed to the kernel.
         let s = unsafe { &mut *g.slots.add(slot as usize) };
         s.ptr = buf.ptr();
@@ -226,25 +226,12 @@ extern "C" fn reserve(rt: *mut Growable, slot: i64, len: i64) -> *mut u8 {
     result.unwrap_or(std::ptr::null_mut())
 }
 
-/// Large buffers get transparent huge pages: out-of-cache kernels lose up to
-/// 2x to TLB misses and page faults on 4 KiB pages.
-fn advise_huge_pages(buf: &mut Buf) {
-    let bytes = match buf {
-        Buf::I32(v) => v.len() * 4,
-        Buf::F64(v) => v.len() * 8,
-    };
-    if bytes >= 4 << 20 {
-        // SAFETY: madvise only advises the kernel about a range we own; an
-        // unaligned start is rounded up to a page and errors are ignored.
-        unsafe {
-            let p = buf.ptr() as usize;
-            let start = (p + 4095) & !4095;
-            let len = (p + bytes).saturating_sub(start) & !4095;
-            if len > 0 {
-                libc::madvise(start as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
-            }
-        }
-    }
+/// `v` grown to `want` elements of `zero`, its room asked for on huge
+/// pages before the new elements are written (`line_aligned`).
+fn grow_on_huge_pages<T: Copy>(v: &mut Vec<T>, want: usize, zero: T) {
+    v.reserve(want.saturating_sub(v.len()));
+    crate::line_aligned::advise_huge_pages(v.spare_capacity_mut());
+    v.resize(want, zero);
 }
 
 fn take_array(t: &mut Tensor, a: &ArrayRef) -> Option<Buf> {

@@ -134,6 +134,11 @@ pub fn pack_entries_reusing(
         Placement::Identity if parent_size == n => sorted_vals.into_owned(),
         placement => {
             let mut v = scratch.floats(parent_size);
+            // A dense operand's values, written nearly whole: on huge
+            // pages (padded formats' stay on lazily zeroed pages).
+            if n.saturating_mul(2) >= parent_size {
+                crate::line_aligned::advise_huge_pages(&mut v);
+            }
             for (&p, &x) in placement.into_each(n).iter().zip(sorted_vals.iter()) {
                 v[p as usize] = x;
             }
@@ -179,4 +184,48 @@ fn column_packers(format: &TensorFormat) -> Option<(&[usize], Vec<&dyn ColumnPac
         .map(|l| l.column_pack())
         .collect::<Option<Vec<_>>>()?;
     Some((order, packers))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::coo::CooTensor;
+    use crate::format::{parse_format, Registry};
+    use crate::line_aligned::{advised_huge, HUGE};
+
+    /// An order-2 tensor of `rows` x `cols` with an entry at every
+    /// `every`-th position.
+    fn entries(rows: usize, cols: usize, every: usize) -> CooTensor {
+        let mut t = CooTensor::new(vec![rows, cols]);
+        for p in (0..rows * cols).step_by(every) {
+            t.push(&[(p / cols) as u32, (p % cols) as u32], 1.0);
+        }
+        t
+    }
+
+    #[test]
+    fn values_written_whole_go_on_huge_pages_and_padded_ones_not() {
+        let r = Registry::builtin();
+        let dense = parse_format("dense", 2, &r).unwrap(); // ok: test code
+        let rows = HUGE / 8 / 64 * 2; // values of 2 * HUGE bytes
+        let full = super::super::pack(&"D".to_string(), &entries(rows, 64, 1), &dense).unwrap(); // ok: test code
+                                                                                                 // 64 MiB, above glibc's largest mmap threshold: a fresh mapping,
+                                                                                                 // never memory an earlier block (of another test thread) had advised.
+        let rows_sparse = (64 << 20) / 8 / 64;
+        let sparse =
+            super::super::pack(&"E".to_string(), &entries(rows_sparse, 64, 97), &dense).unwrap(); // ok: test code
+        let middle = |v: &[f64]| v[v.len() / 2..].as_ptr() as *const u8;
+        match (
+            advised_huge(middle(&full.vals)),
+            advised_huge(middle(&sparse.vals)),
+        ) {
+            (Some(f), Some(s)) => assert!(f && !s, "full {f}, sparse {s}"),
+            _ => eprintln!("skipped: /proc/self/smaps does not tell"),
+        }
+        assert_eq!(full.vals.len(), rows * 64);
+        assert!(full.vals.iter().all(|&v| v == 1.0));
+        assert_eq!(
+            sparse.vals.iter().filter(|&&v| v == 1.0).count(),
+            (rows_sparse * 64).div_ceil(97)
+        );
+    }
 }
