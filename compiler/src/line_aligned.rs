@@ -204,9 +204,12 @@ unsafe fn place_after_move(raw: *mut u8, off: usize, len: usize) -> *mut u8 {
 
 /// Whether the mapping holding `p` was advised to use huge pages (its
 /// `VmFlags` in `/proc/self/smaps` carry `hg`); `None` where that file
-/// cannot tell. Advice covers whole pages: ask about one inside a block.
+/// cannot tell, or the kernel has no transparent huge pages (it then
+/// refuses the advice). Advice covers whole pages: ask about one inside a
+/// block.
 #[cfg(test)]
 pub(crate) fn advised_huge(p: *const u8) -> Option<bool> {
+    std::fs::metadata("/sys/kernel/mm/transparent_hugepage/enabled").ok()?;
     let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
     let at = p as usize;
     let mut inside = false;
