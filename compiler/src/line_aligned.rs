@@ -174,6 +174,15 @@ pub fn advise_huge_pages<T>(v: &mut [T]) {
     advise_range(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v));
 }
 
+/// `advise_huge_pages` for a zeroed array that `written` of its elements
+/// will be written into: only when that is at least half of them (a dense
+/// operand's values, not the padding of ELL or DIA over scattered rows).
+pub fn advise_huge_pages_if_mostly_written<T>(v: &mut [T], written: usize) {
+    if written.saturating_mul(2) >= v.len() {
+        advise_huge_pages(v);
+    }
+}
+
 fn advise_range(p: *mut u8, len: usize) {
     if len < HUGE {
         return;

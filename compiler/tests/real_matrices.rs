@@ -126,14 +126,26 @@ fn spmv_on_real_matrices_in_every_format() {
             data.insert("A".to_string(), a.clone());
             data.insert("x".to_string(), CooTensor::from_dense(vec![n], &x));
             let mut p = prepare("spmv", &a_expr, &formats, &data, &[a.dims[0]], None).unwrap();
-            p.run().unwrap();
-            let got = p.result().unwrap().to_dense();
-            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-                assert!(
-                    (g - w).abs() <= 1e-9 * (1.0 + w.abs()),
-                    "{} {f}: y[{i}] = {g}, expected {w}",
-                    path.display()
-                );
+            // As a user runs it, then, where the loop can be shared, on 3
+            // threads, each searching its share (on the Cranelift tier, in
+            // the interpreter before the call: `jit::shares`).
+            let shared = p.compiled.parallel.is_some();
+            for threads in [None, Some(3)]
+                .into_iter()
+                .filter(|t| t.is_none() || shared)
+            {
+                if let Some(n) = threads {
+                    p.threads = Threads::exactly(n);
+                }
+                p.run().unwrap();
+                let got = p.result().unwrap().to_dense();
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    assert!(
+                        (g - w).abs() <= 1e-9 * (1.0 + w.abs()),
+                        "{} {f} on {threads:?} threads: y[{i}] = {g}, expected {w}",
+                        path.display()
+                    );
+                }
             }
         }
     }
@@ -426,13 +438,19 @@ fn sparse_results_and_dense_rows_on_real_matrices() {
             let product: Vec<f64> = bd.iter().zip(&btd).map(|(x, y)| x * y).collect();
             for f in ["COO", "DCSR", "CSR"] {
                 for (op, want) in [("+", &sum), ("*", &product)] {
-                    let got = run_dense(
-                        &format!("A(i,j) = B(i,j) {op} C(i,j)"),
-                        &[("A", f, 2), ("B", f, 2), ("C", f, 2)],
-                        &[("B", &b), ("C", &bt)],
-                        &[m, m],
-                    );
-                    assert_close(&got, want, &format!("{name}: B {op} Bt in {f}"));
+                    // CSR's rows are shared among threads, each stitched
+                    // into the result (`Parallel::Stitch`).
+                    for threads in [1, 3] {
+                        let got = run_dense_on(
+                            &format!("A(i,j) = B(i,j) {op} C(i,j)"),
+                            &[("A", f, 2), ("B", f, 2), ("C", f, 2)],
+                            &[("B", &b), ("C", &bt)],
+                            &[m, m],
+                            threads,
+                        );
+                        let what = format!("{name}: B {op} Bt in {f} on {threads} threads");
+                        assert_close(&got, want, &what);
+                    }
                 }
                 let got = run_dense(
                     "s = B(i,j) * C(i,j)",

@@ -12,7 +12,6 @@
 //! between its new place and its old one, so it has the same value there.
 
 use super::{assigns, fresh_var, has_loops, nested_blocks_mut, Block, Expr, Function, Stmt, VarId};
-use std::collections::BTreeSet;
 
 pub fn compute_steps_early(f: &mut Function) {
     let mut body = std::mem::take(&mut f.body);
@@ -49,7 +48,7 @@ fn in_loop_body(body: &mut Block, f: &mut Function) {
         if e.reads_memory() {
             continue;
         }
-        let reads = vars_of(&e);
+        let reads = e.vars();
         // Worth it only if the step reads at least two values besides its
         // own cursor: they give way to one.
         if reads.iter().filter(|&&v| v != p).count() < 2 {
@@ -80,16 +79,6 @@ fn in_loop_body(body: &mut Block, f: &mut Function) {
         body.insert(at, Stmt::Let(next, e));
         made.push(next);
     }
-}
-
-fn vars_of(e: &Expr) -> BTreeSet<VarId> {
-    let mut out = BTreeSet::new();
-    e.walk(&mut |x| {
-        if let Expr::Var(v) = x {
-            out.insert(*v);
-        }
-    });
-    out
 }
 
 #[cfg(test)]

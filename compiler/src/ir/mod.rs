@@ -367,6 +367,17 @@ impl Expr {
             _ => {}
         }
     }
+
+    /// The variables the expression reads.
+    pub fn vars(&self) -> std::collections::BTreeSet<VarId> {
+        let mut out = std::collections::BTreeSet::new();
+        self.walk(&mut |x| {
+            if let Expr::Var(v) = x {
+                out.insert(*v);
+            }
+        });
+        out
+    }
 }
 
 /// Visit every statement of a block, recursively (pre-order), with the

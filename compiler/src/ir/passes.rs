@@ -103,11 +103,7 @@ fn read_vars(b: &Block) -> BTreeSet<VarId> {
     let mut read = BTreeSet::new();
     walk_block(b, &mut |s| {
         for e in stmt_exprs(s) {
-            e.walk(&mut |x| {
-                if let Expr::Var(v) = x {
-                    read.insert(*v);
-                }
-            });
+            read.extend(e.vars());
         }
     });
     read

@@ -31,7 +31,7 @@ use crate::ir::{
     walk_block, BinOp, Block, CmpOp, Expr, Function, ParamRef, ShareBounds, Stmt, Ty, VarId,
     VarInfo, CALL_SHARE_BEGIN, CALL_SHARE_END, CALL_THREADS,
 };
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
 /// The share search of a kernel compiled without it, as a program for the
@@ -195,13 +195,15 @@ fn declarations_read(
     at: usize,
     search: &Stmt,
 ) -> Option<Vec<Vec<usize>>> {
-    let assigned = assigned_vars(&f.body);
+    // Assigned outside the search: what the kernel's sets count more.
+    let (all, inside) = (
+        assignments(&f.body),
+        assignments(std::slice::from_ref(search)),
+    );
+    let set_outside = |v: &VarId| all.get(v) != inside.get(v);
     // Inside the search, `begin` and `end` are set, and nothing outside it.
-    let in_search = assigned_vars(std::slice::from_ref(search));
-    for v in [bounds.begin, bounds.end] {
-        if assigned.count(v) != in_search.count(v) {
-            return None;
-        }
+    if [bounds.begin, bounds.end].iter().any(set_outside) {
+        return None;
     }
     // Innermost frame first, each block from the way's position back.
     let mut needed = free_vars(search);
@@ -216,14 +218,14 @@ fn declarations_read(
             let Stmt::If { cond, .. } = &b[upto] else {
                 return None;
             };
-            needed.extend(expr_vars(cond));
+            needed.extend(cond.vars());
         }
         for k in (0..upto).rev() {
             if let Stmt::Let(v, e) = &b[k] {
                 if needed.contains(v) {
                     kept[depth].push(k);
                     declared.insert(*v);
-                    needed.extend(expr_vars(e));
+                    needed.extend(e.vars());
                 }
             }
         }
@@ -231,11 +233,15 @@ fn declarations_read(
     }
     let reads_outside = needed
         .iter()
-        .any(|&v| !declared.contains(&v) || assigned.count(v) != in_search.count(v));
+        .any(|v| !declared.contains(v) || set_outside(v));
     if reads_outside {
         return None;
     }
-    let written = written_arrays(&f.body);
+    let written: Vec<_> = f
+        .arrays()
+        .into_iter()
+        .filter_map(|(a, writes)| writes.then_some(a))
+        .collect();
     for (depth, ks) in kept.iter().enumerate() {
         let b = block_at(&f.body, &frames[..depth])?;
         if ks.iter().any(|&k| loads_any(&b[k], &written)) {
@@ -371,31 +377,12 @@ fn several_threads_only(cond: &Expr) -> bool {
     }
 }
 
-/// Every variable the statements of `b` assign (`set`), with repeats.
-fn assigned_vars(b: &[Stmt]) -> Assigned {
-    let mut out = Vec::new();
+/// How many times the statements of `b` assign (`set`) each variable.
+fn assignments(b: &[Stmt]) -> BTreeMap<VarId, usize> {
+    let mut out = BTreeMap::new();
     walk_block(b, &mut |s| {
         if let Stmt::Set(v, _) = s {
-            out.push(*v);
-        }
-    });
-    Assigned(out)
-}
-
-struct Assigned(Vec<VarId>);
-
-impl Assigned {
-    fn count(&self, v: VarId) -> usize {
-        self.0.iter().filter(|&&x| x == v).count()
-    }
-}
-
-/// The arrays the kernel stores to or reserves.
-fn written_arrays(b: &Block) -> Vec<crate::ir::ArrayRef> {
-    let mut out = Vec::new();
-    walk_block(b, &mut |s| {
-        if let Stmt::Store(a, ..) | Stmt::Reserve { array: a, .. } = s {
-            out.push(a.clone());
+            *out.entry(*v).or_insert(0) += 1;
         }
     });
     out
@@ -417,16 +404,6 @@ fn loads_in(e: &Expr, arrays: &[crate::ir::ArrayRef]) -> bool {
     hit
 }
 
-fn expr_vars(e: &Expr) -> Vec<VarId> {
-    let mut out = Vec::new();
-    e.walk(&mut |x| {
-        if let Expr::Var(v) = x {
-            out.push(*v);
-        }
-    });
-    out
-}
-
 /// The variables `s` reads that it does not declare itself.
 fn free_vars(s: &Stmt) -> BTreeSet<VarId> {
     let (mut read, mut declared) = (BTreeSet::new(), BTreeSet::new());
@@ -441,7 +418,7 @@ fn free_vars(s: &Stmt) -> BTreeSet<VarId> {
             _ => {}
         }
         for e in crate::ir::stmt_exprs(s) {
-            read.extend(expr_vars(e));
+            read.extend(e.vars());
         }
     });
     read.difference(&declared).copied().collect()
@@ -567,15 +544,17 @@ mod tests {
         assert!(split(&g).is_none());
     }
 
-    /// CSR's row positions, as a call would hold them, counting loads.
-    struct Rows {
+    /// A call of thread `thread` of 2 over CSR rows at `pos`, noting its
+    /// loads (in cells: the interpreter's `load` takes `&self`).
+    struct Noted {
         pos: Vec<i64>,
-        thread: i64,
-        reads: Vec<Read>,
-        loads: usize,
+        /// The call's parameters: the thread is the only one that varies.
+        params: Vec<i64>,
+        reads: std::cell::RefCell<Vec<Read>>,
+        loads: std::cell::Cell<usize>,
     }
 
-    impl Memory for Rows {
+    impl Memory for Noted {
         fn param(&self, p: &ParamRef) -> Result<i64, String> {
             match p.c_name().as_str() {
                 "A1_N" => Ok(self.pos.len() as i64 - 1),
@@ -584,14 +563,20 @@ mod tests {
         }
         fn call_param(&self, name: &str) -> i64 {
             match name {
-                CALL_THREADS => 2,
-                crate::ir::CALL_THREAD => self.thread,
+                crate::ir::CALL_THREAD => self.params[0],
                 _ => 2,
             }
         }
         fn load(&self, a: &ArrayRef, at: i64) -> Result<Value, String> {
             assert_eq!(a, &ArrayRef::level("A", 1, "pos"));
-            Ok(Value::I(self.pos[at as usize]))
+            let v = self.pos[at as usize];
+            self.loads.set(self.loads.get() + 1);
+            self.reads.borrow_mut().push(Read {
+                array: 0,
+                at,
+                bits: v as u64,
+            });
+            Ok(Value::I(v))
         }
         fn store(&mut self, _: &ArrayRef, _: i64, _: Value) -> Result<(), String> {
             Err("no stores".into())
@@ -604,58 +589,25 @@ mod tests {
         }
     }
 
-    /// `Rows` noting its loads (in a cell: the interpreter's `load`
-    /// takes `&self`), with the call's parameters.
-    struct Noted(std::cell::RefCell<Rows>, Vec<i64>);
-
-    impl Memory for Noted {
-        fn param(&self, p: &ParamRef) -> Result<i64, String> {
-            self.0.borrow().param(p)
-        }
-        fn call_param(&self, name: &str) -> i64 {
-            self.0.borrow().call_param(name)
-        }
-        fn load(&self, a: &ArrayRef, at: i64) -> Result<Value, String> {
-            let mut rows = self.0.borrow_mut();
-            let v = rows.load(a, at)?;
-            rows.loads += 1;
-            let bits = v.int()? as u64;
-            rows.reads.push(Read { array: 0, at, bits });
-            Ok(v)
-        }
-        fn store(&mut self, a: &ArrayRef, at: i64, v: Value) -> Result<(), String> {
-            self.0.get_mut().store(a, at, v)
-        }
-        fn reserve(&mut self, a: &ArrayRef, len: i64) -> Result<(), String> {
-            self.0.get_mut().reserve(a, len)
-        }
-        fn reserve_ahead(&mut self, a: &ArrayRef, len: i64) -> Result<(), String> {
-            self.0.get_mut().reserve_ahead(a, len)
-        }
-    }
-
     impl CallArguments for Noted {
         fn params(&self) -> &[i64] {
-            &self.1
+            &self.params
         }
         fn take_reads(&mut self) -> Vec<Read> {
-            std::mem::take(&mut self.0.get_mut().reads)
+            std::mem::take(self.reads.get_mut())
         }
         fn holds(&self, r: &Read) -> bool {
-            self.0.borrow().pos.get(r.at as usize).map(|&v| v as u64) == Some(r.bits)
+            self.pos.get(r.at as usize).map(|&v| v as u64) == Some(r.bits)
         }
     }
 
-    /// A call of thread `thread` of 2 over CSR rows at `pos`.
     fn noted(pos: Vec<i64>, thread: i64) -> Noted {
-        let rows = Rows {
+        Noted {
             pos,
-            thread,
-            reads: Vec::new(),
-            loads: 0,
-        };
-        // The thread is the only parameter that varies here.
-        Noted(std::cell::RefCell::new(rows), vec![thread])
+            params: vec![thread],
+            reads: Default::default(),
+            loads: Default::default(),
+        }
     }
 
     #[test]
@@ -668,16 +620,16 @@ mod tests {
         let mut first = args(late.clone(), 0);
         let share = search.bounds(&mut first).unwrap(); // ok: test code
         assert_eq!(share, Some((0, 6)));
-        assert!(first.0.borrow().loads > 0);
+        assert!(first.loads.get() > 0);
         // The same arguments again: remembered, nothing read but the checks.
         let mut again = args(late.clone(), 0);
         assert_eq!(search.bounds(&mut again).unwrap(), share); // ok: test code
-        assert_eq!(again.0.borrow().loads, 0);
+        assert_eq!(again.loads.get(), 0);
         // The nonzeros moved to the first rows: searched afresh.
         let early = vec![0, 10, 20, 30, 40, 40, 40, 40, 40];
         let mut moved = args(early, 0);
         assert_eq!(search.bounds(&mut moved).unwrap(), Some((0, 3))); // ok: test code
-        assert!(moved.0.borrow().loads > 0);
+        assert!(moved.loads.get() > 0);
         // The other thread's share is its own.
         let mut other = args(late, 1);
         assert_eq!(search.bounds(&mut other).unwrap(), Some((6, 8))); // ok: test code

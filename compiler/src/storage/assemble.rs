@@ -134,11 +134,7 @@ pub fn pack_entries_reusing(
         Placement::Identity if parent_size == n => sorted_vals.into_owned(),
         placement => {
             let mut v = scratch.floats(parent_size);
-            // A dense operand's values, written nearly whole: on huge
-            // pages (padded formats' stay on lazily zeroed pages).
-            if n.saturating_mul(2) >= parent_size {
-                crate::line_aligned::advise_huge_pages(&mut v);
-            }
+            crate::line_aligned::advise_huge_pages_if_mostly_written(&mut v, n);
             for (&p, &x) in placement.into_each(n).iter().zip(sorted_vals.iter()) {
                 v[p as usize] = x;
             }

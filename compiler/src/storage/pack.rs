@@ -113,11 +113,7 @@ pub fn pack_generic(
     }
     check_allocation(name, "values", parent_size as u128, 8)?;
     let mut vals = vec![0.0; parent_size];
-    // Written nearly whole (at least every other position holds an entry):
-    // on huge pages (a sparsely written one stays on lazily zeroed pages).
-    if parents.len().saturating_mul(2) >= parent_size {
-        crate::line_aligned::advise_huge_pages(&mut vals);
-    }
+    crate::line_aligned::advise_huge_pages_if_mostly_written(&mut vals, parents.len());
     for seg in &parents {
         vals[seg.pos] = vals_in[seg.lo..seg.hi].iter().sum();
     }
