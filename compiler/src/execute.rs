@@ -600,9 +600,11 @@ impl crate::ir::interp::Memory for InterpMemory<'_> {
 
 impl Prepared {
     /// Run the kernel's loop IR in the interpreter instead of the JIT
-    /// (bounds-checked; for testing the JIT against the IR).
+    /// (bounds-checked; for testing the JIT against the IR): the IR both
+    /// backends translate, after `ir::passes`, so that every array access
+    /// of the code that runs is checked.
     pub fn run_interpreted(&mut self) -> Result<(), String> {
-        let f = &self.kernel.function;
+        let f = &crate::ir::passes::for_codegen(&self.kernel.function);
         let target = match &mut self.buffer {
             Some(b) => b,
             None => &mut self.output,

@@ -10,6 +10,7 @@
 mod build;
 pub mod c;
 mod case_steps;
+mod clip;
 mod early_steps;
 pub mod interp;
 pub mod min_compare;

@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 pub fn for_codegen(f: &Function) -> Function {
     let mut g = f.clone();
     fold_zero_starts(&mut g.body);
+    super::clip::clip_loops(&mut g);
     super::min_compare::compare_operands(&mut g);
     remove_dead_vars(&mut g);
     super::early_steps::compute_steps_early(&mut g);

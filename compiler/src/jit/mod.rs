@@ -106,11 +106,10 @@ impl Opt {
     /// position ranges) gain from the e-graph's code motion and folding
     /// (at `none`, SpDM and MTTKRP run 1.6-1.8x slower, CSR SpMV 1.15x).
     fn for_function(f: &Function) -> Opt {
-        use crate::ir::{Expr, Stmt};
+        use crate::ir::Stmt;
         let counted = |s: &Stmt| match s {
             // a loop of a few constant trips is unrolled (`translate`)
-            Stmt::For { lo, hi, .. } => !matches!((lo, hi),
-                (Expr::Int(l), Expr::Int(h)) if h - l <= translate::UNROLL_TRIPS),
+            Stmt::For { lo, hi, .. } => translate::unrolled(lo, hi).is_none(),
             _ => false,
         };
         let any_loop = |s: &Stmt| matches!(s, Stmt::For { .. } | Stmt::While { .. });

@@ -122,7 +122,23 @@ fn cl_ty(t: Ty) -> Type {
 }
 
 /// The longest constant trip count a loop is unrolled at.
-pub(super) const UNROLL_TRIPS: i64 = 4;
+const UNROLL_TRIPS: i64 = 4;
+
+/// For a loop from `lo` to `hi` the translator unrolls: its constant
+/// bounds, and the bound it is clipped to (`hi` is `min(h, clip)`), if any.
+pub(super) fn unrolled<'e>(lo: &Expr, hi: &'e Expr) -> Option<(i64, i64, Option<&'e Expr>)> {
+    let (lo, (hi, clip)) = match (lo, hi) {
+        (Expr::Int(lo), Expr::Int(hi)) => (*lo, (*hi, None)),
+        (Expr::Int(lo), Expr::Bin(BinOp::Min, a, b)) => match (&**a, &**b) {
+            (Expr::Int(h), clip) | (clip, Expr::Int(h)) => (*lo, (*h, Some(clip))),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    (1..=UNROLL_TRIPS)
+        .contains(&(hi - lo))
+        .then_some((lo, hi, clip))
+}
 
 /// Every load in `e` that evaluating `e` always performs (not those on the
 /// right of a short-circuit operator), outermost first.
@@ -568,19 +584,36 @@ impl<'a, 'b> Translator<'a, 'b> {
             // A short innermost loop of a constant trip count (a block's
             // inner level, `BCSR(4)`) runs unrolled: Cranelift does not
             // unroll, and the loop's compare and branch cost as much as
-            // its body.
+            // its body. A loop clipped to a bound (`ir::clip`: the last
+            // block of a dimension no multiple of the block size) leaves
+            // the unrolled iterations at the first past the bound.
             Stmt::For {
                 var: var_id,
-                lo: Expr::Int(lo),
-                hi: Expr::Int(hi),
+                lo,
+                hi,
                 body,
-            } if (1..=UNROLL_TRIPS).contains(&(hi - lo)) && !crate::ir::has_loops(body) => {
+            } if unrolled(lo, hi).is_some() && !crate::ir::has_loops(body) => {
                 let var = *self.vars.get(*var_id as usize).ok_or("unknown variable")?;
-                for k in *lo..*hi {
+                let Some((lo, hi, clip)) = unrolled(lo, hi) else {
+                    unreachable!("matched above")
+                };
+                let bound = clip.map(|e| self.expr(e)).transpose()?;
+                let exit = self.b.create_block();
+                for k in lo..hi {
                     let v = self.b.ins().iconst(types::I64, k);
+                    if let Some(bound) = bound {
+                        let inside = self.b.ins().icmp(IntCC::SignedLessThan, v, bound);
+                        let next = self.b.create_block();
+                        self.b.ins().brif(inside, next, &[], exit, &[]);
+                        self.b.seal_block(next);
+                        self.b.switch_to_block(next);
+                    }
                     self.b.def_var(var, v);
                     self.block(body)?;
                 }
+                self.b.ins().jump(exit, &[]);
+                self.b.seal_block(exit);
+                self.b.switch_to_block(exit);
             }
             Stmt::For {
                 var: var_id,
