@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The long differential sweep (not part of scripts/test.sh): N seeded cases
 # (default 20,000) from the templates in compiler/tests/differential/, each
-# compiled, run through the JIT and compared with the dense oracle. Prints
+# compiled, run through the JIT and compared with the dense oracle, and run
+# by the bounds-checked IR interpreter (an access past an array's end is a
+# crash even where the answer came out right). Prints
 # pass / refused / wrong / crash counts, refusals grouped by normalised
 # message, and every wrong answer and crash with a `tensorc` reproducer.
 #

@@ -364,17 +364,20 @@ fn converted_operands(
     kernel: &Kernel,
     inputs: &[storage::Validated<'_>],
 ) -> Result<Vec<Tensor>, ExecError> {
-    let mut copies = Vec::with_capacity(kernel.conversions.len());
+    let mut copies: Vec<Tensor> = Vec::with_capacity(kernel.conversions.len());
     for c in &kernel.conversions {
-        let source = inputs
+        // A copy may be made from an earlier copy (an operand converted
+        // for one refusal, that copy converted again for a loop order).
+        let source = copies
             .iter()
-            .map(|v| v.tensor())
+            .chain(inputs.iter().map(|v| v.tensor()))
             .find(|t| t.name == c.source)
             .ok_or_else(|| StorageError::Pack {
                 tensor: c.source.clone(),
                 reason: "no data".into(),
             })?;
-        copies.push(storage::convert(source, &c.copy, &c.format)?);
+        let copy = storage::convert(source, &c.copy, &c.format)?;
+        copies.push(copy);
     }
     Ok(copies)
 }

@@ -1,6 +1,8 @@
 //! Differential testing at scale (see `differential/mod.rs`): 2,000 seeded
-//! cases from templates, each judged against the dense oracle. Fails on any
-//! wrong answer or crash; refusals are allowed here and counted.
+//! cases from templates, each judged against the dense oracle, run both as
+//! compiled and by the bounds-checked IR interpreter (every array access of
+//! the IR the backends translate checked). Fails on any wrong answer or
+//! crash; refusals are allowed here and counted.
 //!
 //! `scripts/sweep.sh [N]` runs the ignored `differential_sweep` on N cases
 //! (default 20,000) and prints the same report.

@@ -1158,3 +1158,54 @@ fn register_runs_taken_two_entries_at_a_time_cross_row_ends() {
         "two sums"
     );
 }
+
+/// An operand converted for one refusal and its copy converted again for
+/// a loop order (BCSR(2) -> CSR -> CSC): the second conversion reads the
+/// first copy, which no run found among the inputs ("tensor D_converted:
+/// no data", sweep seed 16542381).
+#[test]
+fn a_copy_converted_again_is_made_from_the_first_copy() {
+    let mut d = BTreeMap::new();
+    d.insert(
+        "C".to_string(),
+        tensor(
+            &[3, 1, 4],
+            &[
+                (&[1, 0, 0], 1.0),
+                (&[2, 0, 0], 2.0),
+                (&[0, 0, 3], 1.0),
+                (&[0, 0, 2], 2.0),
+                (&[2, 0, 3], 2.0),
+                (&[1, 0, 3], 1.25),
+                (&[1, 0, 1], -1.5),
+            ],
+        ),
+    );
+    d.insert(
+        "D".to_string(),
+        tensor(
+            &[4, 1],
+            &[
+                (&[1, 0], 1.75),
+                (&[3, 0], -1.75),
+                (&[0, 0], 0.25),
+                (&[2, 0], -0.5),
+            ],
+        ),
+    );
+    d.insert(
+        "B".to_string(),
+        tensor(&[1, 4, 3], &[(&[0, 3, 1], -0.75), (&[0, 0, 2], 0.25)]),
+    );
+    ok(check(
+        "A(i) = (C(k,i,j) * 1 - D(j,i)) * -(B(i,j,k) * C(k,i,j))",
+        &[
+            ("C", "CSF"),
+            ("D", "BCSR(2)"),
+            ("B", "COO-AoS"),
+            ("A", "sparse"),
+        ],
+        &d,
+        &[1],
+    ));
+}
