@@ -170,6 +170,60 @@ fn without_a_compiler_auto_notes_and_cc_refuses() {
     );
 }
 
+/// A compiler whose assembler refuses the option that keeps jumps off
+/// 32-byte boundaries (older binutils, other assemblers) still builds the
+/// cc tier, without it.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn an_assembler_without_the_branch_alignment_option_still_builds() {
+    use std::os::unix::fs::PermissionsExt;
+    if !have_cc("an_assembler_without_the_branch_alignment_option_still_builds") {
+        return;
+    }
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("old_assembler");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a directory of its own");
+    let wrapper = dir.join("cc");
+    let log = dir.join("calls");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in -Wa,-mbranches*) echo refused >> {log}; \
+             echo 'as: unrecognized option' >&2; exit 1;; esac; done\necho built >> {log}\nexec cc \"$@\"\n",
+            log = log.display()
+        ),
+    )
+    .expect("write the wrapper");
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let a = format!("A:{M}");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tensorc"));
+    cmd.args([
+        "y(i) = A(i,j) * x(j)",
+        "-f",
+        "A:CSR",
+        "-i",
+        &a,
+        "--json",
+        "--backend",
+        "cc",
+    ])
+    .current_dir(env!("CARGO_MANIFEST_DIR"))
+    .env("TENSOR_CACHE_DIR", dir.join("cache"))
+    .env("CC", &wrapper);
+    let out = cmd.output().expect("run tensorc");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(json(&stdout)["backend"], "cc");
+    let calls = std::fs::read_to_string(&log).expect("the wrapper ran");
+    assert!(
+        calls.contains("refused") && calls.contains("built"),
+        "{calls}"
+    );
+}
+
 #[test]
 fn emit_asm_prints_machine_code() {
     let (code, out, err) = tensorc(

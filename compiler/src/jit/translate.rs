@@ -581,40 +581,6 @@ impl<'a, 'b> Translator<'a, 'b> {
                     self.b.ins().store(f, x, addr, 0);
                 }
             }
-            // A short innermost loop of a constant trip count (a block's
-            // inner level, `BCSR(4)`) runs unrolled: Cranelift does not
-            // unroll, and the loop's compare and branch cost as much as
-            // its body. A loop clipped to a bound (`ir::clip`: the last
-            // block of a dimension no multiple of the block size) leaves
-            // the unrolled iterations at the first past the bound.
-            Stmt::For {
-                var: var_id,
-                lo,
-                hi,
-                body,
-            } if unrolled(lo, hi).is_some() && !crate::ir::has_loops(body) => {
-                let var = *self.vars.get(*var_id as usize).ok_or("unknown variable")?;
-                let Some((lo, hi, clip)) = unrolled(lo, hi) else {
-                    unreachable!("matched above")
-                };
-                let bound = clip.map(|e| self.expr(e)).transpose()?;
-                let exit = self.b.create_block();
-                for k in lo..hi {
-                    let v = self.b.ins().iconst(types::I64, k);
-                    if let Some(bound) = bound {
-                        let inside = self.b.ins().icmp(IntCC::SignedLessThan, v, bound);
-                        let next = self.b.create_block();
-                        self.b.ins().brif(inside, next, &[], exit, &[]);
-                        self.b.seal_block(next);
-                        self.b.switch_to_block(next);
-                    }
-                    self.b.def_var(var, v);
-                    self.block(body)?;
-                }
-                self.b.ins().jump(exit, &[]);
-                self.b.seal_block(exit);
-                self.b.switch_to_block(exit);
-            }
             Stmt::For {
                 var: var_id,
                 lo,
@@ -622,6 +588,9 @@ impl<'a, 'b> Translator<'a, 'b> {
                 body,
             } => {
                 let var = *self.vars.get(*var_id as usize).ok_or("unknown variable")?;
+                if let Some(trips) = unrolled(lo, hi).filter(|_| !crate::ir::has_loops(body)) {
+                    return self.unrolled_loop(var, trips, body);
+                }
                 let lo = self.expr(lo)?;
                 let hi = self.expr(hi)?;
                 let var_info = std::mem::take(&mut self.var_info);
@@ -689,6 +658,39 @@ impl<'a, 'b> Translator<'a, 'b> {
             // positions to a function that prefetches cost more than it hid
             // (see `ir::prefetch`).
             Stmt::Prefetch { .. } | Stmt::Comment(_) => {}
+        }
+        Ok(())
+    }
+
+    /// A short innermost loop of a constant trip count (a block's inner
+    /// level, `BCSR(4)`), unrolled: Cranelift does not unroll, and the
+    /// loop's compare and branch cost as much as its body. A loop clipped
+    /// to a bound (`ir::clip`: the last block of a dimension no multiple of
+    /// the block size) leaves the unrolled iterations at the first past it.
+    fn unrolled_loop(
+        &mut self,
+        var: Variable,
+        (lo, hi, clip): (i64, i64, Option<&Expr>),
+        body: &[Stmt],
+    ) -> Result<(), String> {
+        let bound = clip.map(|e| self.expr(e)).transpose()?;
+        let exit = bound.map(|_| self.b.create_block());
+        for k in lo..hi {
+            let v = self.b.ins().iconst(types::I64, k);
+            if let (Some(bound), Some(exit)) = (bound, exit) {
+                let inside = self.b.ins().icmp(IntCC::SignedLessThan, v, bound);
+                let next = self.b.create_block();
+                self.b.ins().brif(inside, next, &[], exit, &[]);
+                self.b.seal_block(next);
+                self.b.switch_to_block(next);
+            }
+            self.b.def_var(var, v);
+            self.block(body)?;
+        }
+        if let Some(exit) = exit {
+            self.b.ins().jump(exit, &[]);
+            self.b.seal_block(exit);
+            self.b.switch_to_block(exit);
         }
         Ok(())
     }
