@@ -23,7 +23,7 @@ const TILE: i64 = 1024;
 /// The most outer iterations a nest is tiled for. Each reads its own part
 /// of the arrays in every tile, a stream the hardware prefetchers must
 /// find again tile after tile; past a few dozen they lose track (ELL of
-/// the power-law matrix, thousands of slots: 1.29 s untiled, 2.21 s in
+/// the power-law matrix, 1,668 slots, cc tier: 1.29 s untiled, 1.59 s in
 /// tiles). Past it, the nest runs as it was.
 const MAX_STREAMS: i64 = 32;
 
