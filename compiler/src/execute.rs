@@ -603,11 +603,20 @@ impl crate::ir::interp::Memory for InterpMemory<'_> {
 
 impl Prepared {
     /// Run the kernel's loop IR in the interpreter instead of the JIT
-    /// (bounds-checked; for testing the JIT against the IR): the IR both
-    /// backends translate, after `ir::passes`, so that every array access
-    /// of the code that runs is checked.
+    /// (bounds-checked; for testing the JIT against the IR): the IR the
+    /// Cranelift tier translates, after `ir::passes`, so that every array
+    /// access of the code that runs is checked.
     pub fn run_interpreted(&mut self) -> Result<(), String> {
-        let f = &crate::ir::passes::for_codegen(&self.kernel.function);
+        self.run_interpreted_as(crate::ir::passes::Backend::Cranelift)
+    }
+
+    /// `run_interpreted` on the IR `backend` translates (the C's adds
+    /// shorter runs in registers, `ir::runs::shortest_run`).
+    pub fn run_interpreted_as(
+        &mut self,
+        backend: crate::ir::passes::Backend,
+    ) -> Result<(), String> {
+        let f = &crate::ir::passes::for_codegen(&self.kernel.function, backend);
         let target = match &mut self.buffer {
             Some(b) => b,
             None => &mut self.output,

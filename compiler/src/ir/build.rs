@@ -290,6 +290,7 @@ impl Emitter {
             body,
             parallel: None,
             shares: None,
+            runs: Vec::new(),
         }
     }
 

@@ -466,7 +466,7 @@ fn banner(f: &Function) -> String {
 /// The kernel as one complete C translation unit: compiles as printed
 /// (`cc -std=c99 -c`), and is what the optimizing tier builds.
 pub fn function(f: &Function) -> String {
-    let f = &passes::for_codegen(f);
+    let f = &passes::for_codegen(f, passes::Backend::C);
     let l = Layout::of(f);
     format!(
         "{}{TYPES}\n{}\n{HELPERS}\n{}",
@@ -478,7 +478,7 @@ pub fn function(f: &Function) -> String {
 
 /// The header of a `.h` / `.c` pair (`--write-source`).
 pub fn header(f: &Function) -> String {
-    let f = &passes::for_codegen(f);
+    let f = &passes::for_codegen(f, passes::Backend::C);
     let l = Layout::of(f);
     let guard = format!("{}_H", symbol(f).to_ascii_uppercase());
     format!("{}#ifndef {guard}\n#define {guard}\n\n{TYPES}\n#ifdef __cplusplus\nextern \"C\" {{\n#endif\n\n{}\n#ifdef __cplusplus\n}}\n#endif\n\n#endif\n", banner(f), declarations(f, &l))
@@ -486,7 +486,7 @@ pub fn header(f: &Function) -> String {
 
 /// The source of a `.h` / `.c` pair; `header_name` is the header's file name.
 pub fn source(f: &Function, header_name: &str) -> String {
-    let f = &passes::for_codegen(f);
+    let f = &passes::for_codegen(f, passes::Backend::C);
     let l = Layout::of(f);
     format!(
         "{}#include \"{header_name}\"\n\n{HELPERS}\n{}",

@@ -182,6 +182,7 @@ mod tests {
             ],
             parallel: None,
             shares: None,
+            runs: Vec::new(),
         }
     }
 

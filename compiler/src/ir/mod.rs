@@ -249,6 +249,11 @@ pub struct Function {
     pub parallel: Option<Parallel>,
     /// Where a shared loop's bounds are computed (set with `parallel`).
     pub shares: Option<ShareBounds>,
+    /// Coordinate arrays that hold runs of equal values (a non-unique
+    /// level's: COO's rows), each with the stored entries per coordinate
+    /// of the data the kernel was made for; `passes::for_codegen` adds
+    /// the runs long enough for its backend in a register (`ir::runs`).
+    pub runs: Vec<(ArrayRef, usize)>,
 }
 
 /// The variables holding the bounds `[begin, end)` of a call's share of

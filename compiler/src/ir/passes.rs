@@ -1,12 +1,25 @@
 //! Clean-up passes run on a kernel's loop IR before either backend sees it,
-//! so the C a user reads and the code the JIT runs stay the same program.
+//! so the C a user reads and the code the JIT runs stay the same program,
+//! but for the runs each adds in registers (`Backend`).
 
 use super::*;
 use std::collections::BTreeSet;
 
-/// The function both backends translate: `f` without dead variables.
-pub fn for_codegen(f: &Function) -> Function {
+/// What a kernel's code is made for. The backends translate the same
+/// program but for the register sums of `ir::runs`, which pay from other
+/// run lengths under each (`runs::shortest_run`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// The emitted C, as the cc tier builds it and users ship it.
+    C,
+    /// The Cranelift JIT (and the IR interpreter that stands for it).
+    Cranelift,
+}
+
+/// The function `backend` translates: `f` after the loop passes.
+pub fn for_codegen(f: &Function, backend: Backend) -> Function {
     let mut g = f.clone();
+    super::runs::accumulate_runs(&mut g, super::runs::shortest_run(backend));
     fold_zero_starts(&mut g.body);
     super::clip::clip_loops(&mut g);
     super::min_compare::compare_operands(&mut g);

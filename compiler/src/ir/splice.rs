@@ -53,6 +53,7 @@ pub fn join(first: &Function, second: &Function, temp: &Temporary<'_>) -> Functi
         body,
         parallel: None,
         shares: None,
+        runs: Vec::new(),
     }
 }
 

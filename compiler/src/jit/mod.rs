@@ -63,14 +63,14 @@ impl std::fmt::Debug for CompiledKernel {
 
 impl CompiledKernel {
     /// A kernel of another tier whose code follows the same calling
-    /// convention for `f` (see `backend::cc`).
+    /// convention for `f` (see `backend::cc`): the C's.
     pub(crate) fn from_code(
         f: &Function,
         tier: Tier,
         compile_time: Duration,
         code: call::Code,
     ) -> Self {
-        let f = passes::for_codegen(f);
+        let f = passes::for_codegen(f, passes::Backend::C);
         CompiledKernel {
             name: f.name.clone(),
             arrays: f.arrays(),
@@ -325,7 +325,7 @@ pub fn warm_up() {
 /// Compile `f` with Cranelift for the host CPU (at the level `Opt` picks).
 pub fn compile(f: &Function) -> Result<CompiledKernel, String> {
     let start = Instant::now();
-    let f = &passes::for_codegen(f);
+    let f = &passes::for_codegen(f, passes::Backend::Cranelift);
     let split = shares::split(f);
     let kernel = split.as_ref().map_or(f, |(k, _)| k);
     let (arrays, params) = arguments(f, kernel);
@@ -350,7 +350,7 @@ pub fn compile(f: &Function) -> Result<CompiledKernel, String> {
 
 /// The machine code Cranelift makes of `f`, as assembly text (`--emit asm`).
 pub fn disassemble(f: &Function) -> Result<String, String> {
-    let f = &passes::for_codegen(f);
+    let f = &passes::for_codegen(f, passes::Backend::Cranelift);
     let split = shares::split(f);
     let kernel = split.as_ref().map_or(f, |(k, _)| k);
     let (arrays, params) = arguments(f, kernel);

@@ -445,7 +445,7 @@ mod tests {
             .map(|(n, _, o)| (n.to_string(), vec![40; *o]))
             .collect();
         let k = crate::lower::compile("k", &a, &fs, &dims).unwrap(); // ok: test code
-        crate::ir::passes::for_codegen(&k.function)
+        crate::ir::passes::for_codegen(&k.function, crate::ir::passes::Backend::Cranelift)
     }
 
     fn reads_share_params(f: &Function) -> bool {

@@ -340,8 +340,7 @@ fn compile_with(
     inline_fixed_sizes(&mut kernel);
     // TENSOR_NO_RUNS=1 keeps COO's stores per entry (to compare).
     if let (Some(entries), None) = (entries, std::env::var_os("TENSOR_NO_RUNS")) {
-        let repeats = long_runs(&kernel, dims, entries);
-        crate::ir::runs::accumulate_runs(&mut kernel.function, &|a| repeats.contains(a));
+        kernel.function.runs = runs_of_equal_coordinates(&kernel, dims, entries);
     }
     Ok(kernel)
 }
@@ -516,20 +515,15 @@ fn compile_in_workspace(
     compile_statement(name, a, formats, dims, ResultAssembly::Workspace(row)).ok()
 }
 
-/// Entries per coordinate of a non-unique level at which adding its runs
-/// in a register (`ir::runs`) pays: COO SpMV on 15 entries a row runs in
-/// 0.7x the time, on a power-law graph of 3.6 a row in 2.2x (a branch
-/// mispredicted at most row changes, where the stores per entry overlap).
-const LONG_RUN: usize = 8;
-
-/// The coordinate arrays of the operands' non-unique levels whose runs of
-/// equal coordinates are long on average (the tensor's stored entries per
-/// coordinate of the level's dimension, at least `LONG_RUN`).
-fn long_runs(
+/// The coordinate arrays of the operands' non-unique levels, each with
+/// the average length of its runs of equal coordinates (the tensor's
+/// stored entries per coordinate of the level's dimension), from which
+/// each backend decides where to add runs in a register (`ir::runs`).
+fn runs_of_equal_coordinates(
     kernel: &Kernel,
     dims: &BTreeMap<String, Vec<usize>>,
     entries: &BTreeMap<String, usize>,
-) -> Vec<crate::ir::ArrayRef> {
+) -> Vec<(crate::ir::ArrayRef, usize)> {
     let mut out = Vec::new();
     for o in kernel.nests.iter().flat_map(|n| n.problem.inputs()) {
         let source = convert::source_of(kernel, o);
@@ -541,13 +535,13 @@ fn long_runs(
                 continue;
             };
             let extent = extents.get(d).copied().unwrap_or(0).max(1);
-            if !level.properties().unique && stored / extent >= LONG_RUN {
-                out.extend(
-                    level
-                        .arrays()
-                        .into_iter()
-                        .map(|name| crate::ir::ArrayRef::level(&o.tensor, k, name)),
-                );
+            if !level.properties().unique {
+                out.extend(level.arrays().into_iter().map(|name| {
+                    (
+                        crate::ir::ArrayRef::level(&o.tensor, k, name),
+                        stored / extent,
+                    )
+                }));
             }
         }
     }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use tensor_compiler::coo::CooTensor;
 use tensor_compiler::execute::prepare;
 use tensor_compiler::format::{parse_format, Registry, TensorFormat};
+use tensor_compiler::ir::passes::{for_codegen, Backend};
 use tensor_compiler::notation::parse_assignment;
 use tensor_compiler::oracle;
 
@@ -127,6 +128,18 @@ pub fn check(
             prepared.kernel.function
         )
     })?;
+    // The C's IR too, where it differs (shorter runs added in registers).
+    let f = &prepared.kernel.function;
+    if for_codegen(f, Backend::C) != for_codegen(f, Backend::Cranelift) {
+        let mut as_c = prepare("kernel", &a, &formats, data, out_dims, None)
+            .map_err(|e| ctx(e.to_string()))?;
+        as_c.run_interpreted_as(Backend::C)
+            .map_err(|e| format!("{}\n{f}", ctx(format!("interpreter, the C's IR: {e}"))))?;
+        let by_c_ir = as_c.result().map_err(|e| ctx(e.to_string()))?;
+        close(&by_c_ir, &want).map_err(|e| {
+            format!("{expr} with {specs:?}: wrong result from the C's IR: {e}\n{f}")
+        })?;
+    }
     close(&got, &want).map_err(|e| {
         format!(
             "{expr} with {specs:?}: wrong result: {e}\n{}",

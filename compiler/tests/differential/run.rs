@@ -191,14 +191,19 @@ fn attempt(case: &Case) -> Outcome {
             return o;
         }
     }
-    // The IR both backends translate, run by the bounds-checked
-    // interpreter: an access past an array's end is a defect even where
-    // the machine code's answer came out right (a padded zero read past a
-    // vector, a store past a result's length into its spare capacity).
+    // The IR the tier translates, run by the bounds-checked interpreter:
+    // an access past an array's end is a defect even where the machine
+    // code's answer came out right (a padded zero read past a vector, a
+    // store past a result's length into its spare capacity).
+    let backend = if on_cc_tier() {
+        tensor_compiler::ir::passes::Backend::C
+    } else {
+        tensor_compiler::ir::passes::Backend::Cranelift
+    };
     let interpreted = prepare("kernel", &a, &formats, &data, out_dims, initial)
         .map_err(|e| e.to_string())
         .and_then(|mut p| {
-            p.run_interpreted()?;
+            p.run_interpreted_as(backend)?;
             p.result().map_err(|e| e.to_string())
         });
     match interpreted {
