@@ -276,7 +276,9 @@ def main():
     for r in rows:
         best = min([v for v in r["peers_ms"].values() if v is not None], default=None)
         if not r["tensorc_ms"]:
-            lines.append(f"| {r['kernel']} | {r['input']} | error: {r['error']} | | | | | | | |")
+            # tensorc's own `error:` line, or what else it printed.
+            text = r["error"].removeprefix("error: ")
+            lines.append(f"| {r['kernel']} | {r['input']} | error: {text} | | | | | | | |")
             continue
         lines.append(
             f"| {r['kernel']} | {r['input']} | {fmt(r['tensorc_cc_ms'])} | {fmt(r['tensorc_cranelift_ms'])} | {fmt(best)} | "
