@@ -922,6 +922,41 @@ fn a_fibre_runs_as_long_as_its_row_and_column_pairs_allow() {
     assert_eq!(function_of(1.0), [true, true], "40 entries a fibre");
 }
 
+/// Sums over dimensions of extent 0 make the constant 0, which is no
+/// entry: a COO result stored a zero at each of its 4 rows (sweep seed
+/// 17149029).
+#[test]
+fn a_sum_over_an_empty_dimension_stores_no_entries() {
+    let mut d = BTreeMap::new();
+    d.insert("B".to_string(), CooTensor::new(vec![0]));
+    d.insert("C".to_string(), CooTensor::new(vec![4, 0]));
+    let expr = "A(i) = (((B(k) - B(k)) - C(i,j)) - (B(k) + -(C(i,j))))";
+    for out in ["COO", "sparse", "hash"] {
+        let specs = [("B", "sparse"), ("C", "DIA"), ("A", out)];
+        ok(check(expr, &specs, &d, &[4]));
+        let a = tensor_compiler::notation::parse_assignment(expr).unwrap(); // ok: test code
+        let formats = formats_rest_dense(&a, &specs, &d, 1);
+        let mut p =
+            tensor_compiler::execute::prepare("kernel", &a, &formats, &d, &[4], None).unwrap(); // ok: test code
+        p.run().unwrap(); // ok: test code
+        assert_eq!(p.result().unwrap().nnz(), 0, "{out}"); // ok: test code
+    }
+    // A zero elsewhere in an expression leaves the other terms' entries.
+    let d = random_data(&[("B", vec![30], 0.3)], 2);
+    ok(check(
+        "A(i) = B(i) + 0",
+        &[("B", "sparse"), ("A", "sparse")],
+        &d,
+        &[30],
+    ));
+    ok(check(
+        "A(i) = B(i) * 0 + B(i)",
+        &[("B", "sparse"), ("A", "COO")],
+        &d,
+        &[30],
+    ));
+}
+
 #[test]
 fn rows_make_room_ahead_of_their_appends_and_keep_exact_lengths() {
     // The loops over a sparse result's last level append at most once per

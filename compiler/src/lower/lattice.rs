@@ -20,12 +20,15 @@ pub enum LExpr {
 impl LExpr {
     /// Whether `self` can have an entry here, given the found flags of its
     /// located operands (the others are present by the case that computes
-    /// it): a product needs every factor, a sum any term.
+    /// it): a product needs every factor, a sum any term. A constant is
+    /// an entry everywhere but zero, the fill: a sum over a dimension of
+    /// extent 0 becomes the constant 0, and a sparse result of it stored
+    /// a zero at every coordinate it visited.
     pub fn presence(&self, found: &dyn Fn(OperandId) -> crate::ir::Expr) -> crate::ir::Expr {
         use crate::ir::Expr;
         match self {
             LExpr::Access(i) => found(*i),
-            LExpr::Const(_) => Expr::Bool(true),
+            LExpr::Const(c) => Expr::Bool(*c != 0.0),
             LExpr::Neg(x) => x.presence(found),
             LExpr::Bin(BinOp::Mul, a, b) => Expr::and(a.presence(found), b.presence(found)),
             LExpr::Bin(_, a, b) => Expr::or(a.presence(found), b.presence(found)),
