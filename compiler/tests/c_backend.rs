@@ -306,14 +306,8 @@ fn rows_asked_for_ahead_agree() {
     }
 }
 
-/// SpDM from COO and CSR on the real matrices on the cc tier, `D` wide
-/// enough to pass the 4 MiB at which the C prefetches its rows
-/// (`ir::prefetch`), against plain loops over the matrices' entries.
-#[test]
-fn spdm_with_prefetched_rows_on_real_matrices() {
-    let Some(_dir) = setup("real_spdm") else {
-        return;
-    };
+/// The real matrices bundled with the tests (`.mtx`), in name order.
+fn real_matrices() -> Vec<PathBuf> {
     let base = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let mut paths: Vec<PathBuf> = ["io/real", "matrices"]
         .iter()
@@ -322,9 +316,78 @@ fn spdm_with_prefetched_rows_on_real_matrices() {
         .filter(|p| p.extension().is_some_and(|x| x == "mtx"))
         .collect();
     paths.sort();
+    paths
+}
+
+/// COO SpMV on the real matrices on the cc tier, against plain loops over
+/// the matrices' entries. The C sums a row's run in registers from 2
+/// entries a row, Cranelift from 8 (`ir::runs::shortest_run`): matrices
+/// between the two run code only the C has.
+#[test]
+fn coo_spmv_on_real_matrices_on_the_cc_tier() {
+    use tensor_compiler::ir::passes::{for_codegen, Backend};
+    let Some(_dir) = setup("real_coo_spmv") else {
+        return;
+    };
+    let expr = "y(i) = A(i,j) * x(j)";
+    let a = parse_assignment(expr).unwrap();
+    let mut only_the_c_sums_runs = Vec::new();
+    for path in real_matrices() {
+        let m = tensor_compiler::io::read_tensor(&path).unwrap();
+        let n = m.dims[1];
+        let xv: Vec<f64> = (0..n).map(|j| ((j * 7 % 13) as f64 - 6.0) / 4.0).collect();
+        let mut want = vec![0.0; m.dims[0]];
+        for e in 0..m.nnz() {
+            let c = m.coord(e);
+            want[c[0] as usize] += m.vals[e] * xv[c[1] as usize];
+        }
+        let rows = m.dims[0];
+        let data: BTreeMap<String, CooTensor> = [
+            ("A".to_string(), m),
+            ("x".to_string(), CooTensor::from_dense(vec![n], &xv)),
+        ]
+        .into_iter()
+        .collect();
+        for f in ["COO", "COO-AoS"] {
+            let what = format!("{}: SpMV with A in {f}", path.display());
+            let formats = formats_rest_dense(&a, &[("A", f)], &data, 1);
+            let mut p = prepare("kernel", &a, &formats, &data, &[rows], None).unwrap();
+            let sums = |b| {
+                for_codegen(&p.kernel.function, b)
+                    .to_string()
+                    .contains("run_sum")
+            };
+            if sums(Backend::C) && !sums(Backend::Cranelift) {
+                only_the_c_sums_runs.push(what.clone());
+            }
+            p.compiled = cc::compile(&p.kernel.function).unwrap();
+            p.run().unwrap();
+            let got = p.result().unwrap().to_dense();
+            for (i, (x, y)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (x - y).abs() <= 1e-9 * (1.0 + y.abs()),
+                    "{what}: y[{i}] = {x}, expected {y}"
+                );
+            }
+        }
+    }
+    assert!(
+        !only_the_c_sums_runs.is_empty(),
+        "no real matrix has runs only the C sums"
+    );
+}
+
+/// SpDM from COO and CSR on the real matrices on the cc tier, `D` wide
+/// enough to pass the 4 MiB at which the C prefetches its rows
+/// (`ir::prefetch`), against plain loops over the matrices' entries.
+#[test]
+fn spdm_with_prefetched_rows_on_real_matrices() {
+    let Some(_dir) = setup("real_spdm") else {
+        return;
+    };
     let expr = "A(i,l) = B(i,j) * D(j,l)";
     let a = parse_assignment(expr).unwrap();
-    for path in paths {
+    for path in real_matrices() {
         let b = tensor_compiler::io::read_tensor(&path).unwrap();
         let (m, n) = (b.dims[0], b.dims[1]);
         let k = (4 << 20) / 8 / n + 1;

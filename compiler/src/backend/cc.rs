@@ -7,6 +7,7 @@ use crate::ir::{c, Function};
 use crate::jit::{Code, CompiledKernel, Tier};
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -24,6 +25,9 @@ const FLAGS: &[&str] = &["-std=c99", "-O3", "-march=native", "-fPIC", "-shared"]
 const ASM_FLAGS: &[&str] = &["-Wa,-mbranches-within-32B-boundaries"];
 #[cfg(not(target_arch = "x86_64"))]
 const ASM_FLAGS: &[&str] = &[];
+
+/// Set once a build failed with `ASM_FLAGS` and succeeded without them.
+static ASM_FLAGS_REFUSED: AtomicBool = AtomicBool::new(false);
 
 /// The C compiler found on this machine.
 #[derive(Clone, Debug)]
@@ -168,9 +172,16 @@ pub fn build(f: &Function) -> Result<Built, String> {
             .output()
             .map_err(|e| format!("running {}: {e}", cc.command.join(" ")))
     };
-    let mut out = run(&[FLAGS, ASM_FLAGS].concat())?;
-    if !out.status.success() && !ASM_FLAGS.is_empty() {
+    // The assembler's refusal is remembered: later kernels build once.
+    let align = !ASM_FLAGS.is_empty() && !ASM_FLAGS_REFUSED.load(Ordering::Relaxed);
+    let mut out = run(&if align {
+        [FLAGS, ASM_FLAGS].concat()
+    } else {
+        FLAGS.to_vec()
+    })?;
+    if !out.status.success() && align {
         out = run(FLAGS)?;
+        ASM_FLAGS_REFUSED.store(out.status.success(), Ordering::Relaxed);
     }
     if !out.status.success() {
         let _ = std::fs::remove_file(&tmp);
