@@ -263,9 +263,9 @@ fn diagonals_over_several_tiles_agree() {
 
 /// Rows of a dense operand chosen by a stored coordinate are prefetched
 /// `ir::prefetch`'s distance ahead, up to the coordinates' last position
-/// (across CSR's rows): loops shorter and longer than the distance, on the cc tier (the
-/// Cranelift tier skips the prefetch), with an operand large enough that
-/// the prefetches run.
+/// (across CSR's rows): loops shorter and longer than the distance, on
+/// both tiers (Cranelift's asks once per strip of positions, through a
+/// call), with an operand large enough that the prefetches run.
 #[test]
 fn rows_asked_for_ahead_agree() {
     let Some(dir) = setup("prefetch") else { return };

@@ -133,6 +133,48 @@ fn spdm_and_spmm() {
     }
 }
 
+/// Rows of a dense operand chosen by a stored coordinate are asked for
+/// ahead (`ir::prefetch`); the Cranelift tier asks once per strip of
+/// positions through a call. `D` of 16,000 x 33 values passes the 4 MiB
+/// below which the runtime asks for nothing, so the calls prefetch; loops
+/// shorter and longer than a strip (CSR's rows of 3 entries, COO's one
+/// loop of 300), and strips past the coordinates' end.
+#[test]
+fn rows_asked_for_ahead_in_strips_on_the_cranelift_tier() {
+    use tensor_compiler::ir::passes::{for_codegen, Backend};
+    // (expression, A's format, seed, A's entries): the oracle evaluates
+    // the whole dense space, so one case each.
+    let cases = [
+        ("C(i,k) = A(i,j) * D(j,k)", "COO", 1, 300),
+        ("C(i,k) = A(i,j) * D(j,k)", "CSR", 2, 40),
+        ("C(i,k) = A(i,j,l) * D(l,k)", "COO", 3, 17),
+    ];
+    for (expr, format, seed, nnz) in cases {
+        let a = tensor_compiler::notation::parse_assignment(expr).unwrap();
+        let order = a.rhs.accesses()[0].indices.len();
+        let mut rng = Rng(seed);
+        let mut dims: Vec<usize> = [12, 3][..order - 1].to_vec();
+        dims.push(16_000);
+        let mut sparse = tensor_compiler::coo::CooTensor::new(dims.clone());
+        for _ in 0..nnz {
+            let c: Vec<u32> = dims.iter().map(|&n| rng.below(n) as u32).collect();
+            sparse.push(&c, rng.value());
+        }
+        let data: std::collections::BTreeMap<String, _> = [
+            ("A".to_string(), sparse),
+            ("D".to_string(), random(&[16_000, 33], 1.0, &mut rng)),
+        ]
+        .into_iter()
+        .collect();
+        let formats = formats_rest_dense(&a, &[("A", format)], &data, 2);
+        let p = tensor_compiler::execute::prepare("kernel", &a, &formats, &data, &[12, 33], None)
+            .unwrap();
+        let jit = for_codegen(&p.kernel.function, Backend::Cranelift).to_string();
+        assert!(jit.contains("+ 16 ..+ 8] * D2_N]"), "{jit}");
+        ok(check(expr, &[("A", format)], &data, &[12, 33]));
+    }
+}
+
 #[test]
 fn third_order_kernels() {
     for seed in 1..3 {

@@ -291,6 +291,7 @@ impl Emitter {
             parallel: None,
             shares: None,
             runs: Vec::new(),
+            lengths: Vec::new(),
         }
     }
 

@@ -183,6 +183,7 @@ mod tests {
             parallel: None,
             shares: None,
             runs: Vec::new(),
+            lengths: Vec::new(),
         }
     }
 

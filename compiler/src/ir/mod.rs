@@ -15,7 +15,7 @@ mod early_steps;
 pub mod interp;
 pub mod min_compare;
 pub mod passes;
-mod prefetch;
+pub(crate) mod prefetch;
 pub mod print;
 pub mod runs;
 mod sort;
@@ -216,13 +216,15 @@ pub enum Stmt {
         len: Expr,
         ahead: bool,
     },
-    /// A hint (`ir::prefetch`): when `at` is a position of `coords` (below
-    /// its length), elements `coords[at] * stride ..+ len` of `array` are
-    /// read soon. It changes no value and never faults.
+    /// A hint (`ir::prefetch`): for each position `q` of `coords` in
+    /// `at..at + positions` (below its length), elements
+    /// `coords[q] * stride ..+ len` of `array` are read soon. It changes no
+    /// value and never faults.
     Prefetch {
         array: ArrayRef,
         coords: ArrayRef,
         at: Expr,
+        positions: i64,
         stride: Expr,
         len: Expr,
     },
@@ -254,6 +256,12 @@ pub struct Function {
     /// of the data the kernel was made for; `passes::for_codegen` adds
     /// the runs long enough for its backend in a register (`ir::runs`).
     pub runs: Vec<(ArrayRef, usize)>,
+    /// Value arrays of the inputs with their lengths in the data the
+    /// kernel was made for (every position of a dense tensor; a sparse
+    /// one's stored entries, a lower bound): `passes::for_codegen` asks
+    /// for rows ahead through calls only in arrays known to be large
+    /// (`prefetch::strip_for_calls`).
+    pub lengths: Vec<(ArrayRef, usize)>,
 }
 
 /// The variables holding the bounds `[begin, end)` of a call's share of

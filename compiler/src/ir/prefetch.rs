@@ -34,16 +34,18 @@
 //! names; the coordinate it reads is at a position below the array's
 //! length.
 //!
-//! The Cranelift tier skips the statement. Cranelift has no prefetch
-//! instruction; a plain load ahead stalls the loop on the miss it was
-//! meant to hide (measured in C: 140 -> 170 ms); a call every few
-//! positions to a runtime function that prefetches (through a
-//! `preserve_all` trampoline, as `grow`) took SpDM on the power-law matrix
-//! from 228 to 165-200 ms, but cost 9-17% on the stencil and on MTTKRP
-//! with small factors, where the test in the loop alone pushed the loop's
-//! values out of registers.
+//! Cranelift has no prefetch instruction, and a plain load ahead stalls
+//! the loop on the miss it was meant to hide (measured in C: 140 -> 170
+//! ms). Its kernels call a runtime function that prefetches
+//! (`jit::prefetch`), once per strip of positions (`strip_for_calls`): a
+//! call and its test at every position cost 9-17% on the stencil and on
+//! MTTKRP with small factors, where they pushed the loop's values out of
+//! registers.
 
-use super::{nested_blocks_mut, ArrayRef, BinOp, Block, ElemTy, Expr, Function, Stmt, VarId};
+use super::{
+    fresh_var, nested_blocks_mut, ArrayRef, BinOp, Block, CmpOp, ElemTy, Expr, Function, Stmt, Ty,
+    VarId, VarInfo,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// How many positions ahead to ask for: far enough to cover a miss to
@@ -71,6 +73,147 @@ fn in_block(block: &mut Block, written: &BTreeSet<ArrayRef>) {
             in_block(inner, written);
         }
     }
+}
+
+/// Arrays no larger than this are not prefetched: a core's L2 cache holds
+/// them (the emitted C's `TENSOR_PREFETCH_MIN_BYTES`, checked at run
+/// time; MTTKRP with factor matrices of 1 MB lost 15% to the hints'
+/// instructions).
+pub const MIN_BYTES: i64 = 4 << 20;
+
+/// Positions a strip holds (`strip_for_calls`): one call asks for the
+/// rows of the positions `DISTANCE` ahead of the strip's. Measured under
+/// Cranelift on SpDM from COO into 32 columns, against no prefetch (160
+/// ms on the 3-D stencil, whose rows the hardware already follows; 400-470
+/// on the power-law matrix): strips of 4 ran 186 and 230 ms, of 8 168-174
+/// and 240-249, of 16 and 32 (asking for the next strip's rows in one
+/// burst) 182-190 and 245-277.
+const STRIP: i64 = DISTANCE / 2;
+
+/// For a backend that prefetches through a call: every loop that asks for
+/// the rows of the position `DISTANCE` ahead at each iteration runs in
+/// strips of `STRIP` positions instead, each strip asking once for the
+/// rows `DISTANCE` ahead of its own:
+///
+/// ```text
+/// let strip_hi = hi; let strip = lo
+/// while strip < strip_hi {
+///   let strip_end = min(strip + STRIP, strip_hi)
+///   prefetch the rows of positions strip + DISTANCE ..+ STRIP
+///   for p in strip..strip_end { body }
+///   strip = strip_end
+/// }
+/// ```
+///
+/// The same iterations in the same order; only where the hints are asked
+/// changes. Asks are kept only for arrays `f.lengths` knows to pass
+/// `MIN_BYTES`: the strips cost where nothing is fetched (MTTKRP with
+/// factors of 1 MB, fibres of 2 entries: 23 -> 33 ms). A loop whose body
+/// changes its bounds keeps no asks either: a call per position costs
+/// more than it hides.
+pub fn strip_for_calls(f: &mut Function) {
+    let large: BTreeSet<ArrayRef> = f
+        .lengths
+        .iter()
+        .filter(|(_, n)| (*n as i64).saturating_mul(8) > MIN_BYTES)
+        .map(|(a, _)| a.clone())
+        .collect();
+    let mut body = std::mem::take(&mut f.body);
+    strip_block(&mut body, &mut f.vars, &large);
+    f.body = body;
+}
+
+fn strip_block(b: &mut Block, vars: &mut Vec<VarInfo>, large: &BTreeSet<ArrayRef>) {
+    let mut out = Vec::with_capacity(b.len());
+    for mut s in b.drain(..) {
+        for inner in nested_blocks_mut(&mut s) {
+            strip_block(inner, vars, large);
+        }
+        let Stmt::For {
+            var,
+            lo,
+            hi,
+            mut body,
+        } = s
+        else {
+            out.push(s);
+            continue;
+        };
+        let ahead = Expr::add(Expr::Var(var), Expr::Int(DISTANCE));
+        let n = body
+            .iter()
+            .take_while(|s| matches!(s, Stmt::Prefetch { at, positions: 1, .. } if *at == ahead))
+            .count();
+        let asks: Vec<Stmt> = body
+            .drain(..n)
+            .filter(|s| matches!(s, Stmt::Prefetch { array, .. } if large.contains(array)))
+            .collect();
+        let mut bound_vars = lo.vars();
+        bound_vars.extend(hi.vars());
+        let fixed = !body
+            .iter()
+            .any(|s| bound_vars.iter().any(|v| super::assigns(s, *v)));
+        match asks.is_empty() || !fixed {
+            true => out.push(Stmt::For { var, lo, hi, body }),
+            false => out.extend(strips(var, lo, hi, asks, body, vars)),
+        }
+    }
+    *b = out;
+}
+
+fn strips(
+    p: VarId,
+    lo: Expr,
+    hi: Expr,
+    asks: Vec<Stmt>,
+    body: Block,
+    vars: &mut Vec<VarInfo>,
+) -> Vec<Stmt> {
+    let strip_hi = fresh_var(vars, "strip_hi", Ty::I64);
+    let strip = fresh_var(vars, "strip", Ty::I64);
+    let strip_end = fresh_var(vars, "strip_end", Ty::I64);
+    let mut each = vec![Stmt::Let(
+        strip_end,
+        Expr::Bin(
+            BinOp::Min,
+            Box::new(Expr::add(Expr::Var(strip), Expr::Int(STRIP))),
+            Box::new(Expr::Var(strip_hi)),
+        ),
+    )];
+    for ask in asks {
+        if let Stmt::Prefetch {
+            array,
+            coords,
+            stride,
+            len,
+            ..
+        } = ask
+        {
+            each.push(Stmt::Prefetch {
+                array,
+                coords,
+                at: Expr::add(Expr::Var(strip), Expr::Int(DISTANCE)),
+                positions: STRIP,
+                stride,
+                len,
+            });
+        }
+    }
+    each.push(Stmt::For {
+        var: p,
+        lo: Expr::Var(strip),
+        hi: Expr::Var(strip_end),
+        body,
+    });
+    each.push(Stmt::Set(strip, Expr::Var(strip_end)));
+    vec![
+        Stmt::Let(strip_hi, hi),
+        Stmt::Let(strip, lo),
+        Stmt::While {
+            cond: Expr::cmp(CmpOp::Lt, Expr::Var(strip), Expr::Var(strip_hi)),
+            body: each,
+        },
+    ]
 }
 
 /// The prefetches for a loop `for p in .. { body }` (see the module).
@@ -106,6 +249,7 @@ fn prefetches(p: VarId, body: &Block, written: &BTreeSet<ArrayRef>) -> Vec<Stmt>
                         array,
                         coords: coords[&c].clone(),
                         at: Expr::add(Expr::Var(p), Expr::Int(DISTANCE)),
+                        positions: 1,
                         stride,
                         len: n.clone(),
                     };
@@ -240,5 +384,72 @@ mod tests {
         let mut f = spdm_like(stride);
         prefetch_rows(&mut f);
         assert!(!f.to_string().contains("prefetch"), "{f}");
+    }
+
+    #[test]
+    fn a_backend_that_prefetches_by_calls_asks_once_per_strip() {
+        let mut f = spdm_like(Expr::param(ParamRef::level("D", 1, "N")));
+        f.lengths = vec![(ArrayRef::vals("D"), 1 << 20)];
+        prefetch_rows(&mut f);
+        strip_for_calls(&mut f);
+        let text = f.to_string();
+        assert!(
+            text.contains("prefetch D_vals[A2_crd[strip + 16 ..+ 8] * D2_N]; D2_N"),
+            "{text}"
+        );
+        assert!(!text.contains("A2_crd[p + 16]"), "{text}");
+    }
+
+    /// An array not known to pass `MIN_BYTES` is not asked for: the
+    /// strips would cost for nothing.
+    #[test]
+    fn a_backend_that_prefetches_by_calls_asks_only_for_large_arrays() {
+        for length in [None, Some(1000)] {
+            let mut f = spdm_like(Expr::param(ParamRef::level("D", 1, "N")));
+            f.lengths = length
+                .map(|n| (ArrayRef::vals("D"), n))
+                .into_iter()
+                .collect();
+            prefetch_rows(&mut f);
+            let mut plain = f.clone();
+            plain.body = spdm_like(Expr::param(ParamRef::level("D", 1, "N"))).body;
+            strip_for_calls(&mut f);
+            assert_eq!(f.to_string(), plain.to_string());
+        }
+    }
+
+    /// A loop whose body changes its bound runs to a bound a strip would
+    /// have read once: its asks are dropped, not made at every position.
+    #[test]
+    fn a_loop_that_moves_its_bound_is_not_stripped() {
+        let mut f = spdm_like(Expr::param(ParamRef::level("D", 1, "N")));
+        f.lengths = vec![(ArrayRef::vals("D"), 1 << 20)];
+        let n = fresh_var(&mut f.vars, "n", Ty::I64);
+        let Some(Stmt::For { hi, body, .. }) = f.body.last_mut() else {
+            panic!("{f}")
+        };
+        *hi = Expr::Var(n);
+        body.push(Stmt::Set(n, Expr::Int(3)));
+        f.body.insert(0, Stmt::Let(n, Expr::Int(5)));
+        prefetch_rows(&mut f);
+        assert!(f.to_string().contains("prefetch"), "{f}");
+        strip_for_calls(&mut f);
+        let text = f.to_string();
+        assert!(
+            !text.contains("prefetch") && !text.contains("strip"),
+            "{text}"
+        );
+    }
+
+    /// The emitted C checks the same size at run time.
+    #[test]
+    fn both_tiers_prefetch_from_the_same_array_size() {
+        let mut f = spdm_like(Expr::param(ParamRef::level("D", 1, "N")));
+        prefetch_rows(&mut f);
+        let define = format!(
+            "#define TENSOR_PREFETCH_MIN_BYTES ((int64_t){} << 20)",
+            MIN_BYTES >> 20
+        );
+        assert!(crate::ir::c::function(&f).contains(&define), "{define}");
     }
 }

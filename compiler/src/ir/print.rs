@@ -318,17 +318,21 @@ impl<'a> Printer<'a> {
                 array,
                 coords,
                 at,
+                positions,
                 stride,
                 len,
             } => {
                 let (a, c_, n) = (array.c_name(), coords.c_name(), self.expr(len));
                 let (at, stride) = (self.expr(at), self.expr(stride));
-                let row = format!("{a}[{c_}[{at}] * {stride}]");
-                let text = match c {
-                    true => format!(
-                        "if ({a}_large && {at} < {c_}_count) tensor_prefetch(&{row}, {n} * sizeof *{a});"
+                let text = match (c, *positions) {
+                    (true, 1) => format!(
+                        "if ({a}_large && {at} < {c_}_count) tensor_prefetch(&{a}[{c_}[{at}] * {stride}], {n} * sizeof *{a});"
                     ),
-                    false => format!("prefetch {row}; {n}"),
+                    (true, k) => format!(
+                        "if ({a}_large) for (int64_t prefetch_q = {at}; prefetch_q < {at} + {k} && prefetch_q < {c_}_count; prefetch_q++) tensor_prefetch(&{a}[{c_}[prefetch_q] * {stride}], {n} * sizeof *{a});"
+                    ),
+                    (false, 1) => format!("prefetch {a}[{c_}[{at}] * {stride}]; {n}"),
+                    (false, k) => format!("prefetch {a}[{c_}[{at} ..+ {k}] * {stride}]; {n}"),
                 };
                 self.line(depth, &text);
             }

@@ -357,6 +357,7 @@ mod tests {
             parallel: None,
             shares: None,
             runs: vec![(crd, entries)],
+            lengths: Vec::new(),
         }
     }
 

@@ -54,6 +54,7 @@ pub fn join(first: &Function, second: &Function, temp: &Temporary<'_>) -> Functi
         parallel: None,
         shares: None,
         runs: Vec::new(),
+        lengths: Vec::new(),
     }
 }
 
@@ -100,12 +101,14 @@ fn stmt(s: &Stmt, o: usize, t: &Temporary<'_>) -> Stmt {
             array,
             coords,
             at,
+            positions,
             stride,
             len,
         } => Stmt::Prefetch {
             array: t.array(array),
             coords: t.array(coords),
             at: e(at),
+            positions: *positions,
             stride: e(stride),
             len: e(len),
         },

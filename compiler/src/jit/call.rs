@@ -189,6 +189,57 @@ extern "C" fn reserve_group(rt: *mut Growable, slots: i64, len: i64) {
     }
 }
 
+/// The prefetch of `ir::Stmt::Prefetch` for the Cranelift tier, which has
+/// no such instruction (through the `preserve_all` trampoline
+/// `translate::prefetch_body`): for each position `q` of the coordinate
+/// array in slot `slots >> 32`, from `at` up to `at + positions` and below
+/// its length, ask the caches for elements `coords[q] * stride ..+ len` of
+/// the `f64` array in slot `slots & 0xffff_ffff`.
+pub(super) extern "C" fn prefetch_rows(
+    table: *const Slot_,
+    slots: i64,
+    at: i64,
+    positions: i64,
+    stride: i64,
+    len: i64,
+) {
+    // SAFETY: the kernel passes its own argument table and two of its
+    // slots (`translate`), valid for the whole call.
+    let (rows, coords) = unsafe {
+        (
+            *table.add((slots & 0xffff_ffff) as usize),
+            *table.add((slots >> 32) as usize),
+        )
+    };
+    if rows.len.saturating_mul(8) <= crate::ir::prefetch::MIN_BYTES {
+        return;
+    }
+    let bytes = len.saturating_mul(8);
+    for q in at.max(0)..at.saturating_add(positions).min(coords.len) {
+        // SAFETY: `q` is a position below the coordinate array's length.
+        let c = unsafe { *(coords.ptr as *const i32).add(q as usize) } as i64;
+        // Addresses only: a prefetch reads nothing and never faults,
+        // whatever it names.
+        let row = (rows.ptr as usize).wrapping_add(c.wrapping_mul(stride).wrapping_mul(8) as usize);
+        let mut off = 0;
+        while off < bytes {
+            prefetch_line(row.wrapping_add(off as usize));
+            off += 64;
+        }
+    }
+}
+
+fn prefetch_line(address: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch hint has no effect on memory and never faults.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(address as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = address;
+}
+
 /// Grow buffer `slot` to hold at least `len` elements (geometric growth so
 /// appends stay amortised O(1)); null when memory would run out.
 extern "C" fn reserve(rt: *mut Growable, slot: i64, len: i64) -> *mut u8 {

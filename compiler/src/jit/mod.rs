@@ -213,13 +213,17 @@ fn build(
     disasm: bool,
 ) -> Result<(JITModule, Context, cranelift_module::FuncId), String> {
     let isa = host_isa(Opt::for_function(f))?;
-    let mut grows = false;
+    let (mut grows, mut prefetches) = (false, false);
     crate::ir::walk_block(&f.body, &mut |s| {
-        grows |= matches!(s, crate::ir::Stmt::Reserve { .. })
+        grows |= matches!(s, crate::ir::Stmt::Reserve { .. });
+        prefetches |= matches!(s, crate::ir::Stmt::Prefetch { .. });
     });
     let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
     if grows {
-        builder.symbol(GROW_SYMBOL, shared_grow()? as *const u8);
+        builder.symbol(GROW.symbol, GROW.address()? as *const u8);
+    }
+    if prefetches {
+        builder.symbol(PREFETCH.symbol, PREFETCH.address()? as *const u8);
     }
     let mut module = JITModule::new(builder);
     let ptr_ty = module.target_config().pointer_type();
@@ -229,18 +233,20 @@ fn build(
     ctx.func.signature.returns.push(AbiParam::new(types::I64));
     ctx.func.name = UserFuncName::testcase(f.name.as_bytes());
     let mut fctx = FunctionBuilderContext::new();
-    let grow = match grows {
-        true => {
-            let id = module
-                .declare_function(GROW_SYMBOL, Linkage::Import, &grow_signature(&module))
-                .map_err(|e| format!("declare: {e}"))?;
-            Some(module.declare_func_in_func(id, &mut ctx.func))
+    let mut import = |used: bool, t: &Trampoline| -> Result<_, String> {
+        if !used {
+            return Ok(None);
         }
-        false => None,
+        let id = module
+            .declare_function(t.symbol, Linkage::Import, &t.signature(&module))
+            .map_err(|e| format!("declare: {e}"))?;
+        Ok(Some(module.declare_func_in_func(id, &mut ctx.func)))
     };
+    let grow = import(grows, &GROW)?;
+    let prefetch = import(prefetches, &PREFETCH)?;
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-        translate::Translator::translate(&mut b, f, ptr_ty, arrays, params, grow)?;
+        translate::Translator::translate(&mut b, f, ptr_ty, arrays, params, grow, prefetch)?;
         b.finalize(module.target_config());
     }
     let id = module
@@ -252,72 +258,96 @@ fn build(
     Ok((module, ctx, id))
 }
 
-/// The name kernels import the `grow` trampoline by.
-const GROW_SYMBOL: &str = "tensor_grow";
-
-/// `grow(args, slots, want)`: it calls the runtime's `reserve_group`
-/// (through the argument block) and returns nothing, and it is
-/// `preserve_all`, so a call to it clobbers no register. A kernel's loops
-/// call it (in a cold block) when an append finds an array full; with a
-/// call that clobbers the caller-saved registers inside, register
-/// allocation would keep every value live across the loop in a stack slot
-/// instead (and take longer). The kernel learns of a refused allocation
-/// from the capacities.
-fn grow_signature(module: &JITModule) -> cranelift_codegen::ir::Signature {
-    let ptr_ty = module.target_config().pointer_type();
-    let mut sig = module.make_signature();
-    sig.call_conv = cranelift_codegen::isa::CallConv::PreserveAll;
-    sig.params.extend([
-        AbiParam::new(ptr_ty),
-        AbiParam::new(types::I64),
-        AbiParam::new(types::I64),
-    ]);
-    sig
+/// A `preserve_all` function kernels call in a block of their loops: it
+/// clobbers no register, where a call that clobbers the caller-saved
+/// registers would make register allocation keep every value live across
+/// the loop in a stack slot instead (and take longer). Compiled once per
+/// process into a module of its own that lives as long as the process;
+/// kernels import it by `symbol` instead of compiling a copy each (0.15-0.3
+/// ms of a compile).
+struct Trampoline {
+    symbol: &'static str,
+    /// Its arguments after the first, a pointer; it returns nothing.
+    int_args: usize,
+    body: fn(&mut FunctionBuilder, cranelift_codegen::ir::Type),
+    address: OnceLock<Result<usize, String>>,
 }
 
-/// The address of the `grow` trampoline, compiled once per process into a
-/// module of its own that lives as long as the process (kept, never
-/// dropped); kernels that grow arrays import it instead of compiling a copy
-/// each (0.15-0.3 ms of a compile).
-fn shared_grow() -> Result<usize, String> {
-    static GROW: OnceLock<Result<usize, String>> = OnceLock::new();
-    GROW.get_or_init(|| {
-        let mut module = JITModule::new(JITBuilder::with_isa(
-            host_isa(Opt::Speed)?,
-            cranelift_module::default_libcall_names(),
+/// `grow(args, slots, want)`: calls the runtime's `reserve_group` (through
+/// the argument block) when an append finds an array full (in a cold
+/// block). The kernel learns of a refused allocation from the capacities.
+static GROW: Trampoline = Trampoline {
+    symbol: "tensor_grow",
+    int_args: 2,
+    body: translate::grow_body,
+    address: OnceLock::new(),
+};
+
+/// `prefetch(table, slots, at, positions, stride, len)`: asks the caches
+/// for the rows a loop reads soon (`call::prefetch_rows`), once per strip
+/// of positions (`ir::prefetch`).
+static PREFETCH: Trampoline = Trampoline {
+    symbol: "tensor_prefetch",
+    int_args: 5,
+    body: translate::prefetch_body,
+    address: OnceLock::new(),
+};
+
+impl Trampoline {
+    fn signature(&self, module: &JITModule) -> cranelift_codegen::ir::Signature {
+        let ptr_ty = module.target_config().pointer_type();
+        let mut sig = module.make_signature();
+        sig.call_conv = cranelift_codegen::isa::CallConv::PreserveAll;
+        sig.params.push(AbiParam::new(ptr_ty));
+        sig.params.extend(std::iter::repeat_n(
+            AbiParam::new(types::I64),
+            self.int_args,
         ));
-        let sig = grow_signature(&module);
-        let id = module
-            .declare_function(GROW_SYMBOL, Linkage::Local, &sig)
-            .map_err(|e| format!("declare: {e}"))?;
-        let mut ctx = module.make_context();
-        ctx.func.signature = sig;
-        {
-            let mut fctx = FunctionBuilderContext::new();
-            let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-            translate::grow_body(&mut b, module.target_config().pointer_type());
-            b.finalize(module.target_config());
-        }
-        module
-            .define_function(id, &mut ctx)
-            .map_err(|e| format!("cranelift: {e:?}"))?;
-        module
-            .finalize_definitions()
-            .map_err(|e| format!("finalize: {e}"))?;
-        let address = module.get_finalized_function(id) as usize;
-        // The code must outlive every kernel that calls it.
-        Box::leak(Box::new(module));
-        Ok(address)
-    })
-    .clone()
+        sig
+    }
+
+    /// Its address, compiled on first use.
+    fn address(&self) -> Result<usize, String> {
+        self.address
+            .get_or_init(|| {
+                let mut module = JITModule::new(JITBuilder::with_isa(
+                    host_isa(Opt::Speed)?,
+                    cranelift_module::default_libcall_names(),
+                ));
+                let sig = self.signature(&module);
+                let id = module
+                    .declare_function(self.symbol, Linkage::Local, &sig)
+                    .map_err(|e| format!("declare: {e}"))?;
+                let mut ctx = module.make_context();
+                ctx.func.signature = sig;
+                {
+                    let mut fctx = FunctionBuilderContext::new();
+                    let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+                    (self.body)(&mut b, module.target_config().pointer_type());
+                    b.finalize(module.target_config());
+                }
+                module
+                    .define_function(id, &mut ctx)
+                    .map_err(|e| format!("cranelift: {e:?}"))?;
+                module
+                    .finalize_definitions()
+                    .map_err(|e| format!("finalize: {e}"))?;
+                let address = module.get_finalized_function(id) as usize;
+                // The code must outlive every kernel that calls it.
+                Box::leak(Box::new(module));
+                Ok(address)
+            })
+            .clone()
+    }
 }
 
-/// Build what every compile needs (the host ISA, the `grow` trampoline)
+/// Build what every compile needs (the host ISA, the trampolines)
 /// on a thread of its own, so that a process's first compile finds them
 /// ready: the command line and the language server call it at start-up.
 pub fn warm_up() {
     std::thread::spawn(|| {
-        let _ = shared_grow();
+        let _ = GROW.address();
+        let _ = PREFETCH.address();
         let _ = host_isa(Opt::None);
     });
 }

@@ -85,8 +85,12 @@ pub struct Translator<'a, 'b> {
     ptr_ty: Type,
     args: Value,
     /// `grow(args, slots, want)`, the `preserve_all` trampoline
-    /// (`jit::shared_grow`), imported by kernels that grow arrays.
+    /// (`jit::GROW`), imported by kernels that grow arrays.
     grow: Option<FuncRef>,
+    /// `prefetch(table, slots, at, positions, stride, len)`, the
+    /// `preserve_all` trampoline to `call::prefetch_rows`, imported by
+    /// kernels that prefetch.
+    prefetch: Option<FuncRef>,
     fail: Block,
     regions: Regions,
     /// Loads of input arrays hoisted out of the loops being translated,
@@ -173,6 +177,7 @@ impl<'a, 'b> Translator<'a, 'b> {
         slots: &[(ArrayRef, bool)],
         params: &[ParamRef],
         grow: Option<FuncRef>,
+        prefetch: Option<FuncRef>,
     ) -> Result<(), String> {
         let entry = b.create_block();
         b.append_block_params_for_function_params(entry);
@@ -190,6 +195,7 @@ impl<'a, 'b> Translator<'a, 'b> {
             ptr_ty,
             args,
             grow,
+            prefetch,
             fail,
             regions,
             hoisted: Vec::new(),
@@ -654,10 +660,15 @@ impl<'a, 'b> Translator<'a, 'b> {
                 self.b.switch_to_block(merge);
             }
             Stmt::Reserve { array, len, ahead } => self.reserve(&[array], len, *ahead)?,
-            // Cranelift has no prefetch instruction, and a call per batch of
-            // positions to a function that prefetches cost more than it hid
-            // (see `ir::prefetch`).
-            Stmt::Prefetch { .. } | Stmt::Comment(_) => {}
+            Stmt::Prefetch {
+                array,
+                coords,
+                at,
+                positions,
+                stride,
+                len,
+            } => self.prefetch(array, coords, at, *positions, stride, len)?,
+            Stmt::Comment(_) => {}
         }
         Ok(())
     }
@@ -884,6 +895,34 @@ impl<'a, 'b> Translator<'a, 'b> {
     }
 }
 
+impl Translator<'_, '_> {
+    /// A call to the prefetch trampoline, which clobbers no register.
+    /// Cranelift has no prefetch instruction; `ir::prefetch` asks once per
+    /// strip of positions where the hint is a call.
+    fn prefetch(
+        &mut self,
+        array: &ArrayRef,
+        coords: &ArrayRef,
+        at: &Expr,
+        positions: i64,
+        stride: &Expr,
+        len: &Expr,
+    ) -> Result<(), String> {
+        let call = self
+            .prefetch
+            .ok_or("a kernel that prefetches without `prefetch`")?;
+        let slots = (self.array(array)?.slot, self.array(coords)?.slot);
+        let packed = self.b.ins().iconst(types::I64, slots.0 | (slots.1 << 32));
+        let (at, stride, len) = (self.expr(at)?, self.expr(stride)?, self.expr(len)?);
+        let positions = self.b.ins().iconst(types::I64, positions);
+        let table = self.table();
+        self.b
+            .ins()
+            .call(call, &[table, packed, at, positions, stride, len]);
+        Ok(())
+    }
+}
+
 /// The IR's comparison on floats (ordered: false when either is NaN, as in C).
 /// Insert into `into` the arrays `s` itself loads from or stores to.
 fn accessed_arrays(s: &Stmt, into: &mut BTreeSet<ArrayRef>) {
@@ -920,7 +959,27 @@ pub(super) fn float_cc(op: CmpOp) -> FloatCC {
     }
 }
 
-/// The body of `grow(args, slots, want)` (`jit::shared_grow`): the
+/// The body of the `prefetch` trampoline: a `preserve_all` function that
+/// passes its six arguments on to `call::prefetch_rows`, which follows the
+/// platform's convention.
+pub(super) fn prefetch_body(b: &mut FunctionBuilder, ptr_ty: Type) {
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    b.seal_block(entry);
+    let params = b.block_params(entry).to_vec();
+    let mut sig = Signature::new(cranelift_codegen::isa::CallConv::SystemV);
+    sig.params.push(AbiParam::new(ptr_ty));
+    sig.params.extend([AbiParam::new(types::I64); 5]);
+    let sig = b.import_signature(sig);
+    let f = b
+        .ins()
+        .iconst(ptr_ty, super::call::prefetch_rows as *const u8 as i64);
+    b.ins().call_indirect(sig, f, &params);
+    b.ins().return_(&[]);
+}
+
+/// The body of `grow(args, slots, want)` (`jit::GROW`): the
 /// runtime's `reserve_group(args.runtime, slots, want)`.
 pub(super) fn grow_body(b: &mut FunctionBuilder, ptr_ty: Type) {
     let entry = b.create_block();

@@ -342,6 +342,9 @@ fn compile_with(
     if let (Some(entries), None) = (entries, std::env::var_os("TENSOR_NO_RUNS")) {
         kernel.function.runs = runs_of_equal_coordinates(&kernel, dims, entries);
     }
+    if let Some(entries) = entries {
+        kernel.function.lengths = lengths_of_values(&kernel, dims, entries);
+    }
     Ok(kernel)
 }
 
@@ -531,8 +534,7 @@ fn runs_of_equal_coordinates(
     entries: &BTreeMap<String, usize>,
 ) -> Vec<(crate::ir::ArrayRef, usize)> {
     let mut out = Vec::new();
-    for o in kernel.nests.iter().flat_map(|n| n.problem.inputs()) {
-        let source = convert::source_of(kernel, o);
+    for (o, source) in inputs_and_sources(kernel) {
         let (Some(&stored), Some(extents)) = (entries.get(&source), dims.get(&source)) else {
             continue;
         };
@@ -554,6 +556,40 @@ fn runs_of_equal_coordinates(
                     )
                 }));
             }
+        }
+    }
+    out
+}
+
+/// Each input operand of the kernel's nests with the tensor of the data
+/// it is made from (the source of a conversion's copy).
+fn inputs_and_sources(kernel: &Kernel) -> impl Iterator<Item = (&operands::Operand, String)> {
+    kernel
+        .nests
+        .iter()
+        .flat_map(|n| n.problem.inputs())
+        .map(|o| (o, convert::source_of(kernel, o)))
+}
+
+/// The length of each input's value array in the data the kernel is made
+/// for: every position of a dense tensor, a sparse one's stored entries
+/// (a lower bound: ELL and DIA store padding too).
+fn lengths_of_values(
+    kernel: &Kernel,
+    dims: &BTreeMap<String, Vec<usize>>,
+    entries: &BTreeMap<String, usize>,
+) -> Vec<(crate::ir::ArrayRef, usize)> {
+    let mut out = Vec::new();
+    for (o, source) in inputs_and_sources(kernel) {
+        let length = match o.format.is_all_dense() {
+            true => dims
+                .get(&source)
+                .map(|d| d.iter().fold(1usize, |n, &e| n.saturating_mul(e))),
+            false => entries.get(&source).copied(),
+        };
+        let vals = crate::ir::ArrayRef::vals(&o.tensor);
+        if let Some(length) = length.filter(|_| !out.iter().any(|(a, _)| *a == vals)) {
+            out.push((vals, length));
         }
     }
     out
