@@ -1190,6 +1190,47 @@ fn padding_of_an_ell_row_is_no_coordinate_in_a_union() {
 }
 
 #[test]
+fn padding_of_an_ell_row_is_looked_up_inside_a_hashed_bucket() {
+    // Two ELL iterators co-iterated with a hashed vector: where one of them
+    // stands on padding (coordinate -1), the merged coordinate is -1, and
+    // the hashed lookup at it started at slot -1 % W = -1, a read before
+    // the coordinate array (the interpreter: "negative index -1 into
+    // C1_crd"; sweep seed 17294597). A negative coordinate now starts at
+    // the bucket's first slot and is never found.
+    let mut d = BTreeMap::new();
+    let b: &[(&[u32], f64)] = &[
+        (&[0, 0], 2.0),
+        (&[0, 2], 2.75),
+        (&[1, 1], 1.75),
+        (&[1, 2], 2.25),
+        (&[1, 3], 1.25),
+        (&[1, 4], 0.75),
+        (&[2, 3], 2.5),
+        (&[2, 4], 1.5),
+        (&[3, 0], -0.75),
+        (&[3, 1], 1.0),
+        (&[4, 1], -1.0),
+        (&[4, 4], 3.0),
+        (&[5, 4], -1.5),
+    ];
+    d.insert("B".to_string(), tensor(&[6, 5], b));
+    for c in [
+        tensor(&[5], &[]),
+        tensor(&[5], &[(&[1], 2.0), (&[4], -0.5)]),
+    ] {
+        d.insert("C".to_string(), c);
+        for w in ["hashed(W=8)", "hashed(W=2)"] {
+            ok(check(
+                "A = B(k,i) * (B(k,i) * C(i) + -(B(k,i)))",
+                &[("B", "ELL"), ("C", w), ("A", "dense")],
+                &d,
+                &[],
+            ));
+        }
+    }
+}
+
+#[test]
 fn register_runs_taken_two_entries_at_a_time_cross_row_ends() {
     // Runs of a row are added two entries at a time, into two sums
     // (`ir::runs::paired_runs`); a pair that straddles rows, a row of one

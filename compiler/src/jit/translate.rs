@@ -923,7 +923,6 @@ impl Translator<'_, '_> {
     }
 }
 
-/// The IR's comparison on floats (ordered: false when either is NaN, as in C).
 /// Insert into `into` the arrays `s` itself loads from or stores to.
 fn accessed_arrays(s: &Stmt, into: &mut BTreeSet<ArrayRef>) {
     if let Stmt::Store(a, ..) = s {
@@ -948,6 +947,7 @@ fn walk_outside_loops(s: &Stmt, f: &mut dyn FnMut(&Stmt)) {
     }
 }
 
+/// The IR's comparison on floats (ordered: false when either is NaN, as in C).
 pub(super) fn float_cc(op: CmpOp) -> FloatCC {
     match op {
         CmpOp::Eq => FloatCC::Equal,

@@ -6,7 +6,7 @@
 
 use crate::format::columns::*;
 use crate::format::level::*;
-use crate::ir::{Emitter, Expr};
+use crate::ir::{CmpOp, Emitter, Expr};
 use std::borrow::Cow;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -267,9 +267,16 @@ impl Locate for Hashed {
         let i = coords.last().cloned().unwrap_or(Expr::Int(0));
         let w = c.param("W");
         let base = e.bind("hbase", Expr::mul(parent_pos, w.clone()));
+        // The coordinate may be another level's padding (-1: ELL's empty
+        // slot, co-iterated up to the guard that skips it): a negative
+        // coordinate starts at the bucket's first slot, so every probe
+        // stays inside the bucket, and is never found.
         let p = e.let_var(
             "hpos",
-            Expr::add(base.clone(), Expr::rem(i.clone(), w.clone())),
+            Expr::add(
+                base.clone(),
+                Expr::rem(Expr::max(i.clone(), Expr::Int(0)), w.clone()),
+            ),
         );
         let probes = e.let_var("hprobe", Expr::Int(0));
         let crd = c.array("crd");
@@ -292,7 +299,11 @@ impl Locate for Hashed {
             e.set(&p, next);
             e.set(&probes, Expr::add(probes.clone(), Expr::Int(1)));
         });
-        (p, Expr::eq(at, i))
+        let found = Expr::and(
+            Expr::eq(at, i.clone()),
+            Expr::cmp(CmpOp::Ge, i, Expr::Int(0)),
+        );
+        (p, found)
     }
 }
 
