@@ -377,11 +377,13 @@ fn coo_spmv_on_real_matrices_on_the_cc_tier() {
     );
 }
 
-/// SpDM from COO and CSR on the real matrices on the cc tier, `D` wide
-/// enough to pass the 4 MiB at which the C prefetches its rows
-/// (`ir::prefetch`), against plain loops over the matrices' entries.
+/// SpDM from COO and CSR on the real matrices on both tiers, `D` wide
+/// enough to pass the 4 MiB at which the C prefetches its rows and
+/// Cranelift asks for them in strips (`ir::prefetch`), against plain loops
+/// over the matrices' entries.
 #[test]
 fn spdm_with_prefetched_rows_on_real_matrices() {
+    use tensor_compiler::ir::passes::{for_codegen, Backend};
     let Some(_dir) = setup("real_spdm") else {
         return;
     };
@@ -413,20 +415,28 @@ fn spdm_with_prefetched_rows_on_real_matrices() {
             let mut p = prepare("kernel", &a, &formats, &data, &[m, k], None).unwrap();
             let text = tensor_compiler::ir::c::function(&p.kernel.function);
             assert!(text.contains("tensor_prefetch(&D_vals["), "{what}");
+            let jit = for_codegen(&p.kernel.function, Backend::Cranelift).to_string();
+            assert!(jit.contains("strip_end"), "{what}: no strips for Cranelift");
+            let check = |p: &tensor_compiler::execute::Prepared, tier: &str| {
+                let got = p.result().unwrap();
+                let mut dense = vec![0.0; m * k];
+                for e in 0..got.nnz() {
+                    let c = got.coord(e);
+                    dense[c[0] as usize * k + c[1] as usize] += got.vals[e];
+                }
+                for (q, (x, y)) in dense.iter().zip(&want).enumerate() {
+                    assert!(
+                        (x - y).abs() <= 1e-9 * (1.0 + y.abs()),
+                        "{what} ({tier}): at {q}, {x} != {y}"
+                    );
+                }
+            };
+            // `prepare` compiles with Cranelift, which asks in strips.
+            p.run().unwrap();
+            check(&p, "cranelift");
             p.compiled = cc::compile(&p.kernel.function).unwrap();
             p.run().unwrap();
-            let got = p.result().unwrap();
-            let mut dense = vec![0.0; m * k];
-            for e in 0..got.nnz() {
-                let c = got.coord(e);
-                dense[c[0] as usize * k + c[1] as usize] += got.vals[e];
-            }
-            for (q, (x, y)) in dense.iter().zip(&want).enumerate() {
-                assert!(
-                    (x - y).abs() <= 1e-9 * (1.0 + y.abs()),
-                    "{what}: at {q}, {x} != {y}"
-                );
-            }
+            check(&p, "cc");
         }
     }
 }

@@ -148,17 +148,21 @@ fn strip_block(b: &mut Block, vars: &mut Vec<VarInfo>, large: &BTreeSet<ArrayRef
             .drain(..n)
             .filter(|s| matches!(s, Stmt::Prefetch { array, .. } if large.contains(array)))
             .collect();
-        let mut bound_vars = lo.vars();
-        bound_vars.extend(hi.vars());
-        let fixed = !body
-            .iter()
-            .any(|s| bound_vars.iter().any(|v| super::assigns(s, *v)));
-        match asks.is_empty() || !fixed {
-            true => out.push(Stmt::For { var, lo, hi, body }),
-            false => out.extend(strips(var, lo, hi, asks, body, vars)),
+        match !asks.is_empty() && bounds_fixed(&lo, &hi, &body) {
+            true => out.extend(strips(var, lo, hi, asks, body, vars)),
+            false => out.push(Stmt::For { var, lo, hi, body }),
         }
     }
     *b = out;
+}
+
+/// Whether `body` assigns no variable of the loop's bounds.
+fn bounds_fixed(lo: &Expr, hi: &Expr, body: &Block) -> bool {
+    let mut bound_vars = lo.vars();
+    bound_vars.extend(hi.vars());
+    !body
+        .iter()
+        .any(|s| bound_vars.iter().any(|v| super::assigns(s, *v)))
 }
 
 fn strips(
