@@ -1,5 +1,6 @@
 """Benchmarks: the paper's evaluation on tensorc's kernels and on the peers
-(SciPy, MKL through sparse-dot-mkl, pydata sparse), same inputs, same run.
+(SciPy, MKL through sparse-dot-mkl, pydata sparse, and taco where
+bench/setup_taco.sh built it), same inputs, same run.
 
     bench/setup.sh && bench/.venv/bin/python bench/run.py [--small] [--repeats N]
 
@@ -10,7 +11,8 @@ tensorc's speedup over one thread, and stay out of the geometric means; tensorc'
 kernel's median times as `tensorc --time N --json` reports them for each of
 its two tiers (`--backend auto` times the Cranelift JIT, then the same C
 compiled by the system compiler at -O3): compile time excluded, operands
-packed beforehand, result buffers reused. Each tier gets its own column and
+packed beforehand, result buffers reused (sparse results: built from empty
+in each run, as the peers build theirs). Each tier gets its own column and
 ratio to the best peer. Writes bench/out/REPORT.md, results.json and PNG
 plots.
 """
@@ -67,11 +69,15 @@ def read_mtx(path):
     return sp.coo_matrix((data[:, 2], (data[:, 0].astype(np.int64) - 1, data[:, 1].astype(np.int64) - 1)), shape=(m, n))
 
 
-def tensorc(args, repeats, threads=1):
+def tensorc(args, repeats, threads=1, fresh=False):
     """Median ms per tier, e.g. {"cranelift": 1.2, "cc": 0.9}, and the
-    Cranelift compile time under "compile_ms"; or None and the error."""
+    Cranelift compile time under "compile_ms"; or None and the error.
+    `fresh`: each run builds its result from empty (`--fresh-result`),
+    allocation inside the timer, as SciPy, pydata and taco's `-c` do for
+    sparse results."""
     # One thread, as the peers, except in the rows of the threads section.
     cmd = [str(TENSORC)] + args + ["--time", str(repeats), "--json", "--backend", "auto", "--threads", str(threads)]
+    cmd += ["--fresh-result"] if fresh else []
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         # The `error:` line, not the notes before it.
@@ -82,6 +88,42 @@ def tensorc(args, repeats, threads=1):
     if "cranelift" in d.get("tiers", {}):
         tiers["compile_ms"] = d["tiers"]["cranelift"]["compile_ms"]
     return tiers, None
+
+
+TACO = ROOT / "bench" / ".taco" / "bin" / "taco"
+
+
+def taco(expr, formats, inputs, repeats, dims=(), generate=(), assemble=False):
+    """taco's median compute time in ms (its command line tool's `-time`,
+    bench/setup_taco.sh builds it), or None where taco is not built or
+    refuses the kernel. `formats`: {name: taco format, e.g. "ds", "uq",
+    "ds:1,0"}; `inputs`: {name: file}; `generate`: names of dense operands
+    taco fills itself (`-g=x:d`), with their `dims` ("x:1000"). Sparse
+    results with `assemble`: `-c`, one kernel that allocates and fills the
+    result in every run, as tensorc's and SciPy's are timed (taco's
+    `compute()` into a result assembled beforehand is faster and no caller
+    can use it alone)."""
+    if not TACO.exists():
+        return None
+    cmd = [str(TACO), expr, f"-time={repeats}"]
+    cmd += [f"-f={n}:{f}" for n, f in formats.items()]
+    cmd += [f"-i={n}:{p}" for n, p in inputs.items()]
+    cmd += [f"-d={d}" for d in dims] + [f"-g={g}:d" for g in generate]
+    cmd += ["-c"] if assemble else []
+    # The flags of tensorc's cc tier (and of the issue's measurement of
+    # taco). taco's default adds -ffast-math, which with -march=native
+    # turns CSR SpMV's sum into gathers: 31.5 ms on the 2-D stencil, 9.1
+    # without it, 12.1 with -ffast-math alone.
+    env = dict(os.environ, TACO_CFLAGS="-O3 -march=native -std=c99")
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    lines = r.stdout.splitlines()
+    if r.returncode != 0 or "Compute time (ms)" not in lines:
+        print("taco refused:", " ".join(cmd), (r.stderr or r.stdout).strip()[-300:], flush=True)
+        return None
+    for line in lines[lines.index("Compute time (ms)"):]:
+        if line.strip().startswith("median:"):
+            return float(line.split()[1])
+    return None
 
 
 def stream_triad(n=40_000_000, repeats=10):
@@ -168,6 +210,10 @@ def main():
                 pass
             ours, err = tensorc(["y(i) = A(i,j) * x(j)", "-f", f"A:{fmt}", "-i", f"A:{path}"], R)
             p = dict(peers)
+            # taco in the same format, where it has one.
+            taco_fmt = {"CSR": "ds", "CSC": "ds:1,0", "COO": "uq", "DCSR": "ss"}.get(fmt)
+            if taco_fmt:
+                p[f"taco_{fmt.lower()}"] = taco("y(i) = A(i,j) * x(j)", {"A": taco_fmt}, {"A": path}, R, dims=[f"x:{n}"], generate=["x"])
             if fmt == "CSC":
                 p["scipy_csc"] = median_time(lambda: csc @ x, R)
             if fmt.startswith("COO"):
@@ -188,16 +234,21 @@ def main():
         mmB = OUT / "inputs" / f"{path.stem}_B.mtx"
         if not mmB.exists():
             scipy.io.mmwrite(str(mmB), B.tocoo())
-        ours, err = tensorc(["C(i,j) = A(i,j) + B(i,j)", "-f", "A:CSR", "-f", "B:CSR", "-f", "C:CSR", "-i", f"A:{path}", "-i", f"B:{mmB}"], max(3, R // 2))
-        record("add CSR+CSR -> CSR", name, ours, {"scipy": median_time(lambda: csr + B, max(3, R // 2))}, None, err)
-        ours, err = tensorc(["C(i,j) = A(i,j) + B(i,j)", "-f", "A:COO", "-f", "B:COO", "-f", "C:COO", "-i", f"A:{path}", "-i", f"B:{mmB}"], max(3, R // 2))
+        ours, err = tensorc(["C(i,j) = A(i,j) + B(i,j)", "-f", "A:CSR", "-f", "B:CSR", "-f", "C:CSR", "-i", f"A:{path}", "-i", f"B:{mmB}"], max(3, R // 2), fresh=True)
+        p = {"scipy": median_time(lambda: csr + B, max(3, R // 2)),
+             "taco": taco("C(i,j) = A(i,j) + B(i,j)", {"A": "ds", "B": "ds", "C": "ds"}, {"A": path, "B": mmB}, max(3, R // 2), assemble=True)}
+        record("add CSR+CSR -> CSR", name, ours, p, None, err)
+        ours, err = tensorc(["C(i,j) = A(i,j) + B(i,j)", "-f", "A:COO", "-f", "B:COO", "-f", "C:COO", "-i", f"A:{path}", "-i", f"B:{mmB}"], max(3, R // 2), fresh=True)
         coo, cooB = A.tocoo(), B.tocoo()
-        record("add COO+COO -> COO", name, ours, {"scipy": median_time(lambda: (coo + cooB).tocoo(), max(3, R // 2))}, None, err)
+        p = {"scipy": median_time(lambda: (coo + cooB).tocoo(), max(3, R // 2)),
+             "taco": taco("C(i,j) = A(i,j) + B(i,j)", {"A": "uq", "B": "uq", "C": "uq"}, {"A": path, "B": mmB}, max(3, R // 2), assemble=True)}
+        record("add COO+COO -> COO", name, ours, p, None, err)
         if name in ("stencil3d", "powerlaw"):
             # The issue's SpDM: 32 dense columns.
             D = np.random.rand(n, 32)
             ours, err = tensorc(["C(i,k) = A(i,j) * D(j,k)", "-f", "A:COO", "-i", f"A:{path}", "-d", f"D:{n},32"], max(3, R // 4))
-            p = {"scipy_csr": median_time(lambda: csr @ D, max(3, R // 4))}
+            p = {"scipy_csr": median_time(lambda: csr @ D, max(3, R // 4)),
+                 "taco_coo": taco("C(i,k) = A(i,j) * D(j,k)", {"A": "uq", "D": "dd", "C": "dd"}, {"A": path}, max(3, R // 4), dims=[f"D:{n},32"], generate=["D"])}
             if dot_product_mkl is not None:
                 # Into a preallocated result, as tensorc's runs are timed
                 # (out_scalar 0: C = A D, C not read; MKL allocating its
@@ -248,20 +299,28 @@ def main():
         np.savetxt(tns, np.column_stack([T.coords.T + 1, T.data]), fmt=["%d", "%d", "%d", "%.17g"])
     c = np.random.rand(dims[2])
     d_arg = ["-d", f"B:{dims[0]},{dims[1]},{dims[2]}"]
+    taco_formats = {"COO": "ucq", "CSF": "sss"}
     for fmt in ["COO", "CSF"]:
+        tf = taco_formats[fmt]
         ours, err = tensorc(["A(i,j) = B(i,j,k) * c(k)", "-f", f"B:{fmt}", "-i", f"B:{tns}"] + d_arg, R)
-        record(f"TTV {fmt}", "nell2_like", ours, {"pydata": median_time(lambda: pydata.tensordot(T, c, axes=([2], [0])), max(3, R // 4))}, None, err)
+        record(f"TTV {fmt}", "nell2_like", ours, {"pydata": median_time(lambda: pydata.tensordot(T, c, axes=([2], [0])), max(3, R // 4)),
+               "taco": taco("A(i,j) = B(i,j,k) * c(k)", {"B": tf, "A": "dd"}, {"B": tns}, R, dims=[f"c:{dims[2]}"], generate=["c"])}, None, err)
         ours, err = tensorc(["a = B(i,j,k) * C(i,j,k)", "-f", f"B:{fmt}", "-f", f"C:{fmt}", "-i", f"B:{tns}", "-i", f"C:{tns}"] + d_arg + ["-d", f"C:{dims[0]},{dims[1]},{dims[2]}"], R)
-        record(f"INNERPROD {fmt}", "nell2_like", ours, {"pydata": median_time(lambda: (T * T).sum(), max(3, R // 4))}, None, err)
+        record(f"INNERPROD {fmt}", "nell2_like", ours, {"pydata": median_time(lambda: (T * T).sum(), max(3, R // 4)),
+               "taco": taco("a = B(i,j,k) * C(i,j,k)", {"B": tf, "C": tf}, {"B": tns, "C": tns}, R)}, None, err)
         ours, err = tensorc(["A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)", "-f", f"B:{fmt}", "-i", f"B:{tns}", "-d", f"P:{dims[1]},16", "-d", f"Q:{dims[2]},16"] + d_arg, max(3, R // 4))
         P, Q = np.random.rand(dims[1], 16), np.random.rand(dims[2], 16)
-        record(f"MTTKRP {fmt}", "nell2_like", ours, {"pydata": median_time(lambda: pydata.einsum("ikl,kj,lj->ij", T, P, Q), 3)}, None, err)
+        record(f"MTTKRP {fmt}", "nell2_like", ours, {"pydata": median_time(lambda: pydata.einsum("ikl,kj,lj->ij", T, P, Q), 3),
+               "taco": taco("A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)", {"B": tf, "A": "dd", "P": "dd", "Q": "dd"}, {"B": tns}, max(3, R // 4),
+                            dims=[f"P:{dims[1]},16", f"Q:{dims[2]},16"], generate=["P", "Q"])}, None, err)
         ours, err = tensorc(["A(i,j,k) = B(i,j,l) * M(k,l)", "-f", f"B:{fmt}", "-i", f"B:{tns}", "-d", f"M:8,{dims[2]}"] + d_arg, max(3, R // 4))
         M8 = np.random.rand(8, dims[2])
-        record(f"TTM {fmt} (dense result)", "nell2_like", ours, {"pydata": median_time(lambda: pydata.tensordot(T, M8, axes=([2], [1])), 3)}, None, err)
+        record(f"TTM {fmt} (dense result)", "nell2_like", ours, {"pydata": median_time(lambda: pydata.tensordot(T, M8, axes=([2], [1])), 3),
+               "taco": taco("A(i,j,k) = B(i,j,l) * M(k,l)", {"B": tf, "A": "ddd", "M": "dd"}, {"B": tns}, max(3, R // 4), dims=[f"M:8,{dims[2]}"], generate=["M"])}, None, err)
         out = "COO" if fmt == "COO" else "CSF"
-        ours, err = tensorc(["A(i,j,k) = B(i,j,k) + C(i,j,k)", "-f", f"A:{out}", "-f", f"B:{fmt}", "-f", f"C:{fmt}", "-i", f"B:{tns}", "-i", f"C:{tns}"] + d_arg + ["-d", f"C:{dims[0]},{dims[1]},{dims[2]}"], max(3, R // 4))
-        record(f"PLUS {fmt} -> {out}", "nell2_like", ours, {"pydata": median_time(lambda: T + T, 3)}, None, err)
+        ours, err = tensorc(["A(i,j,k) = B(i,j,k) + C(i,j,k)", "-f", f"A:{out}", "-f", f"B:{fmt}", "-f", f"C:{fmt}", "-i", f"B:{tns}", "-i", f"C:{tns}"] + d_arg + ["-d", f"C:{dims[0]},{dims[1]},{dims[2]}"], max(3, R // 4), fresh=True)
+        record(f"PLUS {fmt} -> {out}", "nell2_like", ours, {"pydata": median_time(lambda: T + T, 3),
+               "taco": taco("A(i,j,k) = B(i,j,k) + C(i,j,k)", {"B": tf, "C": tf, "A": tf}, {"B": tns, "C": tns}, max(3, R // 4), assemble=True)}, None, err)
 
     (OUT / "results.json").write_text(json.dumps({"stream_triad_gbytes_per_s": triad_gbs, "rows": rows}, indent=1))
     lines = [

@@ -93,6 +93,11 @@ pub struct Options {
     /// Write the kernel as a C header and source pair (NAME.h, NAME.c) into DIR.
     #[arg(long, value_name = "DIR")]
     pub write_source: Option<PathBuf>,
+    /// With --time: start each timed run from an empty result, so that
+    /// allocating and growing its arrays is inside the timer (by default
+    /// a run writes into the arrays the run before left).
+    #[arg(long, requires = "time")]
+    pub fresh_result: bool,
 }
 
 /// The most timed runs `--time` accepts: the samples are kept in memory.
@@ -519,6 +524,11 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
         eprintln!("note: {n}");
     }
     let function = prepared.kernel.function.clone();
+    let arrays = if o.fresh_result {
+        crate::execute::ResultArrays::Fresh
+    } else {
+        crate::execute::ResultArrays::Reused
+    };
     let mut timings: Vec<TierTiming> = Vec::new();
     match (resolved.tier, o.backend, o.time) {
         (crate::jit::Tier::Cc, Choice::Auto, Some(n)) => {
@@ -528,7 +538,7 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
             let before = prepared.output.clone();
             timings.push(TierTiming {
                 tier: crate::jit::Tier::Cranelift,
-                timing: prepared.time(n.max(1)).map_err(|e| e.to_string())?,
+                timing: prepared.time(n.max(1), arrays).map_err(|e| e.to_string())?,
             });
             match build.wait() {
                 Ok(k) => {
@@ -536,7 +546,7 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
                     prepared.output = before;
                     timings.push(TierTiming {
                         tier: crate::jit::Tier::Cc,
-                        timing: prepared.time(n.max(1)).map_err(|e| e.to_string())?,
+                        timing: prepared.time(n.max(1), arrays).map_err(|e| e.to_string())?,
                     });
                 }
                 Err(e) => eprintln!("note: {e}: timed the Cranelift tier only"),
@@ -551,7 +561,7 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
                 }
             }
             let timing = match time {
-                Some(n) => prepared.time(n.max(1)).map_err(|e| e.to_string())?,
+                Some(n) => prepared.time(n.max(1), arrays).map_err(|e| e.to_string())?,
                 None => {
                     let t0 = std::time::Instant::now();
                     let phases = prepared.run().map_err(|e| e.to_string())?;

@@ -117,6 +117,16 @@ pub struct Prepared {
     pub shares: Vec<Tensor>,
 }
 
+/// What a timed run writes its result into (`Prepared::time`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ResultArrays {
+    /// The arrays of the run before, grown to size already.
+    #[default]
+    Reused,
+    /// Empty arrays: the run allocates and grows them.
+    Fresh,
+}
+
 #[derive(Clone, Debug)]
 pub struct Timing {
     pub compile: Duration,
@@ -277,9 +287,11 @@ impl Prepared {
         )
     }
 
-    /// `runs` timed runs after one warm-up; the result is reused across
-    /// runs (as a caller timing a kernel in a loop would).
-    pub fn time(&mut self, runs: usize) -> Result<Timing, ExecError> {
+    /// `runs` timed runs after one warm-up. With `ResultArrays::Reused`
+    /// each run writes into the arrays the run before left (as a caller
+    /// timing a kernel in a loop would); with `Fresh` each starts from the
+    /// empty result, so growing its arrays is inside the timer.
+    pub fn time(&mut self, runs: usize, arrays: ResultArrays) -> Result<Timing, ExecError> {
         check_allocation(
             &self.kernel.function.name,
             "the timing samples",
@@ -295,6 +307,7 @@ impl Prepared {
         // result; one that updates in place starts each run from the same state.
         let accumulate = self.kernel.assignment.accumulate && self.kernel.prior.is_none();
         let initial = self.output.clone();
+        let initial_buffer = self.buffer.clone();
         call(
             &self.kernel,
             &self.compiled,
@@ -307,8 +320,12 @@ impl Prepared {
         let mut times = Vec::with_capacity(runs);
         let mut phases = Vec::with_capacity(runs);
         for _ in 0..runs {
-            if accumulate {
+            if accumulate || arrays == ResultArrays::Fresh {
+                // Dropped here, outside the timer.
                 self.output = initial.clone();
+            }
+            if arrays == ResultArrays::Fresh {
+                self.buffer = initial_buffer.clone();
             }
             let t0 = Instant::now();
             phases.push(call(

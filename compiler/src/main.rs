@@ -27,12 +27,21 @@ fn main() -> ExitCode {
                 print!("{e}");
                 return ExitCode::SUCCESS;
             }
+            // clap's first paragraph on one line: a message ending in `:`
+            // goes on with what it names ("...not provided: --time <N>").
             let text = e.to_string();
-            let first = text
+            let first: Vec<&str> = text
                 .lines()
-                .next()
-                .unwrap_or("bad arguments")
-                .trim_start_matches("error: ");
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let first = first.join(" ");
+            let first = first.trim_start_matches("error: ");
+            let first = if first.is_empty() {
+                "bad arguments"
+            } else {
+                first
+            };
             eprintln!("error: {first}");
             return ExitCode::from(2);
         }

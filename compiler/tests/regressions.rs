@@ -1005,7 +1005,8 @@ fn rows_make_room_ahead_of_their_appends_and_keep_exact_lengths() {
         // Timed runs reuse the result's arrays: still the same entries.
         p.run().unwrap(); // ok: test code, a panic is a failed test
         let once = p.result().unwrap(); // ok: test code, a panic is a failed test
-        p.time(3).unwrap(); // ok: test code, a panic is a failed test
+        p.time(3, tensor_compiler::execute::ResultArrays::Reused)
+            .unwrap(); // ok: test code, a panic is a failed test
         let again = p.result().unwrap(); // ok: test code, a panic is a failed test
         assert_eq!(once.nnz(), again.nnz(), "{expr} {f}");
         close(&again, &once).unwrap(); // ok: test code, a panic is a failed test

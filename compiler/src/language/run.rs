@@ -167,7 +167,9 @@ pub fn run_kernel(
         }
         out.cc_worth_building |= tiers.worth_building(&p.kernel.function);
         let tier = p.compiled.tier;
-        let timing = p.time(runs.max(1)).map_err(|e| e.to_string())?;
+        let timing = p
+            .time(runs.max(1), crate::execute::ResultArrays::Reused)
+            .map_err(|e| e.to_string())?;
         let threads = p.threads_used().map_err(|e| e.to_string())?;
         let bytes = p.inputs.iter().map(tensor_bytes).sum::<usize>() + tensor_bytes(&p.output);
         let result = p.result().map_err(|e| e.to_string())?;
