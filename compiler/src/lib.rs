@@ -8,6 +8,7 @@ pub mod coo;
 pub mod execute;
 pub mod format;
 pub mod generate;
+pub mod heap_policy;
 pub mod ide;
 pub mod io;
 pub mod ir;

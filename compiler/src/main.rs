@@ -11,6 +11,7 @@ static ALLOCATOR: tensor_compiler::line_aligned::LineAligned =
     tensor_compiler::line_aligned::LineAligned;
 
 fn main() -> ExitCode {
+    tensor_compiler::heap_policy::keep_freed_memory();
     if std::env::var_os("TENSORC_DEBUG").is_none() {
         std::panic::set_hook(Box::new(|_| {}));
     }

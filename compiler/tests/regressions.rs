@@ -1329,3 +1329,29 @@ fn a_copy_converted_again_is_made_from_the_first_copy() {
         &[1],
     ));
 }
+
+#[test]
+fn only_arrays_that_appends_grow_take_a_first_room() {
+    // A fresh result's arrays that appends grow first take room for all
+    // the operands' values (`jit::call::first_room`); a compressed level's
+    // `pos`, reserved once at its known length, took that room too (CSR
+    // add: 32 MB of `pos` for 1.2 MB of rows, zeroed in every run).
+    let d = random_data(&[("A", vec![30, 40], 0.2), ("B", vec![30, 40], 0.2)], 5);
+    let a = tensor_compiler::notation::parse_assignment("C(i,j) = A(i,j) + B(i,j)").unwrap(); // ok: test code
+    let formats = formats_rest_dense(&a, &[("A", "CSR"), ("B", "CSR"), ("C", "CSR")], &d, 2);
+    let p = tensor_compiler::execute::prepare("kernel", &a, &formats, &d, &[30, 40], None).unwrap(); // ok: test code
+    let grown: Vec<String> = p
+        .kernel
+        .function
+        .grown_by_appends()
+        .iter()
+        .map(|a| a.c_name())
+        .collect();
+    assert_eq!(grown, ["C2_crd", "C_vals"], "{}", p.kernel.function);
+    ok(check(
+        "C(i,j) = A(i,j) + B(i,j)",
+        &[("A", "CSR"), ("B", "CSR"), ("C", "CSR")],
+        &d,
+        &[30, 40],
+    ));
+}

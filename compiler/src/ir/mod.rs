@@ -520,6 +520,38 @@ impl Function {
         out.into_iter().collect()
     }
 
+    /// Arrays that appends grow: those first reserved inside a loop, whose
+    /// final length the kernel learns only as it goes. An array first
+    /// reserved before the loops has a length known up front (a compressed
+    /// level's `pos`, a dense level's values), even where the loops reserve
+    /// it again as they fill it. The runtime gives only the former a first
+    /// room ahead of their appends (`jit::call`).
+    pub fn grown_by_appends(&self) -> std::collections::BTreeSet<ArrayRef> {
+        type FirstReserves = std::collections::BTreeMap<ArrayRef, bool>;
+        fn visit(block: &[Stmt], in_loop: bool, first: &mut FirstReserves) {
+            for s in block {
+                match s {
+                    Stmt::Reserve { array, .. } => {
+                        first.entry(array.clone()).or_insert(in_loop);
+                    }
+                    Stmt::For { body, .. } | Stmt::While { body, .. } => visit(body, true, first),
+                    Stmt::If { then, els, .. } => {
+                        visit(then, in_loop, first);
+                        visit(els, in_loop, first);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut first = FirstReserves::new();
+        visit(&self.body, false, &mut first);
+        first
+            .into_iter()
+            .filter(|(_, in_loop)| *in_loop)
+            .map(|(a, _)| a)
+            .collect()
+    }
+
     /// Parameters the function reads, sorted.
     pub fn params(&self) -> Vec<ParamRef> {
         let mut out: std::collections::BTreeSet<ParamRef> = Default::default();

@@ -173,9 +173,9 @@ pub struct Growable {
     slots: *mut Slot_,
     bufs: BTreeMap<i64, Buf>,
     tensor: String,
-    /// Room an empty array grows to at once: as many elements as the
-    /// operands hold values (`first_room`).
-    first_room: usize,
+    /// Room an empty array that appends grow takes at once, by slot: as
+    /// many elements as the operands hold values (`first_room`).
+    first_rooms: BTreeMap<i64, usize>,
 }
 
 /// The room an empty result array is first given: the operands' stored
@@ -184,7 +184,10 @@ pub struct Growable {
 /// cost nothing, where growing by doubling from 16 elements copied the
 /// entries over and over and touched twice the memory the kernel writes
 /// (CSR add on the 2-D stencil into a fresh result, 5M entries: 100-136 ->
-/// 44-49 ms, SciPy 51-54).
+/// 44-49 ms, SciPy 51-54). Only for arrays grown by appends
+/// (`Function::grown_by_appends`): one reserved once at its known length
+/// gets that length, where a compressed level's `pos` once took the room
+/// of all the values.
 fn first_room(inputs: &[Validated<'_>]) -> usize {
     inputs.iter().map(|v| v.tensor().vals.len()).sum()
 }
@@ -278,7 +281,7 @@ extern "C" fn reserve(rt: *mut Growable, slot: i64, len: i64) -> *mut u8 {
             return std::ptr::null_mut();
         }
         // A room the machine cannot give is only not taken.
-        let room = g.first_room;
+        let room = g.first_rooms.get(&slot).copied().unwrap_or(0);
         if buf.len() == 0
             && room > want
             && check_allocation(&g.tensor, "an output array", room as u128, bytes).is_ok()
@@ -406,8 +409,9 @@ impl Bound {
             slots: std::ptr::null_mut(),
             bufs: BTreeMap::new(),
             tensor: output.name.clone(),
-            first_room: first_room(inputs),
+            first_rooms: BTreeMap::new(),
         };
+        let room = first_room(inputs);
         for (n, (a, writes)) in k.arrays.iter().enumerate() {
             if a.tensor == output.name || matches!(a.slot, Slot::Scratch(..)) {
                 let mut buf = take_array(output, a).ok_or_else(|| RunError::Missing(a.c_name()))?;
@@ -424,6 +428,9 @@ impl Bound {
                     cap: buf.len() as i64,
                 });
                 growable.bufs.insert(n as i64, buf);
+                if k.grown_by_appends.contains(a) {
+                    growable.first_rooms.insert(n as i64, room);
+                }
             } else {
                 if *writes {
                     return Err(RunError::WritesInput(a.c_name()));
@@ -672,7 +679,7 @@ fn frozen(tensor: &str) -> Growable {
         slots: std::ptr::null_mut(),
         bufs: BTreeMap::new(),
         tensor: tensor.to_string(),
-        first_room: 0,
+        first_rooms: BTreeMap::new(),
     }
 }
 

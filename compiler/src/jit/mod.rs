@@ -45,6 +45,8 @@ pub struct CompiledKernel {
     pub name: String,
     pub arrays: Vec<(ArrayRef, bool)>,
     pub params: Vec<ParamRef>,
+    /// The result arrays its appends grow (`Function::grown_by_appends`).
+    pub grown_by_appends: std::collections::BTreeSet<ArrayRef>,
     pub compile_time: Duration,
     pub tier: Tier,
     /// How the outermost loop may be shared among threads (`ir::Parallel`).
@@ -75,6 +77,7 @@ impl CompiledKernel {
             name: f.name.clone(),
             arrays: f.arrays(),
             params: f.params(),
+            grown_by_appends: f.grown_by_appends(),
             compile_time,
             tier,
             parallel: f.parallel,
@@ -370,6 +373,7 @@ pub fn compile(f: &Function) -> Result<CompiledKernel, String> {
         name: f.name.clone(),
         arrays,
         params,
+        grown_by_appends: f.grown_by_appends(),
         compile_time: start.elapsed(),
         tier: Tier::Cranelift,
         parallel: f.parallel,
