@@ -1,4 +1,5 @@
-//! The boundary between Rust and JIT'd code: the only `unsafe` in the crate.
+//! The boundary between Rust and JIT'd code: the crate's `unsafe` lives here,
+//! in `line_aligned` (the global allocator) and in `heap_policy` (`mallopt`).
 //!
 //! Safety argument: a kernel reads arrays only at positions the level
 //! functions compute from validated storage (every tensor is validated before

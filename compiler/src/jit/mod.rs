@@ -1,5 +1,5 @@
 //! The Cranelift JIT: compile a loop-IR function to native code and run it
-//! on runtime tensors. `call.rs` holds every `unsafe` line of the crate.
+//! on runtime tensors. `call.rs` holds every `unsafe` line of the JIT.
 
 mod call;
 mod count;
