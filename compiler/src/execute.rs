@@ -306,8 +306,10 @@ impl Prepared {
         // A kernel that reads its prior contents as an operand rebuilds the
         // result; one that updates in place starts each run from the same state.
         let accumulate = self.kernel.assignment.accumulate && self.kernel.prior.is_none();
-        let initial = self.output.clone();
-        let initial_buffer = self.buffer.clone();
+        // The states runs start from, kept only where a run restores them.
+        let fresh = arrays == ResultArrays::Fresh;
+        let initial = (accumulate || fresh).then(|| self.output.clone());
+        let initial_buffer = fresh.then(|| self.buffer.clone());
         call(
             &self.kernel,
             &self.compiled,
@@ -320,11 +322,11 @@ impl Prepared {
         let mut times = Vec::with_capacity(runs);
         let mut phases = Vec::with_capacity(runs);
         for _ in 0..runs {
-            if accumulate || arrays == ResultArrays::Fresh {
-                // Dropped here, outside the timer.
+            // The previous run's arrays are dropped here, outside the timer.
+            if let Some(initial) = &initial {
                 self.output = initial.clone();
             }
-            if arrays == ResultArrays::Fresh {
+            if let Some(initial_buffer) = &initial_buffer {
                 self.buffer = initial_buffer.clone();
             }
             let t0 = Instant::now();

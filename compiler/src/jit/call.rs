@@ -174,9 +174,11 @@ pub struct Growable {
     slots: *mut Slot_,
     bufs: BTreeMap<i64, Buf>,
     tensor: String,
-    /// Room an empty array that appends grow takes at once, by slot: as
-    /// many elements as the operands hold values (`first_room`).
-    first_rooms: BTreeMap<i64, usize>,
+    /// Room an empty array that appends grow takes at once: as many
+    /// elements as the operands hold values (`first_room`).
+    first_room: usize,
+    /// The slots of the arrays appends grow (`Function::grown_by_appends`).
+    appended: std::collections::BTreeSet<i64>,
 }
 
 /// The room an empty result array is first given: the operands' stored
@@ -282,8 +284,9 @@ extern "C" fn reserve(rt: *mut Growable, slot: i64, len: i64) -> *mut u8 {
             return std::ptr::null_mut();
         }
         // A room the machine cannot give is only not taken.
-        let room = g.first_rooms.get(&slot).copied().unwrap_or(0);
+        let room = g.first_room;
         if buf.len() == 0
+            && g.appended.contains(&slot)
             && room > want
             && check_allocation(&g.tensor, "an output array", room as u128, bytes).is_ok()
         {
@@ -410,9 +413,9 @@ impl Bound {
             slots: std::ptr::null_mut(),
             bufs: BTreeMap::new(),
             tensor: output.name.clone(),
-            first_rooms: BTreeMap::new(),
+            first_room: first_room(inputs),
+            appended: Default::default(),
         };
-        let room = first_room(inputs);
         for (n, (a, writes)) in k.arrays.iter().enumerate() {
             if a.tensor == output.name || matches!(a.slot, Slot::Scratch(..)) {
                 let mut buf = take_array(output, a).ok_or_else(|| RunError::Missing(a.c_name()))?;
@@ -430,7 +433,7 @@ impl Bound {
                 });
                 growable.bufs.insert(n as i64, buf);
                 if k.grown_by_appends.contains(a) {
-                    growable.first_rooms.insert(n as i64, room);
+                    growable.appended.insert(n as i64);
                 }
             } else {
                 if *writes {
@@ -680,7 +683,8 @@ fn frozen(tensor: &str) -> Growable {
         slots: std::ptr::null_mut(),
         bufs: BTreeMap::new(),
         tensor: tensor.to_string(),
-        first_rooms: BTreeMap::new(),
+        first_room: 0,
+        appended: Default::default(),
     }
 }
 
