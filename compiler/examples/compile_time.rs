@@ -3,10 +3,13 @@
 //! `cargo run --release -p tensor-compiler --example compile_time [FILTER [RUNS]]`
 //! (FILTER: only kernels whose label contains it, e.g. `PLUS`; RUNS
 //! compiles each, 15 by default: more for a profiler to sample.)
+//! `PASSES=1` adds Cranelift's pass timings, `CODEGEN_IR=1` the loop IR
+//! Cranelift's translator is given (after `passes::for_codegen`).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 use tensor_compiler::format::{parse_format, Registry};
+use tensor_compiler::ir::passes;
 use tensor_compiler::lower::compile;
 use tensor_compiler::notation::parse_assignment;
 
@@ -113,6 +116,10 @@ fn main() {
             .collect();
         let first = times.remove(0);
         times.sort_by(f64::total_cmp);
+        if std::env::var_os("CODEGEN_IR").is_some() {
+            let g = passes::for_codegen(&k.function, passes::Backend::Cranelift);
+            println!("{}", tensor_compiler::ir::print::function(&g));
+        }
         if std::env::var_os("PASSES").is_some() {
             println!("{}", cranelift_codegen::timing::take_current());
         }

@@ -522,12 +522,12 @@ struct InterpMemory<'a> {
 
 impl crate::ir::interp::Memory for InterpMemory<'_> {
     fn param(&self, p: &crate::ir::ParamRef) -> Result<i64, String> {
-        let t = if p.tensor == self.output.name {
+        let t = if *p.tensor == *self.output.name {
             &*self.output
         } else {
             self.inputs
                 .iter()
-                .find(|t| t.name == p.tensor)
+                .find(|t| *t.name == *p.tensor)
                 .ok_or("unknown tensor")?
         };
         storage::TensorMemoryView(t).param(p)
@@ -539,12 +539,12 @@ impl crate::ir::interp::Memory for InterpMemory<'_> {
                 .and_then(|i| v.get(i).copied())
                 .ok_or_else(|| format!("load beyond {}", a.c_name()));
         }
-        let t = if a.tensor == self.output.name {
+        let t = if *a.tensor == *self.output.name {
             &*self.output
         } else {
             self.inputs
                 .iter()
-                .find(|t| t.name == a.tensor)
+                .find(|t| *t.name == *a.tensor)
                 .ok_or("unknown tensor")?
         };
         storage::TensorMemoryView(t).load(a, i)
@@ -556,7 +556,7 @@ impl crate::ir::interp::Memory for InterpMemory<'_> {
         v: crate::ir::interp::Value,
     ) -> Result<(), String> {
         // Scratch arrays (a workspace row, a temporary) belong to the call.
-        if a.tensor != self.output.name && !matches!(a.slot, crate::ir::Slot::Scratch(..)) {
+        if *a.tensor != *self.output.name && !matches!(a.slot, crate::ir::Slot::Scratch(..)) {
             return Err(format!("store into input {}", a.c_name()));
         }
         let i = usize::try_from(i).map_err(|_| "negative index")?;

@@ -239,13 +239,13 @@ pub(crate) mod test_memory {
             Err("no parameters".into())
         }
         fn load(&self, a: &ArrayRef, i: i64) -> Result<Value, String> {
-            self.0[&a.tensor]
+            self.0[&*a.tensor]
                 .get(i as usize)
                 .map(|&x| Value::I(x))
                 .ok_or_else(|| format!("load {i} beyond {}", a.tensor))
         }
         fn store(&mut self, a: &ArrayRef, i: i64, v: Value) -> Result<(), String> {
-            let arr = self.0.get_mut(&a.tensor).ok_or("no such array")?;
+            let arr = self.0.get_mut(&*a.tensor).ok_or("no such array")?;
             *arr.get_mut(i as usize)
                 .ok_or_else(|| format!("store {i} beyond {}", a.tensor))? = v.int()?;
             Ok(())

@@ -26,6 +26,7 @@ pub mod unroll;
 pub use build::{is_zero_fill, Emitter};
 
 use std::fmt;
+use std::sync::Arc;
 
 /// Storage element type of an array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -48,20 +49,21 @@ pub enum Slot {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ArrayRef {
-    pub tensor: String,
+    /// Shared: loop IR clones array references at every load it copies.
+    pub tensor: Arc<str>,
     pub slot: Slot,
 }
 
 impl ArrayRef {
     pub fn level(tensor: &str, level: usize, name: &'static str) -> Self {
         ArrayRef {
-            tensor: tensor.to_string(),
+            tensor: tensor.into(),
             slot: Slot::Level(level, name),
         }
     }
     pub fn vals(tensor: &str) -> Self {
         ArrayRef {
-            tensor: tensor.to_string(),
+            tensor: tensor.into(),
             slot: Slot::Vals,
         }
     }
@@ -91,7 +93,7 @@ pub enum ParamSlot {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ParamRef {
-    pub tensor: String,
+    pub tensor: Arc<str>,
     pub slot: ParamSlot,
 }
 
@@ -102,7 +104,7 @@ impl ParamRef {
     /// case for it (only the kernel's own callers ever supply it).
     pub fn call(name: &'static str) -> Self {
         ParamRef {
-            tensor: String::new(),
+            tensor: "".into(),
             slot: ParamSlot::Level(0, name),
         }
     }
@@ -115,13 +117,13 @@ impl ParamRef {
     }
     pub fn level(tensor: &str, level: usize, name: &'static str) -> Self {
         ParamRef {
-            tensor: tensor.to_string(),
+            tensor: tensor.into(),
             slot: ParamSlot::Level(level, name),
         }
     }
     pub fn dim(tensor: &str, d: usize) -> Self {
         ParamRef {
-            tensor: tensor.to_string(),
+            tensor: tensor.into(),
             slot: ParamSlot::Dim(d),
         }
     }
@@ -365,7 +367,7 @@ impl Expr {
     }
 
     /// Visit every sub-expression (pre-order).
-    pub fn walk(&self, f: &mut dyn FnMut(&Expr)) {
+    pub fn walk<'a>(&'a self, f: &mut dyn FnMut(&'a Expr)) {
         f(self);
         match self {
             Expr::Load(_, i) | Expr::Not(i) | Expr::Neg(i) => i.walk(f),
@@ -396,7 +398,7 @@ impl Expr {
 
 /// Visit every statement of a block, recursively (pre-order), with the
 /// expressions it holds.
-pub fn walk_block(block: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
+pub fn walk_block<'a>(block: &'a [Stmt], f: &mut dyn FnMut(&'a Stmt)) {
     for s in block {
         f(s);
         match s {
@@ -498,21 +500,27 @@ impl Function {
     /// Arrays the function touches, sorted, with whether it writes them.
     pub fn arrays(&self) -> Vec<(ArrayRef, bool)> {
         let mut out: std::collections::BTreeMap<ArrayRef, bool> = Default::default();
+        // Cloned once per array, not once per load.
+        fn read(out: &mut std::collections::BTreeMap<ArrayRef, bool>, a: &ArrayRef) {
+            if !out.contains_key(a) {
+                out.insert(a.clone(), false);
+            }
+        }
         walk_block(&self.body, &mut |s| {
             match s {
                 Stmt::Store(a, ..) | Stmt::Reserve { array: a, .. } => {
                     out.insert(a.clone(), true);
                 }
                 Stmt::Prefetch { array, coords, .. } => {
-                    out.entry(array.clone()).or_insert(false);
-                    out.entry(coords.clone()).or_insert(false);
+                    read(&mut out, array);
+                    read(&mut out, coords);
                 }
                 _ => {}
             }
             for e in stmt_exprs(s) {
                 e.walk(&mut |x| {
                     if let Expr::Load(a, _) = x {
-                        out.entry(a.clone()).or_insert(false);
+                        read(&mut out, a);
                     }
                 });
             }
@@ -559,7 +567,9 @@ impl Function {
             for e in stmt_exprs(s) {
                 e.walk(&mut |x| {
                     if let Expr::Param(p) = x {
-                        out.insert(p.clone());
+                        if !out.contains(p) {
+                            out.insert(p.clone());
+                        }
                     }
                 });
             }

@@ -4,7 +4,6 @@
 //! ahead (`Backend`).
 
 use super::*;
-use std::collections::BTreeSet;
 
 /// What a kernel's code is made for. The backends translate the same
 /// program but for the register sums of `ir::runs`, which pay from other
@@ -110,36 +109,43 @@ fn uses(e: &Expr, v: VarId) -> bool {
 /// always safe; a C compiler would otherwise warn about them.
 pub fn remove_dead_vars(f: &mut Function) {
     loop {
-        let read = read_vars(&f.body);
-        let before = count(&f.body);
-        prune(&mut f.body, &read);
-        if count(&f.body) == before {
+        let read = read_vars(&f.body, f.vars.len());
+        if !prune(&mut f.body, &read) {
             break;
         }
     }
 }
 
-fn read_vars(b: &Block) -> BTreeSet<VarId> {
-    let mut read = BTreeSet::new();
+/// Which variables some expression reads, indexed by `VarId` (a table,
+/// not a set: this runs once per pruning round of every compile).
+fn read_vars(b: &Block, vars: usize) -> Vec<bool> {
+    let mut read = vec![false; vars];
     walk_block(b, &mut |s| {
         for e in stmt_exprs(s) {
-            read.extend(e.vars());
+            e.walk(&mut |x| {
+                if let Expr::Var(v) = x {
+                    let v = *v as usize;
+                    if v >= read.len() {
+                        read.resize(v + 1, false);
+                    }
+                    read[v] = true;
+                }
+            });
         }
     });
     read
 }
 
-fn count(b: &Block) -> usize {
-    let mut n = 0;
-    walk_block(b, &mut |_| n += 1);
-    n
-}
-
-fn prune(b: &mut Block, read: &BTreeSet<VarId>) {
-    b.retain(|s| !matches!(s, Stmt::Let(v, _) | Stmt::Set(v, _) if !read.contains(v)));
+/// Drop the assignments of variables nothing reads; whether any went.
+fn prune(b: &mut Block, read: &[bool]) -> bool {
+    let before = b.len();
+    let is_read = |v: &VarId| read.get(*v as usize).copied().unwrap_or(false);
+    b.retain(|s| !matches!(s, Stmt::Let(v, _) | Stmt::Set(v, _) if !is_read(v)));
+    let mut removed = b.len() != before;
     for inner in b.iter_mut().flat_map(nested_blocks_mut) {
-        prune(inner, read);
+        removed |= prune(inner, read);
     }
+    removed
 }
 
 #[cfg(test)]

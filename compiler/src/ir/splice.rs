@@ -16,8 +16,8 @@ pub struct Temporary<'a> {
 impl Temporary<'_> {
     fn array(&self, a: &ArrayRef) -> ArrayRef {
         match &a.slot {
-            Slot::Vals if a.tensor == self.tensor => ArrayRef {
-                tensor: self.tensor.to_string(),
+            Slot::Vals if *a.tensor == *self.tensor => ArrayRef {
+                tensor: self.tensor.into(),
                 slot: Slot::Scratch("vals".into(), ElemTy::F64),
             },
             _ => a.clone(),
@@ -27,7 +27,7 @@ impl Temporary<'_> {
     /// A dense level's extent (`N` of level `k`) or a dimension of the
     /// temporary, as the parameter that gives it.
     fn param(&self, p: &ParamRef) -> Expr {
-        if p.tensor != self.tensor {
+        if *p.tensor != *self.tensor {
             return Expr::Param(p.clone());
         }
         let d = match p.slot {

@@ -395,7 +395,7 @@ impl Bound {
                 params.push(0); // set per call (`with_share`)
                 continue;
             }
-            let t: &Tensor = if p.tensor == output.name {
+            let t: &Tensor = if *p.tensor == *output.name {
                 &*output
             } else {
                 find(&p.tensor).ok_or_else(|| RunError::Missing(p.c_name()))?
@@ -417,7 +417,7 @@ impl Bound {
             appended: Default::default(),
         };
         for (n, (a, writes)) in k.arrays.iter().enumerate() {
-            if a.tensor == output.name || matches!(a.slot, Slot::Scratch(..)) {
+            if *a.tensor == *output.name || matches!(a.slot, Slot::Scratch(..)) {
                 let mut buf = take_array(output, a).ok_or_else(|| RunError::Missing(a.c_name()))?;
                 let len = buf.len() as i64;
                 // A result reused from an earlier run keeps a little of the

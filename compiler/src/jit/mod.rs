@@ -200,7 +200,9 @@ fn host_isa(opt: Opt) -> Result<OwnedTargetIsa, String> {
 /// and the share bounds `kernel` reads as parameters.
 fn arguments(f: &Function, kernel: &Function) -> (Vec<(ArrayRef, bool)>, Vec<ParamRef>) {
     let mut params = f.params();
-    params.extend(kernel.params());
+    if !std::ptr::eq(f, kernel) {
+        params.extend(kernel.params());
+    }
     params.sort();
     params.dedup();
     (f.arrays(), params)

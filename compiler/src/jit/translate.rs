@@ -783,27 +783,44 @@ impl<'a, 'b> Translator<'a, 'b> {
     /// fixed arrays `body`'s own statements access, and of the grown
     /// arrays it accesses when it cannot move them (it grows nothing).
     fn load_bases(&mut self, body: &[Stmt]) {
-        let mut own = BTreeSet::new();
-        for s in body {
-            walk_outside_loops(s, &mut |s| accessed_arrays(s, &mut own));
-        }
-        let (mut anywhere, mut grows) = (BTreeSet::new(), false);
+        let mut grows = false;
         crate::ir::walk_block(body, &mut |s| {
-            grows |= matches!(s, Stmt::Reserve { .. });
-            accessed_arrays(s, &mut anywhere);
+            grows |= matches!(s, Stmt::Reserve { .. })
         });
-        let fixed = own
+        let base_of = |a: &ArrayRef| self.arrays.get(a).map(|v| v.base);
+        // References into `body`, cloned only for the few arrays kept.
+        let mut fixed: Vec<&ArrayRef> = Vec::new();
+        for s in body {
+            walk_outside_loops(s, &mut |s| {
+                accessed_arrays(s, &mut |a| {
+                    if matches!(base_of(a), Some(Base::Fixed(_))) {
+                        fixed.push(a);
+                    }
+                })
+            });
+        }
+        let mut grown: Vec<&ArrayRef> = Vec::new();
+        if !grows {
+            crate::ir::walk_block(body, &mut |s| {
+                accessed_arrays(s, &mut |a| {
+                    if matches!(base_of(a), Some(Base::Grown(_))) {
+                        grown.push(a);
+                    }
+                })
+            });
+        }
+        for list in [&mut fixed, &mut grown] {
+            list.sort();
+            list.dedup();
+        }
+        let wanted: Vec<ArrayRef> = fixed
             .into_iter()
-            .filter(|a| matches!(self.arrays.get(a), Some(v) if matches!(v.base, Base::Fixed(_))));
-        let grown = anywhere.into_iter().filter(|a| {
-            !grows && matches!(self.arrays.get(a), Some(v) if matches!(v.base, Base::Grown(_)))
-        });
-        let wanted: Vec<ArrayRef> = fixed.chain(grown).collect();
+            .chain(grown)
+            .filter(|a| !self.loaded_bases.iter().any(|(g, _)| g == *a))
+            .cloned()
+            .collect();
         for a in wanted {
-            let Some(base) = self.arrays.get(&a).map(|v| v.base) else {
-                continue;
-            };
-            if !self.loaded_bases.iter().any(|(g, _)| *g == a) {
+            if let Some(base) = self.arrays.get(&a).map(|v| v.base) {
                 let v = self.load_base(base);
                 self.loaded_bases.push((a, v));
             }
@@ -923,22 +940,22 @@ impl Translator<'_, '_> {
     }
 }
 
-/// Insert into `into` the arrays `s` itself loads from or stores to.
-fn accessed_arrays(s: &Stmt, into: &mut BTreeSet<ArrayRef>) {
+/// `f` on each array `s` itself loads from or stores to (with repeats).
+fn accessed_arrays<'s>(s: &'s Stmt, f: &mut dyn FnMut(&'s ArrayRef)) {
     if let Stmt::Store(a, ..) = s {
-        into.insert(a.clone());
+        f(a);
     }
     for e in crate::ir::stmt_exprs(s) {
         e.walk(&mut |x| {
             if let Expr::Load(a, _) = x {
-                into.insert(a.clone());
+                f(a);
             }
         });
     }
 }
 
 /// `f` on `s` and on the statements of its `if`s, not inside its loops.
-fn walk_outside_loops(s: &Stmt, f: &mut dyn FnMut(&Stmt)) {
+fn walk_outside_loops<'s>(s: &'s Stmt, f: &mut dyn FnMut(&'s Stmt)) {
     f(s);
     if let Stmt::If { then, els, .. } = s {
         for t in then.iter().chain(els) {

@@ -669,7 +669,7 @@ fn copy_pays_here(
         crate::ir::Expr::Param(crate::ir::ParamRef {
             tensor,
             slot: crate::ir::ParamSlot::Dim(d),
-        }) => dims.get(tensor)?.get(*d).copied(),
+        }) => dims.get(&**tensor)?.get(*d).copied(),
         _ => None,
     };
     let coordinates = outer

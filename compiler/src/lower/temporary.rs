@@ -50,7 +50,7 @@ pub(super) fn compile_with_temporary(
             kept.push((
                 v.clone(),
                 ParamRef {
-                    tensor: acc.tensor.clone(),
+                    tensor: acc.tensor.as_str().into(),
                     slot: ParamSlot::Dim(d),
                 },
                 extent,

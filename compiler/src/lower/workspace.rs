@@ -266,7 +266,7 @@ pub(crate) struct Workspace {
 impl Workspace {
     pub(crate) fn of(tensor: &str) -> Self {
         let scratch = |name: &str, ty| ArrayRef {
-            tensor: tensor.to_string(),
+            tensor: tensor.into(),
             slot: Slot::Scratch(name.to_string(), ty),
         };
         Workspace {

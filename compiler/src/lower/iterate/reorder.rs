@@ -40,7 +40,7 @@ impl<'p> Reorder<'p> {
         head.props.level.ordered = true;
         head.name = format!("reorder<{}>", inner.head().name);
         let scratch = |what: &str| ArrayRef {
-            tensor: tensor.to_string(),
+            tensor: tensor.as_str().into(),
             slot: Slot::Scratch(format!("{copy}_{what}"), ElemTy::I32),
         };
         Reorder {
