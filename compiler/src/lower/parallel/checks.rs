@@ -31,7 +31,8 @@ fn loads(e: &Expr, f: &mut dyn FnMut(&ArrayRef, &Expr)) {
 /// result's final values are its first values plus every addition, in
 /// whatever thread each one happens.
 pub(super) fn reads_result_only_to_add(block: &[Stmt], out: &str, scratch: bool) -> bool {
-    let result = |a: &ArrayRef| *a.tensor == *out || (scratch && matches!(a.slot, Slot::Scratch(..)));
+    let result =
+        |a: &ArrayRef| *a.tensor == *out || (scratch && matches!(a.slot, Slot::Scratch(..)));
     let free = |e: &Expr| {
         let mut ok = true;
         loads(e, &mut |a, _| ok &= !result(a));
