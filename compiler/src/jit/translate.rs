@@ -458,7 +458,7 @@ impl<'a, 'b> Translator<'a, 'b> {
         x: Value,
         (y, y_is_plus_zero): (Value, bool),
     ) -> Value {
-        let [p, q, x, y] = [p, q, x, y].map(|v| self.b.ins().scalar_to_vector(types::F64X2, v));
+        let [p, q, x, y] = [p, q, x, y].map(|v| self.b.ins().splat(types::F64X2, v));
         let mask = self.b.ins().fcmp(float_cc(op), p, q);
         let flags = MemFlagsData::new().with_endianness(Endianness::Little);
         let mask = self.b.ins().bitcast(types::F64X2, flags, mask);
@@ -993,13 +993,22 @@ fn accessed_arrays<'s>(s: &'s Stmt, f: &mut dyn FnMut(&'s ArrayRef)) {
     }
 }
 
-/// `f` on `s` and on the statements of its `if`s, not inside its loops.
+/// `f` on `s` and on the statements of its `if`s, not inside its loops
+/// but for those the translator unrolls (their statements are the
+/// enclosing loop's own: BCSR's loop over a block row's columns).
 fn walk_outside_loops<'s>(s: &'s Stmt, f: &mut dyn FnMut(&'s Stmt)) {
     f(s);
-    if let Stmt::If { then, els, .. } = s {
-        for t in then.iter().chain(els) {
-            walk_outside_loops(t, f);
+    let inner: Vec<&Stmt> = match s {
+        Stmt::If { then, els, .. } => then.iter().chain(els).collect(),
+        Stmt::For { lo, hi, body, .. }
+            if unrolled(lo, hi).is_some() && !crate::ir::has_loops(body) =>
+        {
+            body.iter().collect()
         }
+        _ => return,
+    };
+    for t in inner {
+        walk_outside_loops(t, f);
     }
 }
 
