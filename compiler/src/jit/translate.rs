@@ -449,8 +449,9 @@ impl<'a, 'b> Translator<'a, 'b> {
     /// ? fill * x : 0.0`) does on a real matrix, those jumps mispredict:
     /// BCSR(4) SpMV on bcsstk13 took 0.81 ms this way and 0.38 ms with the
     /// compare in a vector register, its lane mask selecting the bits
-    /// (`cmppd`, then an `and` or a blend). Lane 0 holds the scalars; the
-    /// compare has the scalar one's semantics (the same `FloatCC`).
+    /// (`cmppd`, then an `and` or a blend). Every lane holds the scalars
+    /// (a splat is one shuffle) and lane 0 is the result; the compare has
+    /// the scalar one's semantics (the same `FloatCC`, NaN included).
     fn float_select(
         &mut self,
         op: CmpOp,
@@ -998,16 +999,16 @@ fn accessed_arrays<'s>(s: &'s Stmt, f: &mut dyn FnMut(&'s ArrayRef)) {
 /// enclosing loop's own: BCSR's loop over a block row's columns).
 fn walk_outside_loops<'s>(s: &'s Stmt, f: &mut dyn FnMut(&'s Stmt)) {
     f(s);
-    let inner: Vec<&Stmt> = match s {
-        Stmt::If { then, els, .. } => then.iter().chain(els).collect(),
+    let (first, then): (&[Stmt], &[Stmt]) = match s {
+        Stmt::If { then, els, .. } => (then, els),
         Stmt::For { lo, hi, body, .. }
             if unrolled(lo, hi).is_some() && !crate::ir::has_loops(body) =>
         {
-            body.iter().collect()
+            (body, &[])
         }
         _ => return,
     };
-    for t in inner {
+    for t in first.iter().chain(then) {
         walk_outside_loops(t, f);
     }
 }
