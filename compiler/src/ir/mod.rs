@@ -500,27 +500,21 @@ impl Function {
     /// Arrays the function touches, sorted, with whether it writes them.
     pub fn arrays(&self) -> Vec<(ArrayRef, bool)> {
         let mut out: std::collections::BTreeMap<ArrayRef, bool> = Default::default();
-        // Cloned once per array, not once per load.
-        fn read(out: &mut std::collections::BTreeMap<ArrayRef, bool>, a: &ArrayRef) {
-            if !out.contains_key(a) {
-                out.insert(a.clone(), false);
-            }
-        }
         walk_block(&self.body, &mut |s| {
             match s {
                 Stmt::Store(a, ..) | Stmt::Reserve { array: a, .. } => {
                     out.insert(a.clone(), true);
                 }
                 Stmt::Prefetch { array, coords, .. } => {
-                    read(&mut out, array);
-                    read(&mut out, coords);
+                    out.entry(array.clone()).or_insert(false);
+                    out.entry(coords.clone()).or_insert(false);
                 }
                 _ => {}
             }
             for e in stmt_exprs(s) {
                 e.walk(&mut |x| {
                     if let Expr::Load(a, _) = x {
-                        read(&mut out, a);
+                        out.entry(a.clone()).or_insert(false);
                     }
                 });
             }
@@ -567,9 +561,7 @@ impl Function {
             for e in stmt_exprs(s) {
                 e.walk(&mut |x| {
                     if let Expr::Param(p) = x {
-                        if !out.contains(p) {
-                            out.insert(p.clone());
-                        }
+                        out.insert(p.clone());
                     }
                 });
             }

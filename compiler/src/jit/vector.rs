@@ -16,7 +16,7 @@
 use super::translate::Translator;
 use crate::ir::{ArrayRef, BinOp, ElemTy, Expr, Stmt, Ty, VarId, VarInfo};
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, Value};
+use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Value};
 use cranelift_frontend::Variable;
 use std::collections::BTreeMap;
 
@@ -360,18 +360,7 @@ impl Translator<'_, '_> {
                     self.b.ins().select(c, x, y)
                 } else {
                     let mask = self.vexpr(plan, lanes, c)?;
-                    let mask = self.b.ins().bitcast(
-                        types::F64X2,
-                        MemFlagsData::new().with_endianness(Endianness::Little),
-                        mask,
-                    );
-                    match &**b {
-                        // `c ? a : 0.0` (DIA's padding test) is `a` under the
-                        // mask, +0.0's bits elsewhere: one `and` instead of a
-                        // blend (DIA SpMV about 5% faster).
-                        Expr::Float(z) if z.to_bits() == 0 => self.b.ins().band(mask, x),
-                        _ => self.b.ins().bitselect(mask, x, y),
-                    }
+                    self.mask_select(mask, x, y, b)
                 }
             }
             _ => return Err("vector loop: expression without lanes".into()),
