@@ -306,6 +306,119 @@ fn rows_asked_for_ahead_agree() {
     }
 }
 
+/// Dense rows summed in strips of registers across the loop that adds
+/// into them (`ir::strips`, C only): row lengths below one strip, of whole
+/// strips and with a remainder, from CSR, CSF, dense and blocked operands,
+/// and a second term reading the result's row elsewhere (not stripped).
+/// The cc tier must give the Cranelift tier's answer to the bit, and the
+/// oracle's.
+#[test]
+fn rows_summed_in_strips_agree() {
+    let Some(dir) = setup("strips") else { return };
+    type Case = (
+        &'static str,
+        &'static [(&'static str, &'static str)],
+        &'static [(&'static str, &'static [usize])],
+        bool,
+    );
+    let cases: &[Case] = &[
+        (
+            "C(i,k) = A(i,j) * D(j,k)",
+            &[("A", "CSR")],
+            &[("A", &[23, 19]), ("D", &[19, 37])],
+            true,
+        ),
+        (
+            "C(i,k) = A(i,j) * D(j,k)",
+            &[("A", "CSR")],
+            &[("A", &[23, 19]), ("D", &[19, 32])],
+            true,
+        ),
+        (
+            "C(i,k) = A(i,j) * D(j,k)",
+            &[("A", "CSR")],
+            &[("A", &[23, 19]), ("D", &[19, 5])],
+            true,
+        ),
+        (
+            "C(i,k) = A(i,j) * D(j,k)",
+            &[("A", "DCSR")],
+            &[("A", &[23, 19]), ("D", &[19, 17])],
+            true,
+        ),
+        (
+            "C(i,k) = A(i,j) * D(j,k)",
+            &[],
+            &[("A", &[13, 11]), ("D", &[11, 33])],
+            true,
+        ),
+        (
+            "C(i,k) = A(i,j) * D(j,k)",
+            &[("A", "BCSR(4)")],
+            &[("A", &[24, 20]), ("D", &[20, 18])],
+            false,
+        ),
+        (
+            "A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)",
+            &[("B", "CSF")],
+            &[("B", &[9, 8, 7]), ("P", &[8, 21]), ("Q", &[7, 21])],
+            true,
+        ),
+        (
+            "C(i,k) = A(i,j) * D(j,k) + A(i,j) * E(j,k)",
+            &[("A", "CSR")],
+            &[("A", &[23, 19]), ("D", &[19, 20]), ("E", &[19, 20])],
+            false,
+        ),
+    ];
+    for (n, &(expr, specs, dims, stripped)) in cases.iter().enumerate() {
+        let a = parse_assignment(expr).unwrap();
+        let out_dims: Vec<usize> = a
+            .lhs
+            .indices
+            .iter()
+            .map(|v| {
+                a.rhs
+                    .accesses()
+                    .iter()
+                    .find_map(|acc| {
+                        let k = acc.indices.iter().position(|u| u.name == v.name)?;
+                        let (_, d) = dims.iter().find(|(t, _)| *t == acc.tensor)?;
+                        Some(d[k])
+                    })
+                    .unwrap()
+            })
+            .collect();
+        for seed in 1..4 {
+            let entries: Vec<(&str, Vec<usize>, f64)> = dims
+                .iter()
+                .map(|(t, d)| {
+                    (
+                        *t,
+                        d.to_vec(),
+                        if specs.iter().any(|(s, _)| s == t) {
+                            0.3
+                        } else {
+                            1.0
+                        },
+                    )
+                })
+                .collect();
+            let data = random_data(&entries, seed);
+            let text = prepare_text(expr, specs, &data, &out_dims);
+            if stripped {
+                assert!(
+                    text.contains("strip_sum15"),
+                    "{expr} {specs:?} not in strips:\n{text}"
+                );
+            }
+            let ran = two_backends_on(&dir, &format!("strips{n}"), expr, specs, &data, &out_dims)
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(ran, "{expr} {specs:?} refused");
+        }
+    }
+}
+
 /// The real matrices bundled with the tests (`.mtx`), in name order.
 fn real_matrices() -> Vec<PathBuf> {
     let base = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");

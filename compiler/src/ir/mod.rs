@@ -20,6 +20,7 @@ pub mod print;
 pub mod runs;
 mod sort;
 pub mod splice;
+mod strips;
 mod tile;
 pub mod unroll;
 

@@ -29,8 +29,9 @@ pub fn for_codegen(f: &Function, backend: Backend) -> Function {
     super::early_steps::compute_steps_early(&mut g);
     super::tile::tile_rows(&mut g);
     super::prefetch::prefetch_rows(&mut g);
-    if backend == Backend::Cranelift {
-        super::prefetch::strip_for_calls(&mut g);
+    match backend {
+        Backend::C => super::strips::sum_rows_in_strips(&mut g),
+        Backend::Cranelift => super::prefetch::strip_for_calls(&mut g),
     }
     gather_reserves(&mut g.body);
     g

@@ -155,7 +155,7 @@ fn reads(
 }
 
 /// `(a, i, e)` of a statement `a[i] = a[i] + e` over a float array.
-fn add_into(s: &Stmt) -> Option<(&ArrayRef, &Expr, &Expr)> {
+pub(super) fn add_into(s: &Stmt) -> Option<(&ArrayRef, &Expr, &Expr)> {
     let Stmt::Store(a, i, Expr::Bin(BinOp::Add, x, e)) = s else {
         return None;
     };

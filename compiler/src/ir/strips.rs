@@ -1,0 +1,358 @@
+//! A dense row summed in registers across the loop that adds into it. In
+//! `for p in row's entries { let j = crd[p]; for k in 0..K { C[i*K + k] +=
+//! A[p] * D[j*K + k] } }` (SpDM from CSR, MTTKRP's innermost level) the row
+//! `C[i*K..]` stays put while `p` moves, yet every iteration loads it and
+//! stores it back: twice the memory operations of the arithmetic, each
+//! store waiting for the previous iteration's to reach its load. Here the
+//! `k` loop goes outside, in strips of `WIDTH` elements, each summed in
+//! `WIDTH` scalar variables across the whole `p` loop and stored once:
+//!
+//! ```text
+//! let kb = 0
+//! while kb + WIDTH <= K {
+//!   let s0 = C[i*K + kb], .., s15 = C[i*K + kb + 15]
+//!   for p in .. { let j = crd[p]; s0 += A[p] * D[j*K + kb]; ..; s15 += .. }
+//!   C[i*K + kb] = s0; ..; kb += WIDTH
+//! }
+//! for p in .. { let j = crd[p]; for k in kb..K { C[i*K + k] += .. } }
+//! ```
+//!
+//! The C compiler keeps the sums in vector registers (gcc pairs the scalar
+//! sums of consecutive elements itself): SpDM into 32 columns on the 3-D
+//! stencil, standalone, 141-153 ms before and 109-117 after, MKL's time.
+//! Only the C gets it (`passes::for_codegen`): Cranelift has 16 vector
+//! registers of two lanes and keeps scalars apart.
+//!
+//! Exact, to the bit: each element of the row receives the same additions
+//! in the same order, starting from the value it held. Sound because the
+//! loop touches the row's array nowhere else, declares values only, and the
+//! row's position does not change with `p`.
+
+use super::runs::add_into;
+use super::*;
+use std::collections::BTreeSet;
+
+/// Elements of a row summed at once: 16 `f64`s, four AVX2 registers. 8 and
+/// 32 measured the same within noise on SpDM (32 columns); 16 serves rank
+/// 16 (MTTKRP's usual) whole.
+pub const WIDTH: i64 = 16;
+
+pub fn sum_rows_in_strips(f: &mut Function) {
+    let mut body = std::mem::take(&mut f.body);
+    in_block(&mut body, &mut f.vars);
+    f.body = body;
+}
+
+fn in_block(block: &mut Block, vars: &mut Vec<VarInfo>) {
+    for mut s in std::mem::take(block) {
+        if let Some(strips) = in_strips(&s, vars) {
+            block.extend(strips);
+            continue;
+        }
+        for inner in nested_blocks_mut(&mut s) {
+            in_block(inner, vars);
+        }
+        block.push(s);
+    }
+}
+
+/// The parts of an eligible nest (see the module).
+struct Nest<'a> {
+    outer: &'a Stmt,
+    prefix: &'a [Stmt],
+    row: VarId,
+    row_lo: &'a Expr,
+    row_hi: &'a Expr,
+    row_body: &'a Block,
+    array: &'a ArrayRef,
+    /// The stored element's position less `row`, the same across the nest.
+    base: Expr,
+    /// What each iteration adds, with the row loop's own `let`s inlined.
+    term: Expr,
+}
+
+fn nest(s: &Stmt) -> Option<Nest<'_>> {
+    let Stmt::For { var, body, .. } = s else {
+        return None;
+    };
+    let (
+        Stmt::For {
+            var: row,
+            lo: row_lo,
+            hi: row_hi,
+            body: row_body,
+        },
+        prefix,
+    ) = body.split_last()?
+    else {
+        return None;
+    };
+    // What changes across the outer loop: its variable and its `let`s.
+    let mut varying = BTreeSet::from([*var]);
+    for s in prefix {
+        match s {
+            Stmt::Let(v, _) => {
+                varying.insert(*v);
+            }
+            Stmt::Prefetch { .. } | Stmt::Comment(_) => {}
+            _ => return None,
+        }
+    }
+    let reads_varying = |e: &Expr| e.vars().iter().any(|v| varying.contains(v));
+    if reads_varying(row_lo) || reads_varying(row_hi) {
+        return None;
+    }
+    let (last, lets) = row_body.split_last()?;
+    if !lets.iter().all(|s| matches!(s, Stmt::Let(..))) {
+        return None;
+    }
+    let (array, index, term) = add_into(last)?;
+    let index = inlined(index, lets);
+    let base = match &index {
+        Expr::Bin(BinOp::Add, b, k) if **k == Expr::Var(*row) => (**b).clone(),
+        Expr::Bin(BinOp::Add, k, b) if **k == Expr::Var(*row) => (**b).clone(),
+        _ => return None,
+    };
+    if base.vars().contains(row) || reads_varying(&base) {
+        return None;
+    }
+    // The store and its own load, nothing else in the nest.
+    let mut touches = 0;
+    walk_block(body, &mut |s| {
+        if matches!(s, Stmt::Store(a, ..) if a == array) {
+            touches += 1;
+        }
+        for e in stmt_exprs(s) {
+            e.walk(&mut |x| touches += usize::from(matches!(x, Expr::Load(a, _) if a == array)));
+        }
+    });
+    (touches == 2).then(|| Nest {
+        outer: s,
+        prefix,
+        row: *row,
+        row_lo,
+        row_hi,
+        row_body,
+        array,
+        base,
+        term: inlined(term, lets),
+    })
+}
+
+/// `e` with the variables `lets` declare replaced by their values.
+fn inlined(e: &Expr, lets: &[Stmt]) -> Expr {
+    let mut e = e.clone();
+    for s in lets.iter().rev() {
+        let Stmt::Let(v, init) = s else { continue };
+        e = substituted(&e, *v, init);
+    }
+    e
+}
+
+fn substituted(e: &Expr, v: VarId, by: &Expr) -> Expr {
+    let mut e = e.clone();
+    e.rewrite(&mut |x| {
+        if *x == Expr::Var(v) {
+            *x = by.clone();
+        }
+    });
+    e
+}
+
+/// `term` at element `kb + w` of the strip, each `x + row` as `(x + kb)
+/// + w`: the lanes then read one address plus constant offsets, which
+/// the C compiler pairs into vectors (`x + (kb + w)` it splits unevenly).
+fn lane(term: &Expr, row: VarId, kb: VarId, w: i64) -> Expr {
+    let mut e = term.clone();
+    let at = || Expr::add(Expr::Var(kb), Expr::Int(w));
+    e.rewrite(&mut |x| {
+        let Expr::Bin(BinOp::Add, a, b) = x else {
+            return;
+        };
+        let offset = if **b == Expr::Var(row) {
+            std::mem::replace(&mut **a, Expr::Int(0))
+        } else if **a == Expr::Var(row) {
+            std::mem::replace(&mut **b, Expr::Int(0))
+        } else {
+            return;
+        };
+        *x = Expr::add(Expr::add(offset, Expr::Var(kb)), Expr::Int(w));
+    });
+    substituted(&e, row, &at())
+}
+
+/// The prefetch hints of `prefix` with the `let`s they read.
+fn hints_alone(prefix: &[Stmt]) -> Block {
+    let mut read = BTreeSet::new();
+    let mut kept = Vec::new();
+    for s in prefix.iter().rev() {
+        let keep = match s {
+            Stmt::Prefetch { .. } => true,
+            Stmt::Let(v, _) => read.contains(v),
+            _ => false,
+        };
+        if keep {
+            for e in stmt_exprs(s) {
+                read.extend(e.vars());
+            }
+            kept.push(s.clone());
+        }
+    }
+    kept.reverse();
+    kept
+}
+
+fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>) -> Option<Vec<Stmt>> {
+    let n = nest(s)?;
+    let Stmt::For { var, lo, hi, .. } = n.outer else {
+        return None;
+    };
+    let kb = fresh_var(vars, "strip", Ty::I64);
+    let at = |w: i64| Expr::add(Expr::Var(kb), Expr::Int(w));
+    let element = |w: i64| Expr::add(Expr::add(n.base.clone(), Expr::Var(kb)), Expr::Int(w));
+    let sums: Vec<VarId> = (0..WIDTH)
+        .map(|w| fresh_var(vars, &format!("strip_sum{w}"), Ty::F64))
+        .collect();
+    let mut strip: Block = sums
+        .iter()
+        .zip(0..)
+        .map(|(&s, w)| Stmt::Let(s, Expr::Load(n.array.clone(), Box::new(element(w)))))
+        .collect();
+    // The prefetch hints go to a loop of their own before the strips: in
+    // the strips' loop they cost gcc's code its registers (SpDM into 32
+    // columns on the 3-D stencil, 118-120 ms without them there, 145-164
+    // with them in the first strip), and out of it they still ask ahead
+    // (power-law rows, 198-204 ms; 243-247 with no hints at all).
+    let hints = hints_alone(n.prefix);
+    let ask_ahead = hints.iter().any(|s| matches!(s, Stmt::Prefetch { .. }));
+    let mut entry: Block = n
+        .prefix
+        .iter()
+        .filter(|s| !matches!(s, Stmt::Prefetch { .. }))
+        .cloned()
+        .collect();
+    entry.extend(
+        sums.iter()
+            .zip(0..)
+            .map(|(&s, w)| Stmt::Set(s, Expr::add(Expr::Var(s), lane(&n.term, n.row, kb, w)))),
+    );
+    strip.push(Stmt::For {
+        var: *var,
+        lo: lo.clone(),
+        hi: hi.clone(),
+        body: entry,
+    });
+    strip.extend(
+        sums.iter()
+            .zip(0..)
+            .map(|(&s, w)| Stmt::Store(n.array.clone(), element(w), Expr::Var(s))),
+    );
+    strip.push(Stmt::Set(kb, at(WIDTH)));
+    // The elements past the last whole strip, as before.
+    let mut rest = n.prefix.to_vec();
+    rest.push(Stmt::For {
+        var: n.row,
+        lo: Expr::Var(kb),
+        hi: n.row_hi.clone(),
+        body: n.row_body.clone(),
+    });
+    let mut out = Vec::new();
+    if ask_ahead {
+        out.push(Stmt::For {
+            var: *var,
+            lo: lo.clone(),
+            hi: hi.clone(),
+            body: hints,
+        });
+    }
+    out.extend([
+        Stmt::Let(kb, n.row_lo.clone()),
+        Stmt::While {
+            cond: Expr::Cmp(CmpOp::Le, Box::new(at(WIDTH)), Box::new(n.row_hi.clone())),
+            body: strip,
+        },
+        Stmt::If {
+            cond: Expr::lt(Expr::Var(kb), n.row_hi.clone()),
+            then: vec![Stmt::For {
+                var: *var,
+                lo: lo.clone(),
+                hi: hi.clone(),
+                body: rest,
+            }],
+            els: Vec::new(),
+        },
+    ]);
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `for p in 0..P { let j = crd[p]; for k in 0..K { C[row(p)*K + k]
+    /// += A[p] * D[j*K + k] } }`, the row given by `row` (of `p` and of
+    /// the variable `i` declared before the loop), and with `also_read`
+    /// a second read of `C` in the loop.
+    fn nest(row: fn(Expr, Expr) -> Expr, also_read: bool) -> Function {
+        let (crd, a, c, d) = (
+            ArrayRef::level("A", 1, "crd"),
+            ArrayRef::vals("A"),
+            ArrayRef::vals("C"),
+            ArrayRef::vals("D"),
+        );
+        let width = Expr::param(ParamRef::dim("D", 1));
+        let mut e = Emitter::new();
+        let i = e.let_var("i", Expr::Int(3));
+        e.for_("p", Expr::Int(0), Expr::Int(10), |e, p| {
+            let j = e.let_var("j", Expr::load(crd.clone(), p.clone()));
+            let base = Expr::mul(row(p.clone(), i.clone()), width.clone());
+            if also_read {
+                e.let_var("seen", Expr::load(c.clone(), Expr::Int(0)));
+            }
+            e.for_("k", Expr::Int(0), width.clone(), |e, k| {
+                let at = e.let_var("at", Expr::add(base, k.clone()));
+                let term = Expr::mul(
+                    Expr::load(a.clone(), p.clone()),
+                    Expr::load(d.clone(), Expr::add(Expr::mul(j, width.clone()), k)),
+                );
+                e.store(
+                    c.clone(),
+                    at.clone(),
+                    Expr::add(Expr::load(c.clone(), at), term),
+                );
+            });
+        });
+        e.finish("k")
+    }
+
+    fn stripped(mut f: Function) -> bool {
+        sum_rows_in_strips(&mut f);
+        f.vars.iter().any(|v| v.name.starts_with("strip_sum"))
+    }
+
+    #[test]
+    fn a_row_that_stays_put_is_summed_in_strips() {
+        let mut f = nest(|_, i| i, false);
+        sum_rows_in_strips(&mut f);
+        let text = f.to_string();
+        // Lanes read one address plus constant offsets.
+        assert!(
+            text.contains("let strip_sum15: f64 = C_vals[i * D2_dimension + strip + 15]"),
+            "{text}"
+        );
+        assert!(
+            text.contains("strip_sum1 += A_vals[p] * D_vals[j * D2_dimension + strip + 1]"),
+            "{text}"
+        );
+        assert!(text.contains("for k in strip..D2_dimension"), "{text}");
+    }
+
+    #[test]
+    fn a_row_that_moves_or_is_read_elsewhere_stays() {
+        assert!(!stripped(nest(|p, _| p, false)), "the row moves with p");
+        assert!(
+            !stripped(nest(|_, i| i, true)),
+            "the loop reads C elsewhere"
+        );
+    }
+}
