@@ -215,6 +215,16 @@ fn lane(term: &Expr, row: VarId, kb: VarId, w: i64) -> Expr {
 /// its first iteration never runs again in the run. Only where the strips
 /// then apply; otherwise the loop stays as it was.
 fn over_runs(s: &Stmt, vars: &mut Vec<VarInfo>, repeating: &[ArrayRef]) -> Option<Vec<Stmt>> {
+    // Variables made for a rewrite that then does not apply go again.
+    let mark = vars.len();
+    let runs = runs_of(s, vars, repeating);
+    if runs.is_none() {
+        vars.truncate(mark);
+    }
+    runs
+}
+
+fn runs_of(s: &Stmt, vars: &mut Vec<VarInfo>, repeating: &[ArrayRef]) -> Option<Vec<Stmt>> {
     let Stmt::For {
         var: p,
         lo,
@@ -336,20 +346,31 @@ fn hoisted(body: Block, p: VarId, row: VarId) -> Option<(Block, Block)> {
                 let mut with_y = known.clone();
                 with_y.insert(y);
                 let mut arms_stable = !x.reads_memory() && stable(x, &known);
-                let mut writes = BTreeSet::new();
+                let (mut writes, mut sets) = (BTreeSet::new(), BTreeSet::new());
                 walk_block(then, &mut |t| {
                     arms_stable &= stmt_exprs(t).into_iter().all(|e| stable(e, &with_y));
-                    if let Stmt::Store(a, ..) = t {
-                        writes.insert(a.clone());
+                    match t {
+                        Stmt::Store(a, ..) => {
+                            writes.insert(a.clone());
+                        }
+                        Stmt::Set(v, _) => {
+                            sets.insert(*v);
+                        }
+                        _ => {}
                     }
                 });
                 let sets_y = body.iter().filter(|t| assigns(t, y)).count();
-                // The `let`s it would move above read none of its arrays.
+                // The `let`s it would move above read none of its arrays
+                // and none of the variables it assigns.
                 let passes_reads = rest.iter().all(|r| match r {
                     Stmt::Let(_, e) => {
                         let mut reads = false;
                         e.walk(&mut |x| {
-                            reads |= matches!(x, Expr::Load(a, _) if writes.contains(a))
+                            reads |= match x {
+                                Expr::Load(a, _) => writes.contains(a),
+                                Expr::Var(v) => sets.contains(v),
+                                _ => false,
+                            }
                         });
                         !reads
                     }
@@ -565,5 +586,90 @@ mod tests {
             !stripped(nest(|_, i| i, true)),
             "the loop reads C elsewhere"
         );
+    }
+
+    /// COO's loop: `for p { let r = crd0[p]; if r >= next { zero rows;
+    /// next = r + 1 }; let i = crd0[p]; let j = crd1[p]; for k { C[i*K + k]
+    /// += A[p + e] * D[j*K + k] } }`, `e` a `let` before the guard: 0, or
+    /// `next` itself when `reads_next`.
+    fn coo(reads_next: bool) -> Function {
+        let (rows, cols, a, c, d) = (
+            ArrayRef::level("A", 0, "crd"),
+            ArrayRef::level("A", 1, "crd"),
+            ArrayRef::vals("A"),
+            ArrayRef::vals("C"),
+            ArrayRef::vals("D"),
+        );
+        let width = Expr::param(ParamRef::dim("D", 1));
+        let mut e = Emitter::new();
+        let next = e.let_var("next", Expr::Int(0));
+        e.for_("p", Expr::Int(0), Expr::Int(10), |e, p| {
+            let shift = e.let_var(
+                "shift",
+                if reads_next {
+                    next.clone()
+                } else {
+                    Expr::Int(0)
+                },
+            );
+            let r = e.let_var("r", Expr::load(rows.clone(), p.clone()));
+            let (c2, w2, n2) = (c.clone(), width.clone(), next.clone());
+            e.if_(Expr::cmp(CmpOp::Ge, r.clone(), next.clone()), move |e| {
+                let hi = Expr::mul(Expr::add(r.clone(), Expr::Int(1)), w2.clone());
+                e.for_("q", Expr::mul(n2.clone(), w2), hi, |e, q| {
+                    e.store(c2, q, Expr::Float(0.0))
+                });
+                e.set(&n2, Expr::add(r, Expr::Int(1)));
+            });
+            let i = e.let_var("i", Expr::load(rows.clone(), p.clone()));
+            let j = e.let_var("j", Expr::load(cols.clone(), p.clone()));
+            e.for_("k", Expr::Int(0), width.clone(), |e, k| {
+                let at = e.let_var("at", Expr::add(Expr::mul(i, width.clone()), k.clone()));
+                let term = Expr::mul(
+                    Expr::load(a.clone(), Expr::add(p.clone(), shift)),
+                    Expr::load(d.clone(), Expr::add(Expr::mul(j, width.clone()), k)),
+                );
+                e.store(
+                    c.clone(),
+                    at.clone(),
+                    Expr::add(Expr::load(c.clone(), at), term),
+                );
+            });
+        });
+        let mut f = e.finish("k");
+        f.runs = vec![(rows_of(&f), 5)];
+        f
+    }
+
+    fn rows_of(_: &Function) -> ArrayRef {
+        ArrayRef::level("A", 0, "crd")
+    }
+
+    #[test]
+    fn coo_entries_go_a_run_at_a_time_with_the_fill_before_the_run() {
+        let mut f = coo(false);
+        sum_rows_in_strips(&mut f);
+        let text = f.to_string();
+        let (fill, strips) = (
+            text.find("if r >= next").unwrap(),
+            text.find("while strip + 16").unwrap(),
+        );
+        assert!(
+            text.contains("let r: i64 = run_row") && fill < strips,
+            "{text}"
+        );
+        assert!(
+            text.contains("let strip_sum0: f64 = C_vals[run_row * D2_dimension + strip]")
+                || text.contains("let strip_sum0: f64 = C_vals[i * D2_dimension + strip]"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_fill_whose_variable_is_read_before_it_stays_in_the_loop() {
+        assert!(!stripped(coo(true)));
+        let mut f = coo(true);
+        sum_rows_in_strips(&mut f);
+        assert!(!f.vars.iter().any(|v| v.name == "run_at"), "{f}");
     }
 }
