@@ -17,6 +17,7 @@ pub mod min_compare;
 pub mod passes;
 pub(crate) mod prefetch;
 pub mod print;
+mod row_runs;
 pub mod runs;
 mod sort;
 pub mod splice;
