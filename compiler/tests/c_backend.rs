@@ -456,6 +456,60 @@ fn rows_summed_in_strips_agree() {
     }
 }
 
+/// The strip sums on random shapes: SpDM from CSR, DCSR, COO and CSC
+/// (whose rows move, so not stripped), and MTTKRP from CSF and COO, into
+/// rows of 1 to 40 elements (below one strip, whole strips, remainders),
+/// sparse operands from nearly empty to nearly full. Against the
+/// Cranelift tier (to the bit) and the oracle.
+#[test]
+fn strip_sums_on_random_shapes_agree() {
+    let Some(dir) = setup("strips_random") else {
+        return;
+    };
+    let mut rng = Rng(20_261_128);
+    for case in 0..36 {
+        let k = 1 + rng.below(40);
+        let (rows, inner) = (1 + rng.below(30), 1 + rng.below(30));
+        let density = [0.05, 0.3, 0.9][rng.below(3)];
+        let pick = rng.below(6);
+        let (expr, specs, dims): (&str, Vec<(&str, &str)>, Vec<(&str, Vec<usize>)>) = match pick {
+            0..=3 => (
+                "C(i,k) = A(i,j) * D(j,k)",
+                vec![("A", ["CSR", "DCSR", "COO", "CSC"][pick])],
+                vec![("A", vec![rows, inner]), ("D", vec![inner, k])],
+            ),
+            _ => (
+                "A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)",
+                vec![("B", ["CSF", "COO"][pick - 4])],
+                vec![
+                    ("B", vec![rows, 5, 6]),
+                    ("P", vec![5, k]),
+                    ("Q", vec![6, k]),
+                ],
+            ),
+        };
+        let entries: Vec<(&str, Vec<usize>, f64)> = dims
+            .iter()
+            .map(|(t, d)| {
+                let sparse = specs.iter().any(|(s, _)| s == t);
+                (*t, d.clone(), if sparse { density } else { 1.0 })
+            })
+            .collect();
+        let data = random_data(&entries, case);
+        let out_dims = [rows, k];
+        let ran = two_backends_on(
+            &dir,
+            &format!("random{case}"),
+            expr,
+            &specs,
+            &data,
+            &out_dims,
+        )
+        .unwrap_or_else(|e| panic!("case {case}: {e}"));
+        assert!(ran, "case {case}: {expr} {specs:?} refused");
+    }
+}
+
 /// The real matrices bundled with the tests (`.mtx`), in name order.
 fn real_matrices() -> Vec<PathBuf> {
     let base = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
