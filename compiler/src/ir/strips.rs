@@ -36,7 +36,8 @@ use std::collections::BTreeSet;
 
 /// Elements of a row summed at once: 16 `f64`s, four AVX2 registers. 8 and
 /// 32 measured the same within noise on SpDM (32 columns); 16 serves rank
-/// 16 (MTTKRP's usual) whole.
+/// 16 (MTTKRP's usual) whole. One strip of 8 follows the strips of 16
+/// where 8 elements or more remain (rows of 8, 24, 40).
 pub const WIDTH: i64 = 16;
 
 pub fn sum_rows_in_strips(f: &mut Function) {
@@ -221,15 +222,8 @@ pub(super) fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>) -> Option<Vec<Stmt>> 
         return None;
     };
     let kb = fresh_var(vars, "strip", Ty::I64);
-    let at = |w: i64| Expr::add(Expr::Var(kb), Expr::Int(w));
-    let element = |w: i64| Expr::add(Expr::add(n.base.clone(), Expr::Var(kb)), Expr::Int(w));
     let sums: Vec<VarId> = (0..WIDTH)
         .map(|w| fresh_var(vars, &format!("strip_sum{w}"), Ty::F64))
-        .collect();
-    let mut strip: Block = sums
-        .iter()
-        .zip(0..)
-        .map(|(&s, w)| Stmt::Let(s, Expr::Load(n.array.clone(), Box::new(element(w)))))
         .collect();
     // The prefetch hints go to a loop of their own before the strips: in
     // the strips' loop they cost gcc's code its registers (SpDM into 32
@@ -238,29 +232,13 @@ pub(super) fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>) -> Option<Vec<Stmt>> 
     // (power-law rows, 198-204 ms; 243-247 with no hints at all).
     let hints = hints_alone(n.prefix);
     let ask_ahead = hints.iter().any(|s| matches!(s, Stmt::Prefetch { .. }));
-    let mut entry: Block = n
-        .prefix
-        .iter()
-        .filter(|s| !matches!(s, Stmt::Prefetch { .. }))
-        .cloned()
-        .collect();
-    entry.extend(
-        sums.iter()
-            .zip(0..)
-            .map(|(&s, w)| Stmt::Set(s, Expr::add(Expr::Var(s), lane(&n.term, n.row, kb, w)))),
-    );
-    strip.push(Stmt::For {
-        var: *var,
-        lo: lo.clone(),
-        hi: hi.clone(),
-        body: entry,
-    });
-    strip.extend(
-        sums.iter()
-            .zip(0..)
-            .map(|(&s, w)| Stmt::Store(n.array.clone(), element(w), Expr::Var(s))),
-    );
-    strip.push(Stmt::Set(kb, at(WIDTH)));
+    let fits = |w: i64| {
+        Expr::Cmp(
+            CmpOp::Le,
+            Box::new(Expr::add(Expr::Var(kb), Expr::Int(w))),
+            Box::new(n.row_hi.clone()),
+        )
+    };
     // The elements past the last whole strip, as before.
     let mut rest = n.prefix.to_vec();
     rest.push(Stmt::For {
@@ -281,8 +259,14 @@ pub(super) fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>) -> Option<Vec<Stmt>> 
     out.extend([
         Stmt::Let(kb, n.row_lo.clone()),
         Stmt::While {
-            cond: Expr::Cmp(CmpOp::Le, Box::new(at(WIDTH)), Box::new(n.row_hi.clone())),
-            body: strip,
+            cond: fits(WIDTH),
+            body: strip(&n, kb, &sums),
+        },
+        // After the whole strips, at most one of half their width.
+        Stmt::If {
+            cond: fits(WIDTH / 2),
+            then: strip(&n, kb, &sums[..WIDTH as usize / 2]),
+            els: Vec::new(),
         },
         Stmt::If {
             cond: Expr::lt(Expr::Var(kb), n.row_hi.clone()),
@@ -296,6 +280,46 @@ pub(super) fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>) -> Option<Vec<Stmt>> 
         },
     ]);
     Some(out)
+}
+
+/// One strip of `sums.len()` elements from `kb`: the sums loaded from the
+/// row, added into over the outer loop (without its prefetch hints),
+/// stored back, and `kb` past them.
+fn strip(n: &Nest, kb: VarId, sums: &[VarId]) -> Block {
+    let Stmt::For { var, lo, hi, .. } = n.outer else {
+        return Vec::new();
+    };
+    let element = |w: i64| Expr::add(Expr::add(n.base.clone(), Expr::Var(kb)), Expr::Int(w));
+    let mut block: Block = sums
+        .iter()
+        .zip(0..)
+        .map(|(&s, w)| Stmt::Let(s, Expr::Load(n.array.clone(), Box::new(element(w)))))
+        .collect();
+    let mut entry: Block = n
+        .prefix
+        .iter()
+        .filter(|s| !matches!(s, Stmt::Prefetch { .. }))
+        .cloned()
+        .collect();
+    entry.extend(
+        sums.iter()
+            .zip(0..)
+            .map(|(&s, w)| Stmt::Set(s, Expr::add(Expr::Var(s), lane(&n.term, n.row, kb, w)))),
+    );
+    block.push(Stmt::For {
+        var: *var,
+        lo: lo.clone(),
+        hi: hi.clone(),
+        body: entry,
+    });
+    block.extend(
+        sums.iter()
+            .zip(0..)
+            .map(|(&s, w)| Stmt::Store(n.array.clone(), element(w), Expr::Var(s))),
+    );
+    let width = sums.len() as i64;
+    block.push(Stmt::Set(kb, Expr::add(Expr::Var(kb), Expr::Int(width))));
+    block
 }
 
 #[cfg(test)]
