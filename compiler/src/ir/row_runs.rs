@@ -233,7 +233,7 @@ fn settles(cond: &Expr, then: &Block) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::strips::sum_rows_in_strips;
+    use super::super::strips::{add_into_row, sum_rows_in_strips};
     use super::*;
 
     fn stripped(mut f: Function) -> bool {
@@ -246,12 +246,11 @@ mod tests {
     /// += A[p + e] * D[j*K + k] } }`, `e` a `let` before the guard: 0, or
     /// `next` itself when `reads_next`.
     fn coo(reads_next: bool) -> Function {
-        let (rows, cols, a, c, d) = (
+        let (rows, cols, a, c) = (
             ArrayRef::level("A", 0, "crd"),
             ArrayRef::level("A", 1, "crd"),
             ArrayRef::vals("A"),
             ArrayRef::vals("C"),
-            ArrayRef::vals("D"),
         );
         let width = Expr::param(ParamRef::dim("D", 1));
         let mut e = Emitter::new();
@@ -276,26 +275,17 @@ mod tests {
             });
             let i = e.let_var("i", Expr::load(rows.clone(), p.clone()));
             let j = e.let_var("j", Expr::load(cols.clone(), p.clone()));
-            e.for_("k", Expr::Int(0), width.clone(), |e, k| {
-                let at = e.let_var("at", Expr::add(Expr::mul(i, width.clone()), k.clone()));
-                let term = Expr::mul(
-                    Expr::load(a.clone(), Expr::add(p.clone(), shift)),
-                    Expr::load(d.clone(), Expr::add(Expr::mul(j, width.clone()), k)),
-                );
-                e.store(
-                    c.clone(),
-                    at.clone(),
-                    Expr::add(Expr::load(c.clone(), at), term),
-                );
-            });
+            let base = Expr::mul(i, width.clone());
+            add_into_row(
+                e,
+                base,
+                Expr::load(a.clone(), Expr::add(p.clone(), shift)),
+                j,
+            );
         });
         let mut f = e.finish("k");
-        f.runs = vec![(rows_of(&f), 5)];
+        f.runs = vec![(ArrayRef::level("A", 0, "crd"), 5)];
         f
-    }
-
-    fn rows_of(_: &Function) -> ArrayRef {
-        ArrayRef::level("A", 0, "crd")
     }
 
     #[test]

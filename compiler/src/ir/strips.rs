@@ -38,7 +38,7 @@ use std::collections::BTreeSet;
 /// 32 measured the same within noise on SpDM (32 columns); 16 serves rank
 /// 16 (MTTKRP's usual) whole. One strip of 8 follows the strips of 16
 /// where 8 elements or more remain (rows of 8, 24, 40).
-pub const WIDTH: i64 = 16;
+const WIDTH: i64 = 16;
 
 pub fn sum_rows_in_strips(f: &mut Function) {
     // Runs of at least two entries, as `runs::shortest_run` takes for C.
@@ -72,7 +72,10 @@ fn in_block(block: &mut Block, vars: &mut Vec<VarInfo>, repeating: &[ArrayRef]) 
 
 /// The parts of an eligible nest (see the module).
 struct Nest<'a> {
-    outer: &'a Stmt,
+    /// The outer loop's variable and bounds.
+    var: VarId,
+    lo: &'a Expr,
+    hi: &'a Expr,
     prefix: &'a [Stmt],
     row: VarId,
     row_lo: &'a Expr,
@@ -86,7 +89,7 @@ struct Nest<'a> {
 }
 
 fn nest(s: &Stmt) -> Option<Nest<'_>> {
-    let Stmt::For { var, body, .. } = s else {
+    let Stmt::For { var, lo, hi, body } = s else {
         return None;
     };
     let (
@@ -141,7 +144,9 @@ fn nest(s: &Stmt) -> Option<Nest<'_>> {
         }
     });
     (touches == 2).then(|| Nest {
-        outer: s,
+        var: *var,
+        lo,
+        hi,
         prefix,
         row: *row,
         row_lo,
@@ -218,9 +223,6 @@ fn hints_alone(prefix: &[Stmt]) -> Block {
 
 pub(super) fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>) -> Option<Vec<Stmt>> {
     let n = nest(s)?;
-    let Stmt::For { var, lo, hi, .. } = n.outer else {
-        return None;
-    };
     let kb = fresh_var(vars, "strip", Ty::I64);
     let sums: Vec<VarId> = (0..WIDTH)
         .map(|w| fresh_var(vars, &format!("strip_sum{w}"), Ty::F64))
@@ -250,9 +252,9 @@ pub(super) fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>) -> Option<Vec<Stmt>> 
     let mut out = Vec::new();
     if ask_ahead {
         out.push(Stmt::For {
-            var: *var,
-            lo: lo.clone(),
-            hi: hi.clone(),
+            var: n.var,
+            lo: n.lo.clone(),
+            hi: n.hi.clone(),
             body: hints,
         });
     }
@@ -271,9 +273,9 @@ pub(super) fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>) -> Option<Vec<Stmt>> 
         Stmt::If {
             cond: Expr::lt(Expr::Var(kb), n.row_hi.clone()),
             then: vec![Stmt::For {
-                var: *var,
-                lo: lo.clone(),
-                hi: hi.clone(),
+                var: n.var,
+                lo: n.lo.clone(),
+                hi: n.hi.clone(),
                 body: rest,
             }],
             els: Vec::new(),
@@ -286,9 +288,6 @@ pub(super) fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>) -> Option<Vec<Stmt>> 
 /// row, added into over the outer loop (without its prefetch hints),
 /// stored back, and `kb` past them.
 fn strip(n: &Nest, kb: VarId, sums: &[VarId]) -> Block {
-    let Stmt::For { var, lo, hi, .. } = n.outer else {
-        return Vec::new();
-    };
     let element = |w: i64| Expr::add(Expr::add(n.base.clone(), Expr::Var(kb)), Expr::Int(w));
     let mut block: Block = sums
         .iter()
@@ -307,9 +306,9 @@ fn strip(n: &Nest, kb: VarId, sums: &[VarId]) -> Block {
             .map(|(&s, w)| Stmt::Set(s, Expr::add(Expr::Var(s), lane(&n.term, n.row, kb, w)))),
     );
     block.push(Stmt::For {
-        var: *var,
-        lo: lo.clone(),
-        hi: hi.clone(),
+        var: n.var,
+        lo: n.lo.clone(),
+        hi: n.hi.clone(),
         body: entry,
     });
     block.extend(
@@ -322,6 +321,19 @@ fn strip(n: &Nest, kb: VarId, sums: &[VarId]) -> Block {
     block
 }
 
+/// `for k in 0..D2 { let at = base + k; C[at] += a * D[j*D2 + k] }`, the
+/// row update of the test nests here and in `ir::row_runs`.
+#[cfg(test)]
+pub(super) fn add_into_row(e: &mut Emitter, base: Expr, a: Expr, j: Expr) {
+    let width = Expr::param(ParamRef::dim("D", 1));
+    let (c, d) = (ArrayRef::vals("C"), ArrayRef::vals("D"));
+    e.for_("k", Expr::Int(0), width.clone(), |e, k| {
+        let at = e.let_var("at", Expr::add(base, k.clone()));
+        let term = Expr::mul(a, Expr::load(d, Expr::add(Expr::mul(j, width), k)));
+        e.store(c.clone(), at.clone(), Expr::add(Expr::load(c, at), term));
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -331,11 +343,10 @@ mod tests {
     /// the variable `i` declared before the loop), and with `also_read`
     /// a second read of `C` in the loop.
     fn nest(row: fn(Expr, Expr) -> Expr, also_read: bool) -> Function {
-        let (crd, a, c, d) = (
+        let (crd, a, c) = (
             ArrayRef::level("A", 1, "crd"),
             ArrayRef::vals("A"),
             ArrayRef::vals("C"),
-            ArrayRef::vals("D"),
         );
         let width = Expr::param(ParamRef::dim("D", 1));
         let mut e = Emitter::new();
@@ -346,18 +357,7 @@ mod tests {
             if also_read {
                 e.let_var("seen", Expr::load(c.clone(), Expr::Int(0)));
             }
-            e.for_("k", Expr::Int(0), width.clone(), |e, k| {
-                let at = e.let_var("at", Expr::add(base, k.clone()));
-                let term = Expr::mul(
-                    Expr::load(a.clone(), p.clone()),
-                    Expr::load(d.clone(), Expr::add(Expr::mul(j, width.clone()), k)),
-                );
-                e.store(
-                    c.clone(),
-                    at.clone(),
-                    Expr::add(Expr::load(c.clone(), at), term),
-                );
-            });
+            add_into_row(e, base, Expr::load(a.clone(), p.clone()), j);
         });
         e.finish("k")
     }
