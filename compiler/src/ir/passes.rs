@@ -32,7 +32,10 @@ pub fn for_codegen(f: &Function, backend: Backend) -> Function {
     super::prefetch::prefetch_rows(&mut g);
     match backend {
         Backend::C => super::strips::sum_rows_in_strips(&mut g),
-        Backend::Cranelift => super::prefetch::strip_for_calls(&mut g),
+        Backend::Cranelift => {
+            super::strips::sum_rows_in_strips(&mut g);
+            super::prefetch::strip_for_calls(&mut g)
+        }
     }
     gather_reserves(&mut g.body);
     g

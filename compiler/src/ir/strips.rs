@@ -70,13 +70,22 @@ fn in_block(block: &mut Block, vars: &mut Vec<VarInfo>, repeating: &[ArrayRef]) 
     }
 }
 
-/// The parts of an eligible nest (see the module).
-struct Nest<'a> {
-    /// The outer loop's variable and bounds.
+/// One loop of an eligible nest above the row loop: its variable,
+/// bounds, and the statements before the next loop (values and prefetch
+/// hints only).
+struct Level<'a> {
     var: VarId,
     lo: &'a Expr,
     hi: &'a Expr,
     prefix: &'a [Stmt],
+}
+
+/// The parts of an eligible nest (see the module).
+struct Nest<'a> {
+    /// The loops the row stays put across, outermost first: one for SpDM
+    /// from CSR, two for MTTKRP from CSF (a slice's fibers and their
+    /// entries, all adding into the slice's row).
+    levels: Vec<Level<'a>>,
     row: VarId,
     row_lo: &'a Expr,
     row_hi: &'a Expr,
@@ -89,30 +98,51 @@ struct Nest<'a> {
 }
 
 fn nest(s: &Stmt) -> Option<Nest<'_>> {
-    let Stmt::For { var, lo, hi, body } = s else {
-        return None;
-    };
-    let (
-        Stmt::For {
-            var: row,
-            lo: row_lo,
-            hi: row_hi,
-            body: row_body,
-        },
-        prefix,
-    ) = body.split_last()?
+    let mut levels = Vec::new();
+    let mut at = s;
+    loop {
+        let Stmt::For { var, lo, hi, body } = at else {
+            return None;
+        };
+        let (last, prefix) = body.split_last()?;
+        let values =
+            |s: &Stmt| matches!(s, Stmt::Let(..) | Stmt::Prefetch { .. } | Stmt::Comment(_));
+        if !prefix.iter().all(values) {
+            return None;
+        }
+        levels.push(Level {
+            var: *var,
+            lo,
+            hi,
+            prefix,
+        });
+        if let Some(n) = row_loop(s, last, &levels) {
+            return Some(Nest { levels, ..n });
+        }
+        at = last;
+    }
+}
+
+/// The nest of `outer` with `levels` above `last`, if `last` is a loop
+/// adding into a row that stays put across them all.
+fn row_loop<'a>(outer: &'a Stmt, last: &'a Stmt, levels: &[Level]) -> Option<Nest<'a>> {
+    let Stmt::For {
+        var: row,
+        lo: row_lo,
+        hi: row_hi,
+        body: row_body,
+    } = last
     else {
         return None;
     };
-    // What changes across the outer loop: its variable and its `let`s.
-    let mut varying = BTreeSet::from([*var]);
-    for s in prefix {
-        match s {
-            Stmt::Let(v, _) => {
+    // What changes across the levels: their variables and `let`s.
+    let mut varying = BTreeSet::new();
+    for level in levels {
+        varying.insert(level.var);
+        for s in level.prefix {
+            if let Stmt::Let(v, _) = s {
                 varying.insert(*v);
             }
-            Stmt::Prefetch { .. } | Stmt::Comment(_) => {}
-            _ => return None,
         }
     }
     let reads_varying = |e: &Expr| e.vars().iter().any(|v| varying.contains(v));
@@ -135,7 +165,7 @@ fn nest(s: &Stmt) -> Option<Nest<'_>> {
     }
     // The store and its own load, nothing else in the nest.
     let mut touches = 0;
-    walk_block(body, &mut |s| {
+    walk_block(std::slice::from_ref(outer), &mut |s| {
         if matches!(s, Stmt::Store(a, ..) if a == array) {
             touches += 1;
         }
@@ -144,10 +174,7 @@ fn nest(s: &Stmt) -> Option<Nest<'_>> {
         }
     });
     (touches == 2).then(|| Nest {
-        var: *var,
-        lo,
-        hi,
-        prefix,
+        levels: Vec::new(),
         row: *row,
         row_lo,
         row_hi,
@@ -156,6 +183,23 @@ fn nest(s: &Stmt) -> Option<Nest<'_>> {
         base,
         term: inlined(term, lets),
     })
+}
+
+/// `inner` inside the nest's levels, each level's prefix filtered by
+/// `keep`.
+fn within_levels(levels: &[Level], inner: Block, keep: &dyn Fn(&Stmt) -> bool) -> Stmt {
+    let mut block = inner;
+    for level in levels.iter().rev() {
+        let mut body: Block = level.prefix.iter().filter(|s| keep(s)).cloned().collect();
+        body.extend(block);
+        block = vec![Stmt::For {
+            var: level.var,
+            lo: level.lo.clone(),
+            hi: level.hi.clone(),
+            body,
+        }];
+    }
+    block.pop().expect("a nest has a level")
 }
 
 /// `e` with the variables `lets` declare replaced by their values.
@@ -200,25 +244,45 @@ fn lane(term: &Expr, row: VarId, kb: VarId, w: i64) -> Expr {
     substituted(&e, row, &at())
 }
 
-/// The prefetch hints of `prefix` with the `let`s they read.
-fn hints_alone(prefix: &[Stmt]) -> Block {
-    let mut read = BTreeSet::new();
-    let mut kept = Vec::new();
-    for s in prefix.iter().rev() {
-        let keep = match s {
-            Stmt::Prefetch { .. } => true,
-            Stmt::Let(v, _) => read.contains(v),
-            _ => false,
-        };
-        if keep {
-            for e in stmt_exprs(s) {
-                read.extend(e.vars());
-            }
-            kept.push(s.clone());
+/// The nest's prefetch hints alone, with the `let`s and loops they need,
+/// or `None` where it has none.
+fn hints_alone(levels: &[Level]) -> Option<Stmt> {
+    let mut inner: Option<Stmt> = None;
+    for level in levels.iter().rev() {
+        let mut read = BTreeSet::new();
+        if let Some(s) = &inner {
+            walk_block(std::slice::from_ref(s), &mut |s| {
+                for e in stmt_exprs(s) {
+                    read.extend(e.vars());
+                }
+            });
         }
+        let mut kept: Block = inner.take().into_iter().collect();
+        for s in level.prefix.iter().rev() {
+            let keep = match s {
+                Stmt::Prefetch { .. } => true,
+                Stmt::Let(v, _) => read.contains(v),
+                _ => false,
+            };
+            if keep {
+                for e in stmt_exprs(s) {
+                    read.extend(e.vars());
+                }
+                kept.push(s.clone());
+            }
+        }
+        kept.reverse();
+        let asks = kept
+            .iter()
+            .any(|s| matches!(s, Stmt::Prefetch { .. } | Stmt::For { .. }));
+        inner = asks.then(|| Stmt::For {
+            var: level.var,
+            lo: level.lo.clone(),
+            hi: level.hi.clone(),
+            body: kept,
+        });
     }
-    kept.reverse();
-    kept
+    inner
 }
 
 pub(super) fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>) -> Option<Vec<Stmt>> {
@@ -232,8 +296,6 @@ pub(super) fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>) -> Option<Vec<Stmt>> 
     // columns on the 3-D stencil, 118-120 ms without them there, 145-164
     // with them in the first strip), and out of it they still ask ahead
     // (power-law rows, 198-204 ms; 243-247 with no hints at all).
-    let hints = hints_alone(n.prefix);
-    let ask_ahead = hints.iter().any(|s| matches!(s, Stmt::Prefetch { .. }));
     let fits = |w: i64| {
         Expr::Cmp(
             CmpOp::Le,
@@ -242,22 +304,17 @@ pub(super) fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>) -> Option<Vec<Stmt>> 
         )
     };
     // The elements past the last whole strip, as before.
-    let mut rest = n.prefix.to_vec();
-    rest.push(Stmt::For {
-        var: n.row,
-        lo: Expr::Var(kb),
-        hi: n.row_hi.clone(),
-        body: n.row_body.clone(),
-    });
-    let mut out = Vec::new();
-    if ask_ahead {
-        out.push(Stmt::For {
-            var: n.var,
-            lo: n.lo.clone(),
-            hi: n.hi.clone(),
-            body: hints,
-        });
-    }
+    let rest = within_levels(
+        &n.levels,
+        vec![Stmt::For {
+            var: n.row,
+            lo: Expr::Var(kb),
+            hi: n.row_hi.clone(),
+            body: n.row_body.clone(),
+        }],
+        &|_| true,
+    );
+    let mut out: Vec<Stmt> = hints_alone(&n.levels).into_iter().collect();
     out.extend([
         Stmt::Let(kb, n.row_lo.clone()),
         Stmt::While {
@@ -272,12 +329,7 @@ pub(super) fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>) -> Option<Vec<Stmt>> 
         },
         Stmt::If {
             cond: Expr::lt(Expr::Var(kb), n.row_hi.clone()),
-            then: vec![Stmt::For {
-                var: n.var,
-                lo: n.lo.clone(),
-                hi: n.hi.clone(),
-                body: rest,
-            }],
+            then: vec![rest],
             els: Vec::new(),
         },
     ]);
@@ -294,23 +346,13 @@ fn strip(n: &Nest, kb: VarId, sums: &[VarId]) -> Block {
         .zip(0..)
         .map(|(&s, w)| Stmt::Let(s, Expr::Load(n.array.clone(), Box::new(element(w)))))
         .collect();
-    let mut entry: Block = n
-        .prefix
+    let adds = sums
         .iter()
-        .filter(|s| !matches!(s, Stmt::Prefetch { .. }))
-        .cloned()
+        .zip(0..)
+        .map(|(&s, w)| Stmt::Set(s, Expr::add(Expr::Var(s), lane(&n.term, n.row, kb, w))))
         .collect();
-    entry.extend(
-        sums.iter()
-            .zip(0..)
-            .map(|(&s, w)| Stmt::Set(s, Expr::add(Expr::Var(s), lane(&n.term, n.row, kb, w)))),
-    );
-    block.push(Stmt::For {
-        var: n.var,
-        lo: n.lo.clone(),
-        hi: n.hi.clone(),
-        body: entry,
-    });
+    let not_hint = |s: &Stmt| !matches!(s, Stmt::Prefetch { .. });
+    block.push(within_levels(&n.levels, adds, &not_hint));
     block.extend(
         sums.iter()
             .zip(0..)
@@ -382,6 +424,45 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("for k in strip..D2_dimension"), "{text}");
+    }
+
+    #[test]
+    fn a_row_summed_over_fibers_and_their_entries_is_one_strip() {
+        // for q { let k = crd1[q]; for p in pos[q]..pos[q+1] { let j =
+        // crd2[p]; for k' { C[i*K + k'] += A[p] * D[j*K + k'] } } }: the
+        // row stays put across both loops (MTTKRP from CSF).
+        let (crd, pos, a) = (
+            ArrayRef::level("A", 2, "crd"),
+            ArrayRef::level("A", 2, "pos"),
+            ArrayRef::vals("A"),
+        );
+        let width = Expr::param(ParamRef::dim("D", 1));
+        let mut e = Emitter::new();
+        let i = e.let_var("i", Expr::Int(3));
+        e.for_("q", Expr::Int(0), Expr::Int(4), |e, q| {
+            let lo = e.let_var("lo", Expr::load(pos.clone(), q.clone()));
+            let hi = e.let_var("hi", Expr::load(pos.clone(), Expr::add(q, Expr::Int(1))));
+            e.for_("p", lo, hi, |e, p| {
+                let j = e.let_var("j", Expr::load(crd.clone(), p.clone()));
+                let base = Expr::mul(i.clone(), width.clone());
+                add_into_row(e, base, Expr::load(a.clone(), p), j);
+            });
+        });
+        let mut f = e.finish("k");
+        sum_rows_in_strips(&mut f);
+        let text = f.to_string();
+        let (sum, fibers) = (
+            text.find("let strip_sum0").expect("stripped"),
+            text.find("for q in").expect("fibers"),
+        );
+        assert!(
+            sum < fibers,
+            "the sums outlive the loop over fibers:\n{text}"
+        );
+        assert!(
+            text.contains("for q in 0..4 {\n      let lo: i64 = A3_pos[q]"),
+            "{text}"
+        );
     }
 
     #[test]
