@@ -276,6 +276,9 @@ struct Trampoline {
     /// Its arguments after the first, a pointer; it returns nothing.
     int_args: usize,
     body: fn(&mut FunctionBuilder, cranelift_codegen::ir::Type),
+    /// The address of a function written to clobber no register, used
+    /// instead of compiling `body` where there is one.
+    native: Option<fn() -> usize>,
     address: OnceLock<Result<usize, String>>,
 }
 
@@ -286,8 +289,15 @@ static GROW: Trampoline = Trampoline {
     symbol: "tensor_grow",
     int_args: 2,
     body: translate::grow_body,
+    native: None,
     address: OnceLock::new(),
 };
+
+#[cfg(target_arch = "x86_64")]
+const PREFETCH_NATIVE: Option<fn() -> usize> =
+    Some(|| call::prefetch_rows_preserving as *const () as usize);
+#[cfg(not(target_arch = "x86_64"))]
+const PREFETCH_NATIVE: Option<fn() -> usize> = None;
 
 /// `prefetch(table, slots, at, positions, stride, len)`: asks the caches
 /// for the rows a loop reads soon (`call::prefetch_rows`), once per strip
@@ -296,6 +306,7 @@ static PREFETCH: Trampoline = Trampoline {
     symbol: "tensor_prefetch",
     int_args: 5,
     body: translate::prefetch_body,
+    native: PREFETCH_NATIVE,
     address: OnceLock::new(),
 };
 
@@ -316,6 +327,9 @@ impl Trampoline {
     fn address(&self) -> Result<usize, String> {
         self.address
             .get_or_init(|| {
+                if let Some(native) = self.native {
+                    return Ok(native());
+                }
                 let mut module = JITModule::new(JITBuilder::with_isa(
                     host_isa(Opt::Speed)?,
                     cranelift_module::default_libcall_names(),

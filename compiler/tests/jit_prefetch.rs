@@ -1,0 +1,41 @@
+//! Cranelift kernels that ask for rows ahead call the native prefetch
+//! (`jit::call::prefetch_rows_preserving` on x86-64), which must keep
+//! every register: the kernel's values stay in registers across the call.
+//! A register it changed would show as a wrong sum or a crash, so each
+//! kernel here runs over a dense operand larger than the size below which
+//! nothing is asked for, against the IR interpreter, bit for bit: where
+//! the hints run in a loop of their own (a row summed in strips) and where
+//! they stay in the loop over entries (COO with a row per entry, whose
+//! rows are not taken a run at a time).
+
+mod common;
+use common::*;
+use tensor_compiler::execute::prepare;
+use tensor_compiler::ir::passes::{for_codegen, Backend};
+use tensor_compiler::notation::parse_assignment;
+
+#[test]
+fn prefetching_kernels_keep_their_registers() {
+    // 20,000 x 40 doubles: 6.4 MB, past the 4 MiB below which no row is
+    // asked for.
+    let (m, n, k) = (400, 20_000, 40);
+    let expr = "A(i,l) = B(i,j) * D(j,l)";
+    let a = parse_assignment(expr).unwrap();
+    for (density, seed) in [(0.00008, 1), (0.002, 2)] {
+        let data = random_data(&[("B", vec![m, n], density), ("D", vec![n, k], 1.0)], seed);
+        for f in ["COO", "CSR", "DCSR"] {
+            let formats = formats_rest_dense(&a, &[("B", f)], &data, 2);
+            let mut jit = prepare("kernel", &a, &formats, &data, &[m, k], None).unwrap();
+            let code = for_codegen(&jit.kernel.function, Backend::Cranelift).to_string();
+            assert!(code.contains("prefetch"), "{f}: no prefetch\n{code}");
+            jit.run().unwrap();
+            let mut interpreted = prepare("kernel", &a, &formats, &data, &[m, k], None).unwrap();
+            interpreted.run_interpreted().unwrap();
+            let bits = |p: &tensor_compiler::execute::Prepared| {
+                let t = p.result().unwrap();
+                t.vals.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+            };
+            assert_eq!(bits(&jit), bits(&interpreted), "{f} at density {density}");
+        }
+    }
+}
