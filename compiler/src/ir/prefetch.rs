@@ -36,8 +36,9 @@
 //!
 //! Cranelift has no prefetch instruction, and a plain load ahead stalls
 //! the loop on the miss it was meant to hide (measured in C: 140 -> 170
-//! ms). Its kernels call a runtime function that prefetches
-//! (`jit::prefetch`), once per strip of positions (`strip_for_calls`): a
+//! ms). Its kernels call a routine that prefetches and keeps every
+//! register (`jit::call::prefetch_rows_preserving`), once per strip of
+//! positions (`strip_for_calls`): a
 //! call and its test at every position cost 9-17% on the stencil and on
 //! MTTKRP with small factors, where they pushed the loop's values out of
 //! registers.

@@ -87,9 +87,9 @@ pub struct Translator<'a, 'b> {
     /// `grow(args, slots, want)`, the `preserve_all` trampoline
     /// (`jit::GROW`), imported by kernels that grow arrays.
     grow: Option<FuncRef>,
-    /// `prefetch(table, slots, at, positions, stride, len)`, the
-    /// `preserve_all` trampoline to `call::prefetch_rows`, imported by
-    /// kernels that prefetch.
+    /// `prefetch(table, slots, at, positions, stride, len)`, a function
+    /// that changes no register (`jit::PREFETCH`), imported by kernels
+    /// that prefetch.
     prefetch: Option<FuncRef>,
     fail: Block,
     regions: Regions,
@@ -982,7 +982,7 @@ impl<'a, 'b> Translator<'a, 'b> {
 }
 
 impl Translator<'_, '_> {
-    /// A call to the prefetch trampoline, which clobbers no register.
+    /// A call to the prefetch routine, which clobbers no register.
     /// Cranelift has no prefetch instruction; `ir::prefetch` asks once per
     /// strip of positions where the hint is a call.
     fn prefetch(
