@@ -57,6 +57,11 @@ fn main() {
             &[("A", "dense", 2), ("B", "COO", 2), ("C", "dense", 2)],
         ),
         (
+            "SpDM CSR",
+            "A(i,k) = B(i,j) * C(j,k)",
+            &[("A", "dense", 2), ("B", "CSR", 2), ("C", "dense", 2)],
+        ),
+        (
             "TTV COO",
             "A(i,j) = B(i,j,k) * c(k)",
             &[("A", "dense", 2), ("B", "COO", 3), ("c", "dense", 1)],
@@ -67,6 +72,16 @@ fn main() {
             &[
                 ("A", "dense", 2),
                 ("B", "COO", 3),
+                ("P", "dense", 2),
+                ("Q", "dense", 2),
+            ],
+        ),
+        (
+            "MTTKRP CSF",
+            "A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)",
+            &[
+                ("A", "dense", 2),
+                ("B", "CSF", 3),
                 ("P", "dense", 2),
                 ("Q", "dense", 2),
             ],

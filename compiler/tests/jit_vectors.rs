@@ -1,6 +1,5 @@
 //! Kernels whose innermost loops the Cranelift tier runs in vector lanes
-//! (rows of a dense operand, diagonals, dense element-wise loops, rows
-//! summed in strips of vector pairs), at every
+//! (rows of a dense operand, diagonals, dense element-wise loops), at every
 //! trip count around the vector width, against the IR interpreter: the
 //! lanes do the scalar loop's operations in its order, so the answers must
 //! be the same bit for bit, remainder iterations included.
@@ -69,40 +68,6 @@ fn mttkrp_at_every_row_width() {
             &d,
             &[4, cols],
         );
-    }
-}
-
-/// Rows summed in strips of registers (`ir::strips`), which the Cranelift
-/// tier holds two elements to a vector (`jit::pairs`): rows of whole
-/// strips of 16, a half strip of 8, and the elements past them, summed
-/// over one loop (SpDM) or over a slice's fibers and their entries
-/// (MTTKRP from CSF), with COO's rows taken a run at a time.
-#[test]
-fn rows_summed_in_vector_pairs_at_every_strip_width() {
-    for cols in [7, 8, 9, 15, 16, 17, 23, 24, 25, 31, 32, 33, 40, 41] {
-        let d = random_data(
-            &[("B", vec![9, 8], 0.4), ("C", vec![8, cols], 1.0)],
-            100 + cols as u64,
-        );
-        for f in ["CSR", "COO", "DCSR"] {
-            same_bits("A(i,k) = B(i,j) * C(j,k)", &[("B", f)], &d, &[9, cols]);
-        }
-        let d = random_data(
-            &[
-                ("B", vec![4, 5, 6], 0.3),
-                ("P", vec![5, cols], 1.0),
-                ("Q", vec![6, cols], 1.0),
-            ],
-            200 + cols as u64,
-        );
-        for f in ["CSF", "COO"] {
-            same_bits(
-                "A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)",
-                &[("B", f)],
-                &d,
-                &[4, cols],
-            );
-        }
     }
 }
 

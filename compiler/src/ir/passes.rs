@@ -1,7 +1,7 @@
 //! Clean-up passes run on a kernel's loop IR before either backend sees it,
 //! so the C a user reads and the code the JIT runs stay the same program,
-//! but for the runs each adds in registers and where loops ask for rows
-//! ahead (`Backend`).
+//! but for the runs each adds in registers, where loops ask for rows
+//! ahead, and the C's row strips (`Backend`).
 
 use super::*;
 
@@ -9,7 +9,8 @@ use super::*;
 /// program but for the register sums of `ir::runs`, which pay from other
 /// run lengths under each (`runs::shortest_run`), for where a loop asks
 /// for rows ahead (`prefetch::strip_for_calls`: once per strip of
-/// positions where a prefetch is a call).
+/// positions where a prefetch is a call), and for dense rows summed in
+/// strips of registers (`ir::strips`, the C only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
     /// The emitted C, as the cc tier builds it and users ship it.
@@ -29,9 +30,9 @@ pub fn for_codegen(f: &Function, backend: Backend) -> Function {
     super::early_steps::compute_steps_early(&mut g);
     super::tile::tile_rows(&mut g);
     super::prefetch::prefetch_rows(&mut g);
-    super::strips::sum_rows_in_strips(&mut g);
-    if backend == Backend::Cranelift {
-        super::prefetch::strip_for_calls(&mut g);
+    match backend {
+        Backend::C => super::strips::sum_rows_in_strips(&mut g),
+        Backend::Cranelift => super::prefetch::strip_for_calls(&mut g),
     }
     gather_reserves(&mut g.body);
     g

@@ -20,12 +20,14 @@
 //! The C compiler keeps the sums in vector registers (gcc pairs the scalar
 //! sums of consecutive elements itself): SpDM into 32 columns on the 3-D
 //! stencil, standalone, 141-153 ms before and 109-117 after, MKL's time.
-//! The Cranelift tier keeps scalars apart, in a register each; its
-//! translator holds the sums of two consecutive elements in one `f64x2`
-//! (`jit::pairs`). A row that stays put across several loops (MTTKRP
-//! from CSF: a slice's fibers and their entries all add into the slice's
-//! row) is summed across them all: cc tier 14.4 -> 11.4 ms, Cranelift
-//! 22.5 -> 19.1 on the bench's NELL-2-like tensor.
+//! Only the C gets it (`passes::for_codegen`). The Cranelift tier keeps
+//! scalars apart, a register each; with the sums of two elements in one
+//! `f64x2` it ran SpDM 10-15% faster, but compiled 0.6-1 ms slower
+//! (register allocation of the strips' nests), past the 2 ms a first run
+//! may wait. A row that stays put across several loops (MTTKRP from CSF:
+//! a slice's fibers and their entries all add into the slice's row) is
+//! summed across them all: 14.4 -> 11.4 ms on the bench's NELL-2-like
+//! tensor.
 //!
 //! Exact, to the bit: each element of the row receives the same additions
 //! in the same order, starting from the value it held. Sound because the

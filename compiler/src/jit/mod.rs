@@ -3,7 +3,6 @@
 
 mod call;
 mod count;
-mod pairs;
 mod shares;
 mod translate;
 mod vector;

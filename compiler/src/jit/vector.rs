@@ -214,7 +214,7 @@ fn float_op(op: BinOp) -> bool {
 
 /// Vector accesses: never trapping (validated positions), but only
 /// element-aligned, so not `aligned`.
-pub(super) fn vector_flags() -> MemFlagsData {
+fn vector_flags() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
 }
 
