@@ -645,6 +645,69 @@ fn spdm_with_prefetched_rows_on_real_matrices() {
     }
 }
 
+/// A row summed across two loops, on real sparsity: each real matrix's
+/// rows `j` go to slice `i = j % 7` of a third-order CSF tensor, so
+/// `A(i,l) = B(i,j,k) * D(k,l)` adds a slice's fibers and their entries
+/// into one row of `A`, and its strips keep their sums across both loops
+/// (as MTTKRP from CSF does). The cc tier against plain loops over the
+/// entries, 37 columns: two strips of 16, none of 8, 5 past them.
+#[test]
+fn rows_summed_across_fibers_of_real_matrices() {
+    let Some(_dir) = setup("real_fibers") else {
+        return;
+    };
+    let expr = "A(i,l) = B(i,j,k) * D(k,l)";
+    let a = parse_assignment(expr).unwrap();
+    let (slices, k) = (7, 37);
+    for path in real_matrices() {
+        let m = tensor_compiler::io::read_tensor(&path).unwrap();
+        let (rows, n) = (m.dims[0], m.dims[1]);
+        let mut b = CooTensor::new(vec![slices, rows, n]);
+        for e in 0..m.nnz() {
+            let c = m.coord(e);
+            b.push(&[c[0] % slices as u32, c[0], c[1]], m.vals[e]);
+        }
+        b.canonicalize();
+        let dv: Vec<f64> = (0..n * k)
+            .map(|x| ((x * 7 % 19) as f64 - 9.0) / 4.0)
+            .collect();
+        let (mut want, mut scale) = (vec![0.0; slices * k], vec![0.0; slices * k]);
+        for e in 0..b.nnz() {
+            let c = b.coord(e);
+            for col in 0..k {
+                let term = b.vals[e] * dv[c[2] as usize * k + col];
+                want[c[0] as usize * k + col] += term;
+                scale[c[0] as usize * k + col] += term.abs();
+            }
+        }
+        let data: BTreeMap<String, CooTensor> = [
+            ("B".to_string(), b),
+            ("D".to_string(), CooTensor::from_dense(vec![n, k], &dv)),
+        ]
+        .into_iter()
+        .collect();
+        let what = format!("{}: {expr}, B in CSF", path.display());
+        let formats = formats_rest_dense(&a, &[("B", "CSF")], &data, 2);
+        let mut p = prepare("kernel", &a, &formats, &data, &[slices, k], None).unwrap();
+        let text = tensor_compiler::ir::c::function(&p.kernel.function);
+        assert!(text.contains("strip_sum15"), "{what}: not stripped\n{text}");
+        p.compiled = cc::compile(&p.kernel.function).unwrap();
+        p.run().unwrap();
+        let got = p.result().unwrap();
+        let mut dense = vec![0.0; slices * k];
+        for e in 0..got.nnz() {
+            let c = got.coord(e);
+            dense[c[0] as usize * k + c[1] as usize] += got.vals[e];
+        }
+        for (q, (x, y)) in dense.iter().zip(&want).enumerate() {
+            assert!(
+                (x - y).abs() <= 1e-9 * (1.0 + scale[q]),
+                "{what}: at {q}, {x} != {y}"
+            );
+        }
+    }
+}
+
 /// The emitted C of `expr` over `data`.
 fn prepare_text(
     expr: &str,

@@ -38,10 +38,9 @@
 //! the loop on the miss it was meant to hide (measured in C: 140 -> 170
 //! ms). Its kernels call a routine that prefetches and keeps every
 //! register (`jit::call::prefetch_rows_preserving`), once per strip of
-//! positions (`strip_for_calls`): a
-//! call and its test at every position cost 9-17% on the stencil and on
-//! MTTKRP with small factors, where they pushed the loop's values out of
-//! registers.
+//! positions (`strip_for_calls`): a call and its test at every position
+//! cost 9-17% on the stencil and on MTTKRP with small factors, where they
+//! pushed the loop's values out of registers.
 
 use super::{
     fresh_var, nested_blocks_mut, ArrayRef, BinOp, Block, CmpOp, ElemTy, Expr, Function, Stmt, Ty,

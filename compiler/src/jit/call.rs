@@ -865,7 +865,7 @@ mod tests {
     /// positions` and the coordinates' length, nothing for small arrays.
     /// A read out of place shows as a crash. The registers it must keep
     /// are checked by the Cranelift kernels that prefetch
-    /// (`c_backend::spdm_with_prefetched_rows_on_real_matrices`).
+    /// (`jit_prefetch::prefetching_kernels_keep_their_registers`).
     #[test]
     fn native_prefetch_reads_only_valid_positions() {
         let rows = vec![0.0f64; (crate::ir::prefetch::MIN_BYTES / 8 + 64) as usize];
