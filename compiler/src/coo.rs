@@ -183,13 +183,22 @@ impl CooTensor {
         }
         let mut coord = vec![0u32; dims.len()];
         if density >= 1.0 {
-            for lin in 0..total {
-                let mut rest = lin;
-                for d in (0..dims.len()).rev() {
-                    coord[d] = (rest % dims[d] as u128) as u32;
-                    rest /= dims[d] as u128;
-                }
+            // Every coordinate in row-major order, counted like an odometer
+            // (a division per dimension and entry was a tenth of a
+            // 42M-entry operand's set-up).
+            // (callers check that the entries fit: `random_operand`)
+            let n = usize::try_from(total).unwrap_or(0);
+            t.coords.reserve(n.saturating_mul(dims.len()));
+            t.vals.reserve(n);
+            for _ in 0..total {
                 t.push(&coord, rng.unit() * 2.0 - 1.0);
+                for d in (0..dims.len()).rev() {
+                    coord[d] += 1;
+                    if coord[d] < dims[d] as u32 {
+                        break;
+                    }
+                    coord[d] = 0;
+                }
             }
             return t;
         }

@@ -26,6 +26,40 @@ pub enum ExecError {
     Run(#[from] jit::RunError),
 }
 
+/// Ready the JIT on a thread of its own while the command line or the
+/// language server reads files and lowers: its shared pieces, then a
+/// throwaway compile of one kernel of each kind Cranelift is given (a
+/// counted loop at `opt_level=speed`, a merge at `none`). A process's
+/// first compile otherwise runs cold (Cranelift's code and the allocator's
+/// pages not yet touched) and takes up to twice as long as the next.
+pub fn warm_up() {
+    std::thread::spawn(|| {
+        jit::build_shared_pieces();
+        let registry = crate::format::Registry::builtin();
+        for (expr, format) in [
+            ("y(i) = A(i,j) * x(j)", "CSR"),
+            ("C(i,j) = A(i,j) + B(i,j)", "COO"),
+        ] {
+            let Ok(a) = crate::notation::parse_assignment(expr) else {
+                continue;
+            };
+            let mut formats = BTreeMap::new();
+            let mut dims = BTreeMap::new();
+            for access in std::iter::once(&a.lhs).chain(a.rhs.accesses()) {
+                let order = access.indices.len();
+                let f = if order == 2 { format } else { "dense" };
+                if let Ok(f) = crate::format::parse_format(f, order, &registry) {
+                    formats.insert(access.tensor.clone(), f);
+                    dims.insert(access.tensor.clone(), vec![64; order]);
+                }
+            }
+            if let Ok(k) = lower::compile("warm_up", &a, &formats, &dims) {
+                let _ = jit::compile(&k.function);
+            }
+        }
+    });
+}
+
 /// Refuse to generate data that cannot fit: `entries` coordinates of an
 /// order-`order` tensor.
 pub fn check_generated(name: &str, entries: u128, order: usize) -> Result<(), StorageError> {
@@ -372,8 +406,23 @@ impl Prepared {
         ))
     }
 
+    /// The result's stored entries, in storage order, as columns: read by
+    /// its levels' `ColumnUnpack` where they can (a dense result of 42M
+    /// entries in a fraction of a second, borrowing its values), by the
+    /// level functions in the interpreter otherwise (`storage::unpack`,
+    /// which `tests/pack_paths.rs` holds the columns to).
+    pub fn result_entries(&self) -> Result<storage::Entries<'_>, StorageError> {
+        storage::Entries::of(&self.output)
+    }
+
+    /// The result's stored entries as a coordinate list.
     pub fn result(&self) -> Result<CooTensor, StorageError> {
-        storage::unpack(&self.output)
+        self.result_entries()?
+            .to_coo()
+            .map_err(|reason| StorageError::Pack {
+                tensor: self.output.name.clone(),
+                reason,
+            })
     }
 }
 

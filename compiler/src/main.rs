@@ -48,7 +48,7 @@ fn main() -> ExitCode {
         }
     };
     // The JIT's shared pieces build while the files are read and lowered.
-    tensor_compiler::jit::warm_up();
+    tensor_compiler::execute::warm_up();
     // Expressions are at most MAX_EXPR_DEPTH deep, but the compiler's walks
     // over them are recursive: a roomy stack (reserved, not committed)
     // keeps the deepest legal expression well clear of overflow.

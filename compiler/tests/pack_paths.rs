@@ -448,3 +448,65 @@ fn matrices_read_row_by_row_convert_through_row_runs() {
         }
     }
 }
+
+/// A kernel's result, as the command line and the tests read it
+/// (`Prepared::result`, by the levels' columns), holds the same entries in
+/// the same order as the interpreter's `unpack` of the assembled storage,
+/// for results in every format a kernel assembles (a grown `vals` longer
+/// than the entries, a hashed level, a result read back from a buffer).
+#[test]
+fn kernel_results_read_by_columns_match_the_interpreter() {
+    let r = Registry::builtin();
+    let mut rng = SplitMix(41);
+    let b = CooTensor::random(&[9, 11, 7], 0.2, &mut rng);
+    let c = CooTensor::random(&[9, 11, 7], 0.2, &mut rng);
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "A(i,j) = B(i,j,k) * C(i,j,k)",
+            &["dense", "CSR", "CSC", "COO", "DCSR"],
+        ),
+        (
+            "A(i,j,k) = B(i,j,k) + C(i,j,k)",
+            &["dense", "CSF", "COO", "dense,hashed,compressed"],
+        ),
+        (
+            "A(i,k) = B(i,j,k) * C(i,j,k)",
+            &["CSR", "CSC", "dense,hashed"],
+        ),
+    ];
+    for (expr, results) in cases {
+        let a = tensor_compiler::notation::parse_assignment(expr).unwrap();
+        let order = a.lhs.indices.len();
+        let dims: Vec<usize> = a
+            .lhs
+            .indices
+            .iter()
+            .map(|i| match i.name.as_str() {
+                "i" => 9,
+                "j" => 11,
+                _ => 7,
+            })
+            .collect();
+        for result in *results {
+            let mut formats = std::collections::BTreeMap::new();
+            formats.insert("A".to_string(), parse_format(result, order, &r).unwrap());
+            formats.insert("B".to_string(), parse_format("CSF", 3, &r).unwrap());
+            formats.insert("C".to_string(), parse_format("COO", 3, &r).unwrap());
+            let data = [("B".to_string(), b.clone()), ("C".to_string(), c.clone())].into();
+            let mut p =
+                tensor_compiler::execute::prepare("kernel", &a, &formats, &data, &dims, None)
+                    .unwrap_or_else(|e| panic!("{expr} into {result}: {e}"));
+            p.run().unwrap();
+            let by_columns = p.result().unwrap();
+            assert_eq!(
+                by_columns,
+                unpack(&p.output).unwrap(),
+                "{expr} into {result}"
+            );
+            assert!(
+                by_columns.nnz() > 0,
+                "{expr} into {result}: an empty result proves little"
+            );
+        }
+    }
+}

@@ -43,7 +43,7 @@ pub struct Request {
 /// Run one request from stdin; the exit code is 0 whenever an answer was
 /// written (the error is in the answer).
 pub fn main() -> i32 {
-    tensor_compiler::jit::warm_up();
+    tensor_compiler::execute::warm_up();
     let mut input = String::new();
     let read = std::io::stdin().lock().read_line(&mut input);
     std::thread::spawn(|| {

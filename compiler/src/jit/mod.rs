@@ -360,15 +360,14 @@ impl Trampoline {
     }
 }
 
-/// Build what every compile needs (the host ISA, the trampolines)
-/// on a thread of its own, so that a process's first compile finds them
-/// ready: the command line and the language server call it at start-up.
-pub fn warm_up() {
-    std::thread::spawn(|| {
-        let _ = GROW.address();
-        let _ = PREFETCH.address();
-        let _ = host_isa(Opt::None);
-    });
+/// Build what every compile needs (the host ISA at both levels, the
+/// trampolines), so that a process's first compile finds them ready;
+/// `execute::warm_up` runs it on a thread of its own at start-up.
+pub fn build_shared_pieces() {
+    let _ = GROW.address();
+    let _ = PREFETCH.address();
+    let _ = host_isa(Opt::None);
+    let _ = host_isa(Opt::Speed);
 }
 
 /// Compile `f` with Cranelift for the host CPU (at the level `Opt` picks).
