@@ -7,8 +7,8 @@ bench/setup_taco.sh built it), same inputs, same run.
 Every peer runs single-threaded in this process, except in the rows marked
 `N threads` (`--threads N`, default 2), where tensorc shares its outermost
 loop and MKL is allowed N threads too (SciPy has none); those rows also give
-tensorc's speedup over one thread, and stay out of the geometric means. Each
-row's contestants are measured in turn, `--rounds` times, each keeping its
+tensorc's speedup over one thread, and stay out of the geometric means. The whole
+bench runs `--rounds` passes, minutes apart, and each contestant keeps its
 least median (`record`). tensorc's figures are the
 kernel's median times as `tensorc --time N --json` reports them for each of
 its two tiers (`--backend auto` times the Cranelift JIT, then the same C
@@ -165,7 +165,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--small", action="store_true", help="tiny inputs, a quick smoke run")
     ap.add_argument("--repeats", type=int, default=20)
-    ap.add_argument("--rounds", type=int, default=3, help="measure each row's contestants in turn this many times, keep each one's least median")
+    ap.add_argument("--rounds", type=int, default=3, help="passes over every row; each tier and peer keeps its least median")
     ap.add_argument("--threads", type=int, default=2, help="threads of the multi-threaded rows (tensorc and MKL)")
     args = ap.parse_args()
     R = args.repeats
@@ -189,189 +189,205 @@ def main():
     triad_gbs, _ = stream_triad(2_000_000 if args.small else 40_000_000)
     rows = []
 
+    # Each row's figures, gathered over the passes: (kernel, input) ->
+    # the least median of each tier and peer, every compile time, the
+    # first error, the one-thread figures of a threads row.
+    table = {}
+
     def record(kernel, inp, ours, peers, bytes_moved=None, one_thread=None):
-        """Measure a row: tensorc (`ours`, a `tensorc_timed`), then each of
-        the `peers` (thunks from `timed`, `taco_timed`), in turn, `--rounds`
-        times; each figure is the least of its rounds' medians. The host
-        moves between a fast and a slow mode for seconds to minutes at a
-        time (unchanged kernels 1.5x apart within one report): rounds spread
-        every contestant across those modes, and the least median is each
-        one's figure in the fast mode. A peer more than twice as slow as the
-        row's fastest figure after the first round cannot be the best peer
-        and is not run again (pydata's MTTKRP takes 10 s)."""
-        tiers, err, got, one, compiles = {}, None, {}, {}, []
-        for rnd in range(args.rounds):
-            if err is None:
-                t, err = ours()
-                for k, v in (t or {}).items():
-                    if k == "compile_ms":
-                        compiles.append(v)
-                    else:
-                        tiers[k] = min(tiers.get(k, v), v)
-            if one_thread is not None:
-                t, _ = one_thread()
-                for k, v in (t or {}).items():
-                    if k != "compile_ms":
-                        one[k] = min(one.get(k, v), v)
-            fastest = min(list(tiers.values()) + list(got.values()), default=None)
-            for name, measure in peers.items():
-                if rnd > 0 and (name not in got or (fastest and got[name] > 2 * fastest)):
-                    continue
-                v = measure()
-                if v is not None:
-                    got[name] = min(got.get(name, v), v)
-        peers = {name: got.get(name) for name in peers}
-        best = min([v for v in peers.values() if v is not None], default=None)
-        if err is not None and tiers:
-            err = None  # a later round failed where an earlier one ran
+        """One pass's measurement of a row: tensorc (`ours`, a
+        `tensorc_timed`), then each of the `peers` (thunks from `timed`,
+        `taco_timed`). The whole bench runs `--rounds` passes and keeps each
+        contestant's least median: the host moves between a fast and a slow
+        mode for seconds to minutes at a time (unchanged kernels 1.5x apart
+        within one report), and passes minutes apart give every contestant
+        its fast mode. A peer more than twice as slow as the row's best peer
+        in an earlier pass cannot become the best peer and is not run again
+        (pydata's MTTKRP takes 10 s)."""
+        e = table.setdefault((kernel, inp), {"tiers": {}, "compiles": [], "one": {}, "peers": {}, "err": None,
+                                             "bytes": bytes_moved, "seen": False})
+        if e["err"] is None or e["tiers"]:
+            t, err = ours()
+            e["err"] = e["err"] or err
+            for k, v in (t or {}).items():
+                if k == "compile_ms":
+                    e["compiles"].append(v)
+                else:
+                    e["tiers"][k] = min(e["tiers"].get(k, v), v)
+        if one_thread is not None:
+            t, _ = one_thread()
+            for k, v in (t or {}).items():
+                if k != "compile_ms":
+                    e["one"][k] = min(e["one"].get(k, v), v)
+        best = min(e["peers"].values(), default=None)
+        for name, measure in peers.items():
+            if e["seen"] and (name not in e["peers"] or e["peers"][name] > 2 * best):
+                continue
+            v = measure()
+            if v is not None:
+                e["peers"][name] = min(e["peers"].get(name, v), v)
+        e["seen"] = True
+        print(f"{kernel:28s} {inp:10s} tensorc {e['tiers']} {e['err'] or ''} peers {e['peers']}", flush=True)
+
+    def row(kernel, inp, e):
+        tiers = e["tiers"]
+        peers = e["peers"]
+        best = min(peers.values(), default=None)
         cc, cl = tiers.get("cc"), tiers.get("cranelift")
         ours = cc or cl
-        rows.append({
+        r = {
             "kernel": kernel, "input": inp, "tensorc_ms": ours, "tensorc_cc_ms": cc, "tensorc_cranelift_ms": cl,
-            # a compile is not timed in turns: the median process's, not the least
-            "cranelift_compile_ms": float(np.median(compiles)) if compiles else None, "peers_ms": peers,
+            # a compile is not timed against a peer: the median, not the least
+            "cranelift_compile_ms": float(np.median(e["compiles"])) if e["compiles"] else None, "peers_ms": peers,
             "ratio_to_best_peer": (ours / best) if (ours and best) else None,
             "cc_ratio": (cc / best) if (cc and best) else None,
             "cranelift_ratio": (cl / best) if (cl and best) else None,
-            "gbytes_per_s": (bytes_moved / (ours / 1e3) / 1e9) if (ours and bytes_moved) else None,
-            "error": err,
-        })
-        if one and tiers:
-            rows[-1]["speedup_over_1_thread"] = {t: one[t] / tiers[t] for t in ("cc", "cranelift") if t in one and t in tiers}
-        print(f"{kernel:28s} {inp:10s} tensorc cc {cc} cranelift {cl} {err or ''} peers {peers}", flush=True)
+            "gbytes_per_s": (e["bytes"] / (ours / 1e3) / 1e9) if (ours and e["bytes"]) else None,
+            # an error in every pass (one that ran once has figures)
+            "error": None if tiers else e["err"],
+        }
+        if e["one"] and tiers:
+            r["speedup_over_1_thread"] = {t: e["one"][t] / tiers[t] for t in ("cc", "cranelift") if t in e["one"] and t in tiers}
+        return r
 
-    # Real matrices bundled with the examples (small: they fit in cache).
-    for real in ["bcsstk13", "cage8", "olm1000", "west0479"]:
-        inputs[real] = ROOT / "examples" / "data" / f"{real}.mtx"
-    for name, path in inputs.items():
-        A = read_mtx(path) if path.parent.name == "inputs" else scipy.io.mmread(str(path)).tocoo()
-        csr, csc = A.tocsr(), A.tocsc()
-        n = A.shape[1]
-        x = np.random.rand(n)
-        y = np.zeros(A.shape[0])
-        spmv_bytes = csr.nnz * 12 + (A.shape[0] + 1) * 4 + A.shape[0] * 8 + n * 8
-        peers = {"scipy_csr": timed(lambda: csr @ x, R)}
-        if dot_product_mkl is not None:
-            peers["mkl_csr"] = timed(lambda: dot_product_mkl(csr, x, out=y, out_scalar=0.0), R)
-        # CSB's block size after its authors' advice, about sqrt(rows): a
-        # fixed 64 makes a 1M-row matrix a dense grid of 244M blocks.
-        beta = int(2 ** round(np.log2(max(A.shape[0], 64) ** 0.5)))
-        for fmt in ["CSR", "CSC", "COO", "COO-AoS", "DCSR", "ELL", "DIA", "BCSR(4)", f"CSB({beta})"]:
-            if fmt in ("DIA", "ELL") and name == "powerlaw":
-                # the paper's point: DIA/ELL pad scattered matrices badly;
-                # measured in the DIA-vs-CSR study below on banded inputs.
-                pass
-            ours = tensorc_timed(["y(i) = A(i,j) * x(j)", "-f", f"A:{fmt}", "-i", f"A:{path}"], R)
-            p = dict(peers)
-            # taco in the same format, where it has one.
-            taco_fmt = {"CSR": "ds", "CSC": "ds:1,0", "COO": "uq", "DCSR": "ss"}.get(fmt)
-            if taco_fmt:
-                p[f"taco_{fmt.lower()}"] = taco_timed("y(i) = A(i,j) * x(j)", {"A": taco_fmt}, {"A": path}, R, dims=[f"x:{n}"], generate=["x"])
-            if fmt == "CSC":
-                p["scipy_csc"] = timed(lambda: csc @ x, R)
-            if fmt.startswith("COO"):
-                coo = A.tocoo()
-                p["scipy_coo"] = timed(lambda: coo @ x, R)
-                # Study (a): COO directly vs converting to CSR first.
-                p["scipy_coo_to_csr_then_spmv"] = timed(lambda: coo.tocsr() @ x, max(3, R // 4))
-            if fmt == "DIA" and name != "powerlaw":
-                dia = A.todia()
-                p["scipy_dia"] = timed(lambda: dia @ x, R)
-            if fmt.startswith("BCSR"):
-                bsr = csr.tobsr(blocksize=(4, 4)) if A.shape[0] % 4 == 0 and A.shape[1] % 4 == 0 else None
-                if bsr is not None:
-                    p["scipy_bsr"] = timed(lambda: bsr @ x, R)
-            record(f"SpMV {fmt}", name, ours, p, spmv_bytes)
-        # CSR add (A + A^T pattern-wise: A + A with a shifted copy).
-        B = (A + sp.eye(A.shape[0], A.shape[1], k=1)).tocsr()
-        mmB = OUT / "inputs" / f"{path.stem}_B.mtx"
-        if not mmB.exists():
-            scipy.io.mmwrite(str(mmB), B.tocoo())
-        ours = tensorc_timed(["C(i,j) = A(i,j) + B(i,j)", "-f", "A:CSR", "-f", "B:CSR", "-f", "C:CSR", "-i", f"A:{path}", "-i", f"B:{mmB}"], max(3, R // 2), fresh=True)
-        p = {"scipy": timed(lambda: csr + B, max(3, R // 2)),
-             "taco": taco_timed("C(i,j) = A(i,j) + B(i,j)", {"A": "ds", "B": "ds", "C": "ds"}, {"A": path, "B": mmB}, max(3, R // 2), assemble=True)}
-        record("add CSR+CSR -> CSR", name, ours, p, None)
-        ours = tensorc_timed(["C(i,j) = A(i,j) + B(i,j)", "-f", "A:COO", "-f", "B:COO", "-f", "C:COO", "-i", f"A:{path}", "-i", f"B:{mmB}"], max(3, R // 2), fresh=True)
-        coo, cooB = A.tocoo(), B.tocoo()
-        p = {"scipy": timed(lambda: (coo + cooB).tocoo(), max(3, R // 2)),
-             "taco": taco_timed("C(i,j) = A(i,j) + B(i,j)", {"A": "uq", "B": "uq", "C": "uq"}, {"A": path, "B": mmB}, max(3, R // 2), assemble=True)}
-        record("add COO+COO -> COO", name, ours, p, None)
-        if name in ("stencil3d", "powerlaw"):
-            # The issue's SpDM: 32 dense columns.
-            D = np.random.rand(n, 32)
-            ours = tensorc_timed(["C(i,k) = A(i,j) * D(j,k)", "-f", "A:COO", "-i", f"A:{path}", "-d", f"D:{n},32"], max(3, R // 4))
-            p = {"scipy_csr": timed(lambda: csr @ D, max(3, R // 4)),
-                 "taco_coo": taco_timed("C(i,k) = A(i,j) * D(j,k)", {"A": "uq", "D": "dd", "C": "dd"}, {"A": path}, max(3, R // 4), dims=[f"D:{n},32"], generate=["D"])}
+    def one_pass():
+        # Real matrices bundled with the examples (small: they fit in cache).
+        for real in ["bcsstk13", "cage8", "olm1000", "west0479"]:
+            inputs[real] = ROOT / "examples" / "data" / f"{real}.mtx"
+        for name, path in inputs.items():
+            A = read_mtx(path) if path.parent.name == "inputs" else scipy.io.mmread(str(path)).tocoo()
+            csr, csc = A.tocsr(), A.tocsc()
+            n = A.shape[1]
+            x = np.random.rand(n)
+            y = np.zeros(A.shape[0])
+            spmv_bytes = csr.nnz * 12 + (A.shape[0] + 1) * 4 + A.shape[0] * 8 + n * 8
+            peers = {"scipy_csr": timed(lambda: csr @ x, R)}
             if dot_product_mkl is not None:
-                # Into a preallocated result, as tensorc's runs are timed
-                # (out_scalar 0: C = A D, C not read; MKL allocating its
-                # result took 1.3-1.4x as long).
-                out = np.zeros((csr.shape[0], 32))
-                p["mkl_csr"] = timed(lambda: dot_product_mkl(csr, D, out=out, out_scalar=0.0), max(3, R // 4))
-            record("SpDM COO x dense(32)", name, ours, p, None)
-        if name in ("stencil3d", "powerlaw"):
-            # Threads: tensorc's outermost loop on `--threads` threads, MKL
-            # allowed as many; SciPy stays on one (it has no threads).
-            T = args.threads
-            if dot_product_mkl is not None:
-                from sparse_dot_mkl import mkl_set_num_threads
-                mkl_set_num_threads(T)
-            for fmt in ["CSR", "COO"]:
-                one = tensorc_timed(["y(i) = A(i,j) * x(j)", "-f", f"A:{fmt}", "-i", f"A:{path}"], R)
-                ours = tensorc_timed(["y(i) = A(i,j) * x(j)", "-f", f"A:{fmt}", "-i", f"A:{path}"], R, threads=T)
-                p = {"scipy_csr": timed(lambda: csr @ x, R)}
+                peers["mkl_csr"] = timed(lambda: dot_product_mkl(csr, x, out=y, out_scalar=0.0), R)
+            # CSB's block size after its authors' advice, about sqrt(rows): a
+            # fixed 64 makes a 1M-row matrix a dense grid of 244M blocks.
+            beta = int(2 ** round(np.log2(max(A.shape[0], 64) ** 0.5)))
+            for fmt in ["CSR", "CSC", "COO", "COO-AoS", "DCSR", "ELL", "DIA", "BCSR(4)", f"CSB({beta})"]:
+                if fmt in ("DIA", "ELL") and name == "powerlaw":
+                    # the paper's point: DIA/ELL pad scattered matrices badly;
+                    # measured in the DIA-vs-CSR study below on banded inputs.
+                    pass
+                ours = tensorc_timed(["y(i) = A(i,j) * x(j)", "-f", f"A:{fmt}", "-i", f"A:{path}"], R)
+                p = dict(peers)
+                # taco in the same format, where it has one.
+                taco_fmt = {"CSR": "ds", "CSC": "ds:1,0", "COO": "uq", "DCSR": "ss"}.get(fmt)
+                if taco_fmt:
+                    p[f"taco_{fmt.lower()}"] = taco_timed("y(i) = A(i,j) * x(j)", {"A": taco_fmt}, {"A": path}, R, dims=[f"x:{n}"], generate=["x"])
+                if fmt == "CSC":
+                    p["scipy_csc"] = timed(lambda: csc @ x, R)
+                if fmt.startswith("COO"):
+                    coo = A.tocoo()
+                    p["scipy_coo"] = timed(lambda: coo @ x, R)
+                    # Study (a): COO directly vs converting to CSR first.
+                    p["scipy_coo_to_csr_then_spmv"] = timed(lambda: coo.tocsr() @ x, max(3, R // 4))
+                if fmt == "DIA" and name != "powerlaw":
+                    dia = A.todia()
+                    p["scipy_dia"] = timed(lambda: dia @ x, R)
+                if fmt.startswith("BCSR"):
+                    bsr = csr.tobsr(blocksize=(4, 4)) if A.shape[0] % 4 == 0 and A.shape[1] % 4 == 0 else None
+                    if bsr is not None:
+                        p["scipy_bsr"] = timed(lambda: bsr @ x, R)
+                record(f"SpMV {fmt}", name, ours, p, spmv_bytes)
+            # CSR add (A + A^T pattern-wise: A + A with a shifted copy).
+            B = (A + sp.eye(A.shape[0], A.shape[1], k=1)).tocsr()
+            mmB = OUT / "inputs" / f"{path.stem}_B.mtx"
+            if not mmB.exists():
+                scipy.io.mmwrite(str(mmB), B.tocoo())
+            ours = tensorc_timed(["C(i,j) = A(i,j) + B(i,j)", "-f", "A:CSR", "-f", "B:CSR", "-f", "C:CSR", "-i", f"A:{path}", "-i", f"B:{mmB}"], max(3, R // 2), fresh=True)
+            p = {"scipy": timed(lambda: csr + B, max(3, R // 2)),
+                 "taco": taco_timed("C(i,j) = A(i,j) + B(i,j)", {"A": "ds", "B": "ds", "C": "ds"}, {"A": path, "B": mmB}, max(3, R // 2), assemble=True)}
+            record("add CSR+CSR -> CSR", name, ours, p, None)
+            ours = tensorc_timed(["C(i,j) = A(i,j) + B(i,j)", "-f", "A:COO", "-f", "B:COO", "-f", "C:COO", "-i", f"A:{path}", "-i", f"B:{mmB}"], max(3, R // 2), fresh=True)
+            coo, cooB = A.tocoo(), B.tocoo()
+            p = {"scipy": timed(lambda: (coo + cooB).tocoo(), max(3, R // 2)),
+                 "taco": taco_timed("C(i,j) = A(i,j) + B(i,j)", {"A": "uq", "B": "uq", "C": "uq"}, {"A": path, "B": mmB}, max(3, R // 2), assemble=True)}
+            record("add COO+COO -> COO", name, ours, p, None)
+            if name in ("stencil3d", "powerlaw"):
+                # The issue's SpDM: 32 dense columns.
+                D = np.random.rand(n, 32)
+                ours = tensorc_timed(["C(i,k) = A(i,j) * D(j,k)", "-f", "A:COO", "-i", f"A:{path}", "-d", f"D:{n},32"], max(3, R // 4))
+                p = {"scipy_csr": timed(lambda: csr @ D, max(3, R // 4)),
+                     "taco_coo": taco_timed("C(i,k) = A(i,j) * D(j,k)", {"A": "uq", "D": "dd", "C": "dd"}, {"A": path}, max(3, R // 4), dims=[f"D:{n},32"], generate=["D"])}
                 if dot_product_mkl is not None:
-                    p[f"mkl_csr_{T}t"] = timed(lambda: dot_product_mkl(csr, x, out=y, out_scalar=0.0), R)
-                record(f"SpMV {fmt}, {T} threads", name, ours, p, spmv_bytes, one_thread=one)
-            if dot_product_mkl is not None:
-                mkl_set_num_threads(1)
+                    # Into a preallocated result, as tensorc's runs are timed
+                    # (out_scalar 0: C = A D, C not read; MKL allocating its
+                    # result took 1.3-1.4x as long).
+                    out = np.zeros((csr.shape[0], 32))
+                    p["mkl_csr"] = timed(lambda: dot_product_mkl(csr, D, out=out, out_scalar=0.0), max(3, R // 4))
+                record("SpDM COO x dense(32)", name, ours, p, None)
+            if name in ("stencil3d", "powerlaw"):
+                # Threads: tensorc's outermost loop on `--threads` threads, MKL
+                # allowed as many; SciPy stays on one (it has no threads).
+                T = args.threads
+                if dot_product_mkl is not None:
+                    from sparse_dot_mkl import mkl_set_num_threads
+                    mkl_set_num_threads(T)
+                for fmt in ["CSR", "COO"]:
+                    one = tensorc_timed(["y(i) = A(i,j) * x(j)", "-f", f"A:{fmt}", "-i", f"A:{path}"], R)
+                    ours = tensorc_timed(["y(i) = A(i,j) * x(j)", "-f", f"A:{fmt}", "-i", f"A:{path}"], R, threads=T)
+                    p = {"scipy_csr": timed(lambda: csr @ x, R)}
+                    if dot_product_mkl is not None:
+                        p[f"mkl_csr_{T}t"] = timed(lambda: dot_product_mkl(csr, x, out=y, out_scalar=0.0), R)
+                    record(f"SpMV {fmt}, {T} threads", name, ours, p, spmv_bytes, one_thread=one)
+                if dot_product_mkl is not None:
+                    mkl_set_num_threads(1)
 
-    # Study (c): CSR SpMV with x dense, sparse and hash across densities, on
-    # a 20K-row banded matrix (a sparse x is merged with every row: its cost
-    # grows with rows x nnz(x), the paper's point).
-    xpath = gen("banded", 2000 if args.small else 20_000)
-    XA = read_mtx(xpath).tocsr()
-    xs = np.random.rand(XA.shape[1])
-    for density in [1e-4, 1e-3, 1e-2, 1e-1, 1.0]:
-        for xf in ["dense", "sparse", "hash"]:
-            ours = tensorc_timed(["y(i) = A(i,j) * x(j)", "-f", "A:CSR", "-f", f"x:{xf}", "-i", f"A:{xpath}", "--density", str(density)], R)
-            record(f"SpMV CSR, x {xf} ({density:g})", "banded20K", ours, {"scipy_csr": timed(lambda: XA @ xs, R)}, None)
+        # Study (c): CSR SpMV with x dense, sparse and hash across densities, on
+        # a 20K-row banded matrix (a sparse x is merged with every row: its cost
+        # grows with rows x nnz(x), the paper's point).
+        xpath = gen("banded", 2000 if args.small else 20_000)
+        XA = read_mtx(xpath).tocsr()
+        xs = np.random.rand(XA.shape[1])
+        for density in [1e-4, 1e-3, 1e-2, 1e-1, 1.0]:
+            for xf in ["dense", "sparse", "hash"]:
+                ours = tensorc_timed(["y(i) = A(i,j) * x(j)", "-f", "A:CSR", "-f", f"x:{xf}", "-i", f"A:{xpath}", "--density", str(density)], R)
+                record(f"SpMV CSR, x {xf} ({density:g})", "banded20K", ours, {"scipy_csr": timed(lambda: XA @ xs, R)}, None)
 
-    # Third-order: a power-law tensor shaped like NELL-2 (12092 x 9184 x
-    # 28818, 77M nonzeros) scaled down to fit memory and minutes.
-    dims = (200, 300, 400) if args.small else (3023, 2296, 7204)
-    nnz = 20_000 if args.small else 1_500_000
-    rng = np.random.default_rng(1)
-    coords = np.stack([(rng.power(0.3, nnz) * d).astype(np.int64) for d in dims])
-    vals = rng.random(nnz)
-    T = pydata.COO(coords, vals, shape=dims)
-    tns = OUT / "inputs" / f"t3_{nnz}.tns"
-    if not tns.exists():
-        np.savetxt(tns, np.column_stack([T.coords.T + 1, T.data]), fmt=["%d", "%d", "%d", "%.17g"])
-    c = np.random.rand(dims[2])
-    d_arg = ["-d", f"B:{dims[0]},{dims[1]},{dims[2]}"]
-    taco_formats = {"COO": "ucq", "CSF": "sss"}
-    for fmt in ["COO", "CSF"]:
-        tf = taco_formats[fmt]
-        ours = tensorc_timed(["A(i,j) = B(i,j,k) * c(k)", "-f", f"B:{fmt}", "-i", f"B:{tns}"] + d_arg, R)
-        record(f"TTV {fmt}", "nell2_like", ours, {"pydata": timed(lambda: pydata.tensordot(T, c, axes=([2], [0])), max(3, R // 4)),
-               "taco": taco_timed("A(i,j) = B(i,j,k) * c(k)", {"B": tf, "A": "dd"}, {"B": tns}, R, dims=[f"c:{dims[2]}"], generate=["c"])}, None)
-        ours = tensorc_timed(["a = B(i,j,k) * C(i,j,k)", "-f", f"B:{fmt}", "-f", f"C:{fmt}", "-i", f"B:{tns}", "-i", f"C:{tns}"] + d_arg + ["-d", f"C:{dims[0]},{dims[1]},{dims[2]}"], R)
-        record(f"INNERPROD {fmt}", "nell2_like", ours, {"pydata": timed(lambda: (T * T).sum(), max(3, R // 4)),
-               "taco": taco_timed("a = B(i,j,k) * C(i,j,k)", {"B": tf, "C": tf}, {"B": tns, "C": tns}, R)}, None)
-        ours = tensorc_timed(["A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)", "-f", f"B:{fmt}", "-i", f"B:{tns}", "-d", f"P:{dims[1]},16", "-d", f"Q:{dims[2]},16"] + d_arg, max(3, R // 4))
-        P, Q = np.random.rand(dims[1], 16), np.random.rand(dims[2], 16)
-        record(f"MTTKRP {fmt}", "nell2_like", ours, {"pydata": timed(lambda: pydata.einsum("ikl,kj,lj->ij", T, P, Q), 3),
-               "taco": taco_timed("A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)", {"B": tf, "A": "dd", "P": "dd", "Q": "dd"}, {"B": tns}, max(3, R // 4),
-                            dims=[f"P:{dims[1]},16", f"Q:{dims[2]},16"], generate=["P", "Q"])}, None)
-        ours = tensorc_timed(["A(i,j,k) = B(i,j,l) * M(k,l)", "-f", f"B:{fmt}", "-i", f"B:{tns}", "-d", f"M:8,{dims[2]}"] + d_arg, max(3, R // 4))
-        M8 = np.random.rand(8, dims[2])
-        record(f"TTM {fmt} (dense result)", "nell2_like", ours, {"pydata": timed(lambda: pydata.tensordot(T, M8, axes=([2], [1])), 3),
-               "taco": taco_timed("A(i,j,k) = B(i,j,l) * M(k,l)", {"B": tf, "A": "ddd", "M": "dd"}, {"B": tns}, max(3, R // 4), dims=[f"M:8,{dims[2]}"], generate=["M"])}, None)
-        out = "COO" if fmt == "COO" else "CSF"
-        ours = tensorc_timed(["A(i,j,k) = B(i,j,k) + C(i,j,k)", "-f", f"A:{out}", "-f", f"B:{fmt}", "-f", f"C:{fmt}", "-i", f"B:{tns}", "-i", f"C:{tns}"] + d_arg + ["-d", f"C:{dims[0]},{dims[1]},{dims[2]}"], max(3, R // 4), fresh=True)
-        record(f"PLUS {fmt} -> {out}", "nell2_like", ours, {"pydata": timed(lambda: T + T, 3),
-               "taco": taco_timed("A(i,j,k) = B(i,j,k) + C(i,j,k)", {"B": tf, "C": tf, "A": tf}, {"B": tns, "C": tns}, max(3, R // 4), assemble=True)}, None)
+        # Third-order: a power-law tensor shaped like NELL-2 (12092 x 9184 x
+        # 28818, 77M nonzeros) scaled down to fit memory and minutes.
+        dims = (200, 300, 400) if args.small else (3023, 2296, 7204)
+        nnz = 20_000 if args.small else 1_500_000
+        rng = np.random.default_rng(1)
+        coords = np.stack([(rng.power(0.3, nnz) * d).astype(np.int64) for d in dims])
+        vals = rng.random(nnz)
+        T = pydata.COO(coords, vals, shape=dims)
+        tns = OUT / "inputs" / f"t3_{nnz}.tns"
+        if not tns.exists():
+            np.savetxt(tns, np.column_stack([T.coords.T + 1, T.data]), fmt=["%d", "%d", "%d", "%.17g"])
+        c = np.random.rand(dims[2])
+        d_arg = ["-d", f"B:{dims[0]},{dims[1]},{dims[2]}"]
+        taco_formats = {"COO": "ucq", "CSF": "sss"}
+        for fmt in ["COO", "CSF"]:
+            tf = taco_formats[fmt]
+            ours = tensorc_timed(["A(i,j) = B(i,j,k) * c(k)", "-f", f"B:{fmt}", "-i", f"B:{tns}"] + d_arg, R)
+            record(f"TTV {fmt}", "nell2_like", ours, {"pydata": timed(lambda: pydata.tensordot(T, c, axes=([2], [0])), max(3, R // 4)),
+                   "taco": taco_timed("A(i,j) = B(i,j,k) * c(k)", {"B": tf, "A": "dd"}, {"B": tns}, R, dims=[f"c:{dims[2]}"], generate=["c"])}, None)
+            ours = tensorc_timed(["a = B(i,j,k) * C(i,j,k)", "-f", f"B:{fmt}", "-f", f"C:{fmt}", "-i", f"B:{tns}", "-i", f"C:{tns}"] + d_arg + ["-d", f"C:{dims[0]},{dims[1]},{dims[2]}"], R)
+            record(f"INNERPROD {fmt}", "nell2_like", ours, {"pydata": timed(lambda: (T * T).sum(), max(3, R // 4)),
+                   "taco": taco_timed("a = B(i,j,k) * C(i,j,k)", {"B": tf, "C": tf}, {"B": tns, "C": tns}, R)}, None)
+            ours = tensorc_timed(["A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)", "-f", f"B:{fmt}", "-i", f"B:{tns}", "-d", f"P:{dims[1]},16", "-d", f"Q:{dims[2]},16"] + d_arg, max(3, R // 4))
+            P, Q = np.random.rand(dims[1], 16), np.random.rand(dims[2], 16)
+            record(f"MTTKRP {fmt}", "nell2_like", ours, {"pydata": timed(lambda: pydata.einsum("ikl,kj,lj->ij", T, P, Q), 3),
+                   "taco": taco_timed("A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)", {"B": tf, "A": "dd", "P": "dd", "Q": "dd"}, {"B": tns}, max(3, R // 4),
+                                dims=[f"P:{dims[1]},16", f"Q:{dims[2]},16"], generate=["P", "Q"])}, None)
+            ours = tensorc_timed(["A(i,j,k) = B(i,j,l) * M(k,l)", "-f", f"B:{fmt}", "-i", f"B:{tns}", "-d", f"M:8,{dims[2]}"] + d_arg, max(3, R // 4))
+            M8 = np.random.rand(8, dims[2])
+            record(f"TTM {fmt} (dense result)", "nell2_like", ours, {"pydata": timed(lambda: pydata.tensordot(T, M8, axes=([2], [1])), 3),
+                   "taco": taco_timed("A(i,j,k) = B(i,j,l) * M(k,l)", {"B": tf, "A": "ddd", "M": "dd"}, {"B": tns}, max(3, R // 4), dims=[f"M:8,{dims[2]}"], generate=["M"])}, None)
+            out = "COO" if fmt == "COO" else "CSF"
+            ours = tensorc_timed(["A(i,j,k) = B(i,j,k) + C(i,j,k)", "-f", f"A:{out}", "-f", f"B:{fmt}", "-f", f"C:{fmt}", "-i", f"B:{tns}", "-i", f"C:{tns}"] + d_arg + ["-d", f"C:{dims[0]},{dims[1]},{dims[2]}"], max(3, R // 4), fresh=True)
+            record(f"PLUS {fmt} -> {out}", "nell2_like", ours, {"pydata": timed(lambda: T + T, 3),
+                   "taco": taco_timed("A(i,j,k) = B(i,j,k) + C(i,j,k)", {"B": tf, "C": tf, "A": tf}, {"B": tns, "C": tns}, max(3, R // 4), assemble=True)}, None)
+
+    for rnd in range(args.rounds):
+        print(f"pass {rnd + 1} of {args.rounds}", flush=True)
+        one_pass()
+    rows.extend(row(k, i, e) for (k, i), e in table.items())
 
     (OUT / "results.json").write_text(json.dumps({"stream_triad_gbytes_per_s": triad_gbs, "rows": rows}, indent=1))
     lines = [
