@@ -28,6 +28,27 @@ pub struct Cli {
     pub opts: Options,
 }
 
+impl Cli {
+    /// Whether the command compiles a kernel with the JIT (every command
+    /// but `check` and an expression that only prints or writes code).
+    pub fn runs_kernels(&self) -> bool {
+        match &self.command {
+            Some(Command::Check { .. }) => false,
+            Some(Command::Run { opts, .. }) => !prints_only(opts),
+            None => !prints_only(&self.opts),
+        }
+    }
+}
+
+/// Whether the options ask only for code (`--emit`, `--write-source`),
+/// with nothing to run, time or write.
+fn prints_only(o: &Options) -> bool {
+    (o.emit.is_some() || o.write_source.is_some())
+        && o.time.is_none()
+        && o.output.is_empty()
+        && !o.json
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Compile and run a kernel of a .tensor file.
@@ -509,11 +530,7 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
     if let Some(what) = o.emit {
         out.push_str(&emit_text(&prepared.kernel, what));
     }
-    if (o.emit.is_some() || o.write_source.is_some())
-        && o.time.is_none()
-        && o.output.is_empty()
-        && !o.json
-    {
+    if prints_only(o) {
         for p in written {
             let _ = writeln!(out, "wrote {}", p.display());
         }
@@ -584,6 +601,14 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
     // The summary needs only the values; a coordinate list is built for -o.
     let entries = prepared.result_entries().map_err(|e| e.to_string())?;
     let (stored, checksum) = (entries.len(), entries.vals.iter().sum::<f64>());
+    let coordinate_list = match o.output.is_empty() {
+        true => None,
+        false => Some(
+            entries
+                .to_coo()
+                .map_err(|reason| format!("tensor {}: {reason}", s.assignment.lhs.tensor))?,
+        ),
+    };
     for w in &o.output {
         let (tname, path) = split_pair(w, "o")?;
         if tname != s.assignment.lhs.tensor {
@@ -592,10 +617,10 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
                 s.assignment.lhs.tensor
             ));
         }
-        let result = entries
-            .to_coo()
-            .map_err(|reason| format!("tensor {tname}: {reason}"))?;
-        crate::io::write_tensor(std::path::Path::new(path), &result).map_err(|e| e.to_string())?;
+        if let Some(result) = &coordinate_list {
+            crate::io::write_tensor(std::path::Path::new(path), result)
+                .map_err(|e| e.to_string())?;
+        }
     }
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
     let threads_used = prepared.threads_used().map_err(|e| e.to_string())?;

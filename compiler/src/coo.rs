@@ -185,8 +185,8 @@ impl CooTensor {
         if density >= 1.0 {
             // Every coordinate in row-major order, counted like an odometer
             // (a division per dimension and entry was a tenth of a
-            // 42M-entry operand's set-up).
-            // (callers check that the entries fit: `random_operand`)
+            // 42M-entry operand's set-up). Callers check that the entries
+            // fit (`random_operand`).
             let n = usize::try_from(total).unwrap_or(0);
             t.coords.reserve(n.saturating_mul(dims.len()));
             t.vals.reserve(n);

@@ -47,8 +47,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // The JIT's shared pieces build while the files are read and lowered.
-    tensor_compiler::execute::warm_up();
+    // The JIT warms up while the files are read and lowered, for the
+    // commands that use it.
+    if cli.runs_kernels() {
+        tensor_compiler::execute::warm_up();
+    }
     // Expressions are at most MAX_EXPR_DEPTH deep, but the compiler's walks
     // over them are recursive: a roomy stack (reserved, not committed)
     // keeps the deepest legal expression well clear of overflow.

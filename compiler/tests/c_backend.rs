@@ -622,12 +622,7 @@ fn spdm_with_prefetched_rows_on_real_matrices() {
             let jit = for_codegen(&p.kernel.function, Backend::Cranelift).to_string();
             assert!(jit.contains("strip_end"), "{what}: no strips for Cranelift");
             let check = |p: &tensor_compiler::execute::Prepared, tier: &str| {
-                let got = p.result().unwrap();
-                let mut dense = vec![0.0; m * k];
-                for e in 0..got.nnz() {
-                    let c = got.coord(e);
-                    dense[c[0] as usize * k + c[1] as usize] += got.vals[e];
-                }
+                let dense = dense_matrix(p, m, k);
                 for (q, (x, y)) in dense.iter().zip(&want).enumerate() {
                     assert!(
                         (x - y).abs() <= 1e-9 * (1.0 + y.abs()),
@@ -693,12 +688,7 @@ fn rows_summed_across_fibers_of_real_matrices() {
         assert!(text.contains("strip_sum15"), "{what}: not stripped\n{text}");
         p.compiled = cc::compile(&p.kernel.function).unwrap();
         p.run().unwrap();
-        let got = p.result().unwrap();
-        let mut dense = vec![0.0; slices * k];
-        for e in 0..got.nnz() {
-            let c = got.coord(e);
-            dense[c[0] as usize * k + c[1] as usize] += got.vals[e];
-        }
+        let dense = dense_matrix(&p, slices, k);
         for (q, (x, y)) in dense.iter().zip(&want).enumerate() {
             assert!(
                 (x - y).abs() <= 1e-9 * (1.0 + scale[q]),
@@ -706,6 +696,17 @@ fn rows_summed_across_fibers_of_real_matrices() {
             );
         }
     }
+}
+
+/// A run's `m x k` matrix result, row-major, its stored entries added in.
+fn dense_matrix(p: &tensor_compiler::execute::Prepared, m: usize, k: usize) -> Vec<f64> {
+    let got = p.result().unwrap();
+    let mut dense = vec![0.0; m * k];
+    for e in 0..got.nnz() {
+        let c = got.coord(e);
+        dense[c[0] as usize * k + c[1] as usize] += got.vals[e];
+    }
+    dense
 }
 
 /// The emitted C of `expr` over `data`.
