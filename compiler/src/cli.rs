@@ -281,6 +281,13 @@ pub fn setup(a: &Assignment, o: &Options, base: &std::path::Path) -> Result<Setu
             if p.is_absolute() { p } else { base.join(p) },
         );
     }
+    // A large input leaves the JIT time to warm up while it is read.
+    let bytes = files
+        .values()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum();
+    crate::execute::warm_up_while_reading(bytes);
     // Read files; .tns files carry no dimensions, so fix those after.
     let mut data: BTreeMap<String, CooTensor> = BTreeMap::new();
     for (name, path) in &files {

@@ -11,6 +11,7 @@ use crate::notation::Assignment;
 use crate::storage::{self, check_allocation, StorageError, Tensor};
 use crate::threads::Threads;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
@@ -27,37 +28,70 @@ pub enum ExecError {
 }
 
 /// Ready the JIT on a thread of its own while the command line or the
-/// language server reads files and lowers: its shared pieces, then a
-/// throwaway compile of one kernel of each kind Cranelift is given (a
-/// counted loop at `opt_level=speed`, a merge at `none`). A process's
-/// first compile otherwise runs cold (Cranelift's code and the allocator's
-/// pages not yet touched) and takes up to twice as long as the next.
+/// language server reads its input: Cranelift's host ISA at both levels
+/// and the trampolines, which every compile needs (about 0.5 ms).
 pub fn warm_up() {
-    std::thread::spawn(|| {
-        jit::build_shared_pieces();
-        let registry = crate::format::Registry::builtin();
-        for (expr, format) in [
-            ("y(i) = A(i,j) * x(j)", "CSR"),
-            ("C(i,j) = A(i,j) + B(i,j)", "COO"),
-        ] {
-            let Ok(a) = crate::notation::parse_assignment(expr) else {
-                continue;
-            };
-            let mut formats = BTreeMap::new();
-            let mut dims = BTreeMap::new();
-            for access in std::iter::once(&a.lhs).chain(a.rhs.accesses()) {
-                let order = access.indices.len();
-                let f = if order == 2 { format } else { "dense" };
-                if let Ok(f) = crate::format::parse_format(f, order, &registry) {
-                    formats.insert(access.tensor.clone(), f);
-                    dims.insert(access.tensor.clone(), vec![64; order]);
+    WARMING.store(true, Ordering::Relaxed);
+    std::thread::spawn(jit::build_shared_pieces);
+}
+
+/// Whether `warm_up` has run: the process compiles kernels.
+static WARMING: AtomicBool = AtomicBool::new(false);
+
+/// Operand data of at least this many bytes takes long enough to read or
+/// generate (10 ms and more) that the throwaway compiles of
+/// `warm_up_while_reading` finish before the kernel's compile begins.
+const WARM_UP_COMPILES_FROM_BYTES: u64 = 1 << 20;
+
+/// The process is about to read `bytes` of operand data (a file's size, or
+/// 16 per entry `random_operand` makes): if that is large and `warm_up` has run, a
+/// throwaway compile of one kernel of each kind Cranelift is given (a
+/// counted loop at `opt_level=speed`, a merge at `none`), on a thread of
+/// its own. A process's first compile otherwise runs cold (Cranelift's code
+/// and the allocator's pages not yet touched): a CSR add's took 2.2-4.5 ms
+/// against 1.7 ms after the throwaways. They give way to the first real
+/// compile (`jit::warm_up_compile`), which waits for the one in progress:
+/// two compiles at once ran slower than both in turn (5-7 ms for that add
+/// beside one), so with little to read there are none.
+pub fn warm_up_while_reading(bytes: u64) {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    if bytes < WARM_UP_COMPILES_FROM_BYTES || !WARMING.load(Ordering::Relaxed) {
+        return;
+    }
+    STARTED.call_once(|| {
+        std::thread::spawn(|| {
+            for (expr, format) in [
+                ("y(i) = A(i,j) * x(j)", "CSR"),
+                ("C(i,j) = A(i,j) + B(i,j)", "COO"),
+            ] {
+                if !jit::warm_up_compile(|| warm_up_kernel(expr, format)) {
+                    return;
                 }
             }
-            if let Ok(k) = lower::compile("warm_up", &a, &formats, &dims) {
-                let _ = jit::compile(&k.function);
-            }
-        }
+        });
     });
+}
+
+/// `expr` lowered with its matrices in `format` (64 x 64) and the rest dense.
+fn warm_up_kernel(expr: &str, format: &str) -> Option<crate::ir::Function> {
+    let registry = crate::format::Registry::builtin();
+    let a = crate::notation::parse_assignment(expr).ok()?;
+    let mut formats = BTreeMap::new();
+    let mut dims = BTreeMap::new();
+    for access in std::iter::once(&a.lhs).chain(a.rhs.accesses()) {
+        let order = access.indices.len();
+        let f = if order == 2 { format } else { "dense" };
+        formats.insert(
+            access.tensor.clone(),
+            crate::format::parse_format(f, order, &registry).ok()?,
+        );
+        dims.insert(access.tensor.clone(), vec![64; order]);
+    }
+    Some(
+        lower::compile("warm_up", &a, &formats, &dims)
+            .ok()?
+            .function,
+    )
 }
 
 /// Refuse to generate data that cannot fit: `entries` coordinates of an
@@ -81,6 +115,7 @@ pub fn random_operand(
         (total as f64 * density.max(0.0)) as u128
     };
     check_generated(name, entries, dims.len())?;
+    warm_up_while_reading(entries.saturating_mul(16).min(u64::MAX as u128) as u64);
     Ok(CooTensor::random(dims, density, rng))
 }
 

@@ -18,7 +18,8 @@ use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{Linkage, Module};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Which backend produced a kernel's machine code.
@@ -370,8 +371,46 @@ pub fn build_shared_pieces() {
     let _ = host_isa(Opt::Speed);
 }
 
+/// Set once a compile that is not the warm-up's has begun.
+static WARM_UP_STOPPED: AtomicBool = AtomicBool::new(false);
+/// Held by the warm-up through each throwaway compile.
+static WARM_UP_COMPILING: Mutex<()> = Mutex::new(());
+
+/// A throwaway compile of the kernel `make` lowers, which readies a
+/// process for its first real one (`execute::warm_up_compiles`), unless a
+/// real compile has begun; whether it ran. Two compiles at once share one
+/// malloc arena (`heap_policy`) and the caches and run slower than both in
+/// turn, so a real compile waits for the throwaway in progress.
+pub fn warm_up_compile(make: impl FnOnce() -> Option<Function>) -> bool {
+    let _compiling = WARM_UP_COMPILING.lock();
+    if WARM_UP_STOPPED.load(Ordering::Acquire) {
+        return false;
+    }
+    if let Some(f) = make() {
+        let _ = compile_now(&f);
+    }
+    true
+}
+
+/// Stop the warm-up, after its compile in progress if any.
+fn stop_warm_up() {
+    if !WARM_UP_STOPPED.swap(true, Ordering::AcqRel) {
+        drop(WARM_UP_COMPILING.lock());
+    }
+}
+
 /// Compile `f` with Cranelift for the host CPU (at the level `Opt` picks).
+/// Its compile time counts any wait for the warm-up's compile to finish.
 pub fn compile(f: &Function) -> Result<CompiledKernel, String> {
+    let start = Instant::now();
+    stop_warm_up();
+    compile_now(f).map(|k| CompiledKernel {
+        compile_time: start.elapsed(),
+        ..k
+    })
+}
+
+fn compile_now(f: &Function) -> Result<CompiledKernel, String> {
     let start = Instant::now();
     let f = &passes::for_codegen(f, passes::Backend::Cranelift);
     let split = shares::split(f);
@@ -423,6 +462,23 @@ pub fn disassemble(f: &Function) -> Result<String, String> {
 mod tests {
     use super::*;
     use crate::ir::{Emitter, Expr};
+
+    /// A throwaway compile runs until a real compile begins, and never
+    /// after: the real one does not share the machine with it.
+    #[test]
+    fn the_warm_up_gives_way_to_the_first_real_compile() {
+        let kernel = || {
+            let mut e = Emitter::new();
+            e.store(ArrayRef::vals("y"), Expr::Int(0), Expr::Float(1.0));
+            e.finish("k")
+        };
+        // Other tests of this process may have compiled already.
+        if !WARM_UP_STOPPED.load(Ordering::Acquire) {
+            assert!(warm_up_compile(|| Some(kernel())));
+        }
+        compile(&kernel()).expect("compiles");
+        assert!(!warm_up_compile(|| panic!("lowered after a real compile")));
+    }
 
     /// `none` only where merges (`while`) nest and no counted loop sits
     /// inside another loop, whatever runs at the top level or is unrolled

@@ -719,7 +719,7 @@ fn read_data_file(path: &Path) -> Result<LoadedData, String> {
     match std::fs::metadata(path) {
         Err(e) => return Err(format!("{shown}: cannot open: {e}")),
         Ok(m) if !m.is_file() => return Err(format!("{shown}: cannot open: not a regular file")),
-        Ok(_) => {}
+        Ok(m) => crate::execute::warm_up_while_reading(m.len()),
     }
     crate::io::read_tensor(path)
         .map(|t| LoadedData(Arc::new(t)))
