@@ -230,6 +230,24 @@ mod tests {
     }
 
     #[test]
+    fn a_dense_random_operand_holds_every_coordinate_once_in_order() {
+        let t = CooTensor::random(&[3, 4, 2], 1.0, &mut SplitMix(7));
+        let coords: Vec<Vec<u32>> = t.coords.chunks(3).map(|c| c.to_vec()).collect();
+        let mut expected = Vec::new();
+        for i in 0..3 {
+            for j in 0..4 {
+                for k in 0..2 {
+                    expected.push(vec![i, j, k]);
+                }
+            }
+        }
+        assert_eq!(coords, expected);
+        assert_eq!(t.vals.len(), 24);
+        assert!(t.vals.iter().all(|v| (-1.0..1.0).contains(v)));
+        assert_eq!(CooTensor::random(&[3, 0], 1.0, &mut SplitMix(7)).nnz(), 0);
+    }
+
+    #[test]
     fn dense_round_trip() {
         let mut t = CooTensor::new(vec![2, 3]);
         t.push(&[1, 2], 5.0);

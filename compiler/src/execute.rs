@@ -43,11 +43,11 @@ static WARMING: AtomicBool = AtomicBool::new(false);
 /// `warm_up_while_reading` finish before the kernel's compile begins.
 const WARM_UP_COMPILES_FROM_BYTES: u64 = 1 << 20;
 
-/// The process is about to read `bytes` of operand data (a file's size, or
-/// 16 per entry `random_operand` makes): if that is large and `warm_up` has run, a
-/// throwaway compile of one kernel of each kind Cranelift is given (a
-/// counted loop at `opt_level=speed`, a merge at `none`), on a thread of
-/// its own. A process's first compile otherwise runs cold (Cranelift's code
+/// The process is about to read `bytes` of operand data (a file's size,
+/// or 16 per entry `random_operand` makes): if that is large and
+/// `warm_up` has run, a throwaway compile of one kernel of each kind
+/// Cranelift is given (a counted loop at `opt_level=speed`, a merge at
+/// `none`), on a thread of its own. A process's first compile otherwise runs cold (Cranelift's code
 /// and the allocator's pages not yet touched): a CSR add's took 2.2-4.5 ms
 /// against 1.7 ms after the throwaways. They give way to the first real
 /// compile (`jit::warm_up_compile`), which waits for the one in progress:

@@ -377,7 +377,7 @@ static WARM_UP_STOPPED: AtomicBool = AtomicBool::new(false);
 static WARM_UP_COMPILING: Mutex<()> = Mutex::new(());
 
 /// A throwaway compile of the kernel `make` lowers, which readies a
-/// process for its first real one (`execute::warm_up_compiles`), unless a
+/// process for its first real one (`execute::warm_up_while_reading`), unless a
 /// real compile has begun; whether it ran. Two compiles at once share one
 /// malloc arena (`heap_policy`) and the caches and run slower than both in
 /// turn, so a real compile waits for the throwaway in progress.
@@ -387,7 +387,7 @@ pub fn warm_up_compile(make: impl FnOnce() -> Option<Function>) -> bool {
         return false;
     }
     if let Some(f) = make() {
-        let _ = compile_now(&f);
+        let _ = compile_now(&f, Instant::now());
     }
     true
 }
@@ -404,14 +404,12 @@ fn stop_warm_up() {
 pub fn compile(f: &Function) -> Result<CompiledKernel, String> {
     let start = Instant::now();
     stop_warm_up();
-    compile_now(f).map(|k| CompiledKernel {
-        compile_time: start.elapsed(),
-        ..k
-    })
+    compile_now(f, start)
 }
 
-fn compile_now(f: &Function) -> Result<CompiledKernel, String> {
-    let start = Instant::now();
+/// `compile` without waiting for the warm-up; its compile time is counted
+/// from `start`.
+fn compile_now(f: &Function, start: Instant) -> Result<CompiledKernel, String> {
     let f = &passes::for_codegen(f, passes::Backend::Cranelift);
     let split = shares::split(f);
     let kernel = split.as_ref().map_or(f, |(k, _)| k);
