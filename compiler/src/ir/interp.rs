@@ -217,7 +217,7 @@ impl<'m> Interp<'m> {
                     self.eval(stride)?.int()?;
                     self.eval(len)?.int()?;
                 }
-                Stmt::Comment(_) => {}
+                Stmt::Comment(_) | Stmt::Unlikely => {}
             }
         }
         Ok(())

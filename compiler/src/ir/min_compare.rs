@@ -103,7 +103,7 @@ fn rewrite_stmt(s: &mut Stmt, m: Merge, known: Option<VarId>) {
                 rewrite_stmt(t, m, known);
             }
         }
-        Stmt::If { .. } | Stmt::Comment(_) => {}
+        Stmt::If { .. } | Stmt::Comment(_) | Stmt::Unlikely => {}
     }
 }
 

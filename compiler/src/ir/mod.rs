@@ -233,6 +233,10 @@ pub enum Stmt {
         len: Expr,
     },
     Comment(String),
+    /// A hint: the block that holds it runs rarely (a run's end among
+    /// long runs), so a backend may lay it out away from the hot path. It
+    /// changes nothing else.
+    Unlikely,
 }
 
 pub type Block = Vec<Stmt>;
@@ -446,7 +450,7 @@ fn stmt_exprs_mut(s: &mut Stmt) -> Vec<&mut Expr> {
         Stmt::Prefetch {
             at, stride, len, ..
         } => vec![at, stride, len],
-        Stmt::Comment(_) => vec![],
+        Stmt::Comment(_) | Stmt::Unlikely => vec![],
     }
 }
 
@@ -461,7 +465,7 @@ pub fn stmt_exprs(s: &Stmt) -> Vec<&Expr> {
         Stmt::Prefetch {
             at, stride, len, ..
         } => vec![at, stride, len],
-        Stmt::Comment(_) => vec![],
+        Stmt::Comment(_) | Stmt::Unlikely => vec![],
     }
 }
 

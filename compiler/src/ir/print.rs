@@ -340,6 +340,7 @@ impl<'a> Printer<'a> {
                 let text = format!("// {t}");
                 self.line(depth, &text);
             }
+            Stmt::Unlikely => self.line(depth, "// rarely runs (a layout hint)"),
         }
     }
 

@@ -193,7 +193,7 @@ fn hoisted(body: Block, p: VarId, row: VarId) -> Option<(Block, Block)> {
                         !reads
                     }
                     // A hint changes nothing.
-                    Stmt::Prefetch { .. } | Stmt::Comment(_) => true,
+                    Stmt::Prefetch { .. } | Stmt::Comment(_) | Stmt::Unlikely => true,
                     _ => false,
                 });
                 if !(arms_stable && sets_y == 1 && passes_reads) {

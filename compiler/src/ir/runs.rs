@@ -192,7 +192,9 @@ fn with_runs(
     let sum = fresh_var(vars, "run_sum", Ty::F64);
     let new_run = Stmt::If {
         cond: Expr::Cmp(CmpOp::Ne, Box::new(index.clone()), Box::new(Expr::Var(at))),
+        // Runs are long where this pass applies (`shortest_run`).
         then: vec![
+            Stmt::Unlikely,
             flush(&array, at, Expr::Var(sum)),
             Stmt::Set(at, index),
             Stmt::Set(sum, Expr::Float(0.0)),
@@ -298,7 +300,7 @@ fn paired_runs(
             Stmt::Set(sum, Expr::add(Expr::Var(sum), Expr::Var(e1))),
             Stmt::Set(sum2, Expr::add(Expr::Var(sum2), Expr::Var(e2))),
         ],
-        els: [step(i1, e1), step(i2, e2)].concat(),
+        els: [vec![Stmt::Unlikely], step(i1, e1), step(i2, e2)].concat(),
     });
     let mut last = first;
     last.extend(step(i1, e1));
@@ -385,6 +387,48 @@ mod tests {
                 "{entries} a run, Cranelift"
             );
         }
+    }
+
+    /// The blocks of `b` (nested too) that hold `Stmt::Unlikely`, with
+    /// whether each also ends a run (flushes into `y`).
+    fn rare_blocks(b: &Block, out: &mut Vec<bool>) {
+        if b.contains(&Stmt::Unlikely) {
+            let mut flushes = false;
+            walk_block(b, &mut |s| {
+                flushes |= matches!(s, Stmt::Store(a, ..) if *a == ArrayRef::vals("y"))
+            });
+            out.push(flushes);
+        }
+        for s in b {
+            match s {
+                Stmt::For { body, .. } | Stmt::While { body, .. } => rare_blocks(body, out),
+                Stmt::If { then, els, .. } => {
+                    rare_blocks(then, out);
+                    rare_blocks(els, out);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    #[test]
+    fn a_run_s_end_is_marked_rare_and_nothing_else_is() {
+        // Straight bodies run in pairs (one rare block: a pair that leaves
+        // the run); others test each entry (one: the entry that starts a run).
+        let mut f = coo_sum(8);
+        let mut rare = Vec::new();
+        rare_blocks(&for_codegen(&f, Backend::Cranelift).body, &mut rare);
+        assert_eq!(rare, vec![true]);
+        if let Stmt::For { body, .. } = &mut f.body[0] {
+            body.push(Stmt::If {
+                cond: Expr::Bool(true),
+                then: vec![Stmt::Comment("not straight".into())],
+                els: Vec::new(),
+            });
+        }
+        let mut rare = Vec::new();
+        rare_blocks(&for_codegen(&f, Backend::Cranelift).body, &mut rare);
+        assert_eq!(rare, vec![true]);
     }
 
     #[test]

@@ -113,6 +113,7 @@ fn stmt(s: &Stmt, o: usize, t: &Temporary<'_>) -> Stmt {
             len: e(len),
         },
         Stmt::Comment(c) => Stmt::Comment(c.clone()),
+        Stmt::Unlikely => Stmt::Unlikely,
     }
 }
 

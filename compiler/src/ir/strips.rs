@@ -111,8 +111,12 @@ fn nest(s: &Stmt) -> Option<Nest<'_>> {
             return None;
         };
         let (last, prefix) = body.split_last()?;
-        let values =
-            |s: &Stmt| matches!(s, Stmt::Let(..) | Stmt::Prefetch { .. } | Stmt::Comment(_));
+        let values = |s: &Stmt| {
+            matches!(
+                s,
+                Stmt::Let(..) | Stmt::Prefetch { .. } | Stmt::Comment(_) | Stmt::Unlikely
+            )
+        };
         if !prefix.iter().all(values) {
             return None;
         }

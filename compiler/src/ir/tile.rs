@@ -165,7 +165,7 @@ fn own_statements(
                 own_statements(then, row, own, stored)?;
                 own_statements(els, row, own, stored)?;
             }
-            Stmt::Comment(_) => {}
+            Stmt::Comment(_) | Stmt::Unlikely => {}
             _ => return None,
         }
     }

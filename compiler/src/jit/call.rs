@@ -34,7 +34,16 @@ pub(crate) struct Code {
     module: Option<JITModule>,
     /// Kept open while `entry` may be called.
     _library: Option<libloading::Library>,
+    /// A copy of the module's code at an offset of `jit::placement`'s
+    /// choosing, which `entry` points into; unmapped on drop.
+    placed: Option<Mapping>,
     entry: extern "C" fn(*mut Args) -> i64,
+}
+
+/// Pages mapped for `Code::placed`.
+struct Mapping {
+    base: *mut libc::c_void,
+    len: usize,
 }
 
 impl Code {
@@ -46,7 +55,47 @@ impl Code {
         Code {
             module: Some(module),
             _library: None,
+            placed: None,
             entry,
+        }
+    }
+
+    /// `new`, but with the `len` bytes of code at `ptr` copied to `offset`
+    /// bytes past a page boundary (then the module's own copy is freed).
+    /// The code must be position-independent but for absolute addresses of
+    /// other functions (`jit::compile` checks its relocations). Falls back
+    /// to `new` where pages cannot be mapped.
+    pub(super) fn placed(module: JITModule, ptr: *const u8, len: usize, offset: usize) -> Self {
+        let size = (offset + len).next_multiple_of(4096);
+        // SAFETY: a fresh private anonymous mapping, written before it is
+        // made executable and never written again; `ptr..ptr + len` is the
+        // finalized code of `module`, alive until `free_memory` below.
+        unsafe {
+            let base = libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            if base == libc::MAP_FAILED {
+                return Code::new(module, ptr);
+            }
+            let at = (base as *mut u8).add(offset);
+            std::ptr::copy_nonoverlapping(ptr, at, len);
+            if libc::mprotect(base, size, libc::PROT_READ | libc::PROT_EXEC) != 0 {
+                libc::munmap(base, size);
+                return Code::new(module, ptr);
+            }
+            module.free_memory();
+            Code {
+                module: None,
+                _library: None,
+                placed: Some(Mapping { base, len: size }),
+                // SAFETY: as in `new`, a copy of the same function.
+                entry: std::mem::transmute::<*const u8, extern "C" fn(*mut Args) -> i64>(at),
+            }
         }
     }
 
@@ -74,6 +123,7 @@ impl Code {
         Ok(Code {
             module: None,
             _library: Some(lib),
+            placed: None,
             entry,
         })
     }
@@ -92,6 +142,10 @@ impl Drop for Code {
             // SAFETY: the only pointer into this module's memory is `entry`,
             // which dies with `self`.
             unsafe { m.free_memory() };
+        }
+        if let Some(m) = self.placed.take() {
+            // SAFETY: as above, `entry` dies with `self`.
+            unsafe { libc::munmap(m.base, m.len) };
         }
     }
 }

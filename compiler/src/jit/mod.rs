@@ -3,6 +3,7 @@
 
 mod call;
 mod count;
+mod placement;
 mod shares;
 mod translate;
 mod vector;
@@ -187,6 +188,8 @@ fn host_isa(opt: Opt) -> Result<OwnedTargetIsa, String> {
         )?;
         // Kernels never unwind.
         set(&mut flags, "unwind_info", "false")?;
+        // Block offsets, for `placement`.
+        set(&mut flags, "machine_code_cfg_info", "true")?;
         let isa_builder = cranelift_native::builder().map_err(|e| format!("host ISA: {e}"))?;
         isa_builder
             .finish(settings::Flags::new(flags))
@@ -415,12 +418,19 @@ fn compile_now(f: &Function, start: Instant) -> Result<CompiledKernel, String> {
     let kernel = split.as_ref().map_or(f, |(k, _)| k);
     let (arrays, params) = arguments(f, kernel);
     let (mut module, mut ctx, id) = build(kernel, &arrays, &params, false)?;
+    let placing = ctx.compiled_code().and_then(placing);
     module.clear_context(&mut ctx);
     module
         .finalize_definitions()
         .map_err(|e| format!("finalize: {e}"))?;
     let ptr = module.get_finalized_function(id);
-    let code = call::Code::new(module, ptr);
+    let code = match placing {
+        // The module's own copy sits where it should already.
+        Some((len, offset)) if ptr as usize % 32 != offset => {
+            call::Code::placed(module, ptr, len, offset)
+        }
+        _ => call::Code::new(module, ptr),
+    };
     Ok(CompiledKernel {
         name: f.name.clone(),
         arrays,
@@ -432,6 +442,25 @@ fn compile_now(f: &Function, start: Instant) -> Result<CompiledKernel, String> {
         shares: split.map(|(_, search)| search),
         code,
     })
+}
+
+/// The length of `code` and the offset to place it at (`placement`), on
+/// x86-64 only and where the code can move: its only relocations are
+/// absolute addresses of other functions.
+fn placing(code: &cranelift_codegen::CompiledCode) -> Option<(usize, usize)> {
+    if !cfg!(target_arch = "x86_64") {
+        return None;
+    }
+    let movable = code
+        .buffer
+        .relocs()
+        .iter()
+        .all(|r| r.kind == cranelift_codegen::binemit::Reloc::Abs8);
+    if !movable {
+        return None;
+    }
+    let bytes = code.code_buffer();
+    Some((bytes.len(), placement::best_offset(bytes, &code.bb_starts)))
 }
 
 /// The machine code Cranelift makes of `f`, as assembly text (`--emit asm`).

@@ -705,12 +705,15 @@ impl<'a, 'b> Translator<'a, 'b> {
                 self.branch(cond, t, e)?;
                 self.b.seal_block(t);
                 self.b.seal_block(e);
-                self.b.switch_to_block(t);
-                self.block(then)?;
-                self.b.ins().jump(merge, &[]);
-                self.b.switch_to_block(e);
-                self.block(els)?;
-                self.b.ins().jump(merge, &[]);
+                for (entry, body) in [(t, then), (e, els)] {
+                    self.b.switch_to_block(entry);
+                    let first_new = self.b.func.dfg.num_blocks();
+                    self.block(body)?;
+                    self.b.ins().jump(merge, &[]);
+                    if body.contains(&Stmt::Unlikely) {
+                        self.set_cold(entry, first_new);
+                    }
+                }
                 self.b.seal_block(merge);
                 self.b.switch_to_block(merge);
             }
@@ -723,9 +726,20 @@ impl<'a, 'b> Translator<'a, 'b> {
                 stride,
                 len,
             } => self.prefetch(array, coords, at, *positions, stride, len)?,
-            Stmt::Comment(_) => {}
+            Stmt::Comment(_) | Stmt::Unlikely => {}
         }
         Ok(())
+    }
+
+    /// Mark `entry` and every block made since the `first_new`th cold:
+    /// Cranelift lays them out after the function's hot blocks, so a rare
+    /// path (`Stmt::Unlikely`) leaves its loop's code short and its jumps
+    /// where `jit::placement` can see them.
+    fn set_cold(&mut self, entry: Block, first_new: usize) {
+        self.b.set_cold_block(entry);
+        for k in first_new..self.b.func.dfg.num_blocks() {
+            self.b.set_cold_block(Block::from_u32(k as u32));
+        }
     }
 
     /// A short innermost loop of a constant trip count (a block's inner

@@ -93,7 +93,7 @@ pub(super) fn plan<'v>(index: VarId, body: &[Stmt], vars: &'v [VarInfo]) -> Opti
                 }
                 p.stored.insert(a.clone(), i.clone());
             }
-            Stmt::Let(..) | Stmt::Comment(_) => {}
+            Stmt::Let(..) | Stmt::Comment(_) | Stmt::Unlikely => {}
             _ => return None,
         }
     }

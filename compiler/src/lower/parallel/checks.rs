@@ -144,7 +144,7 @@ pub(super) fn rows_frame_fits(
     };
     let set_up_fits = before.iter().all(|s| match s {
         Stmt::Let(_, e) => pure(e),
-        Stmt::Comment(_) => true,
+        Stmt::Comment(_) | Stmt::Unlikely => true,
         Stmt::Set(..) => false,
         s => !assigns_outside(s),
     });
@@ -152,7 +152,7 @@ pub(super) fn rows_frame_fits(
         && bounds.into_iter().all(pure)
         && after
             .iter()
-            .all(|s| matches!(s, Stmt::Let(..) | Stmt::Comment(_)))
+            .all(|s| matches!(s, Stmt::Let(..) | Stmt::Comment(_) | Stmt::Unlikely))
 }
 
 #[cfg(test)]
