@@ -18,7 +18,8 @@
 //! weighing more the deeper the loops around it, then the fewest 32-byte
 //! windows its loops span. Rare paths inside loops (`ir::Stmt::Unlikely`)
 //! are laid out after the function's return by Cranelift, so they neither
-//! count nor hide the hot jumps.
+//! count nor hide the hot jumps. A merge stays where Cranelift put it
+//! (`PREDICTABLE_TARGETS`).
 //!
 //! The code is read from the block starts Cranelift reports
 //! (`machine_code_cfg_info`); its edge list is not used, as it pairs
@@ -34,13 +35,14 @@ const FUSED_COMPARE: u32 = 4;
 const DEPTH_WEIGHT: u64 = 16;
 /// A jump on a boundary costs as much as this many extra windows of its loop.
 const JUMP_ON_BOUNDARY: u64 = 8;
-/// An innermost loop with more jumps than this (a merge of two operands:
-/// which way each goes depends on the data) is left where it is: its speed
-/// at each offset followed no rule found. CSR add on bcsstk13 ran in 0.19
-/// ms at offsets 0-8 and 16, and 0.23-0.43 at most others, where the
-/// erratum allows only 7 and 8. The back jump of a loop, an exit and a rare
-/// path's jump are three.
-const PREDICTABLE_JUMPS: usize = 3;
+/// An innermost loop whose jumps go to more places than this (a merge of
+/// two operands: which way each goes depends on the data) is left where it
+/// is: its speed at each offset followed no rule found. CSR add on bcsstk13
+/// ran in 0.19 ms at offsets 0-8 and 16, and 0.23-0.43 at most others,
+/// where the erratum allows only 7 and 8. A loop's own start, its exit and
+/// one more are three: a rare path, or the one place that the clipped rows
+/// of an unrolled block (`BCSR(4)`) all skip to.
+const PREDICTABLE_TARGETS: usize = 3;
 /// Deeper nests weigh no more than this depth (keeps the weights in u64).
 const MAX_DEPTH: u32 = 8;
 
@@ -68,8 +70,8 @@ struct Span {
 struct Layout {
     jumps: Vec<Span>,
     loops: Vec<Span>,
-    /// One of the hottest innermost loops branches more than
-    /// `PREDICTABLE_JUMPS` ways (a merge).
+    /// One of the hottest innermost loops jumps to more than
+    /// `PREDICTABLE_TARGETS` places (a merge).
     branchy: bool,
 }
 
@@ -157,12 +159,20 @@ impl Layout {
             })
             .collect();
         let hottest = loops.iter().map(|l| l.weight).max().unwrap_or(0);
+        let targets = |l: &Span| {
+            let mut to: Vec<u32> = blocks
+                .iter()
+                .filter(|(s, e, _)| l.start <= *s && *e <= l.end)
+                .flat_map(|(_, _, tail)| tail.jumps.iter().map(|&(_, to)| to))
+                .collect();
+            to.sort_unstable();
+            to.dedup();
+            to.len()
+        };
         let branchy = loops.iter().any(|l| {
-            let inside = |s: &Span| l.start <= s.start && s.end <= l.end;
+            let inside = |m: &Span| l.start <= m.start && m.end <= l.end;
             let innermost = !loops.iter().any(|m| m != l && inside(m));
-            innermost
-                && l.weight == hottest
-                && jumps.iter().filter(|j| inside(j)).count() > PREDICTABLE_JUMPS
+            innermost && l.weight == hottest && targets(l) > PREDICTABLE_TARGETS
         });
         Layout {
             jumps,
@@ -331,6 +341,32 @@ mod tests {
         let layout = Layout::new(&code, &starts);
         assert_eq!(layout.loops.len(), 1);
         assert_eq!((layout.loops[0].start, layout.loops[0].end), (10, 30));
+    }
+
+    /// A loop [10, 64) whose blocks at 10, 16 and 22 jump forward to
+    /// `exits` (block starts 64, 66 or 68, each a return) and whose last
+    /// block [58, 64) jumps back to 10, on the boundary at offset 0.
+    fn loop_with_exits(exits: [u32; 3]) -> (Vec<u8>, Vec<u32>) {
+        let mut code = nops(10);
+        for (k, to) in exits.into_iter().enumerate() {
+            code.extend(jump(true, 16 + 6 * k as u32, to));
+        }
+        code.extend(nops(30));
+        code.extend(jump(true, 64, 10));
+        for _ in 0..3 {
+            code.extend([0x5D, 0xC3]);
+        }
+        (code, vec![0, 10, 16, 22, 28, 58, 64, 66, 68])
+    }
+
+    #[test]
+    fn a_loop_that_leaves_to_one_place_moves_and_a_merge_stays() {
+        let (code, starts) = loop_with_exits([64, 64, 64]);
+        assert_ne!(best_offset(&code, &starts), 0);
+        // Four places to go (three exits and its start): a merge's shape.
+        let (code, starts) = loop_with_exits([64, 66, 68]);
+        assert!(Layout::new(&code, &starts).branchy);
+        assert_eq!(best_offset(&code, &starts), 0);
     }
 
     #[test]
