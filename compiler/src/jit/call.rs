@@ -130,8 +130,8 @@ impl Code {
 }
 
 // SAFETY: through a shared reference only `entry`, a plain function
-// pointer, is read (the module and library are touched only when dropped,
-// which takes ownership); the code it points to is immutable once
+// pointer, is read (the module, library and mapping are touched only when
+// dropped, which takes ownership); the code it points to is immutable once
 // finalized and keeps no state between calls, so threads may call it at
 // the same time.
 unsafe impl Sync for Code {}
