@@ -233,9 +233,10 @@ pub enum Stmt {
         len: Expr,
     },
     Comment(String),
-    /// A hint: the block that holds it runs rarely (a run's end among
-    /// long runs), so a backend may lay it out away from the hot path. It
-    /// changes nothing else.
+    /// A hint: the arm of an `if` that holds it (at its top level) runs
+    /// rarely, such as a run's end among long runs (`ir::runs`), so a
+    /// backend may lay it out away from the hot path. It changes nothing
+    /// else.
     Unlikely,
 }
 

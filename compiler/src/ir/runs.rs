@@ -389,26 +389,26 @@ mod tests {
         }
     }
 
-    /// The blocks of `b` (nested too) that hold `Stmt::Unlikely`, with
-    /// whether each also ends a run (flushes into `y`).
-    fn rare_blocks(b: &Block, out: &mut Vec<bool>) {
-        if b.contains(&Stmt::Unlikely) {
-            let mut flushes = false;
-            walk_block(b, &mut |s| {
-                flushes |= matches!(s, Stmt::Store(a, ..) if *a == ArrayRef::vals("y"))
-            });
-            out.push(flushes);
-        }
-        for s in b {
-            match s {
-                Stmt::For { body, .. } | Stmt::While { body, .. } => rare_blocks(body, out),
-                Stmt::If { then, els, .. } => {
-                    rare_blocks(then, out);
-                    rare_blocks(els, out);
-                }
-                _ => {}
+    /// For each arm of an `if` in `b` (nested too) that holds
+    /// `Stmt::Unlikely`, whether it also ends a run (flushes into `y`).
+    fn rare_arms(b: &Block) -> Vec<bool> {
+        let mut out = Vec::new();
+        walk_block(b, &mut |s| {
+            let Stmt::If { then, els, .. } = s else {
+                return;
+            };
+            for arm in [then, els]
+                .into_iter()
+                .filter(|a| a.contains(&Stmt::Unlikely))
+            {
+                let mut flushes = false;
+                walk_block(arm, &mut |t| {
+                    flushes |= matches!(t, Stmt::Store(a, ..) if *a == ArrayRef::vals("y"))
+                });
+                out.push(flushes);
             }
-        }
+        });
+        out
     }
 
     #[test]
@@ -416,9 +416,10 @@ mod tests {
         // Straight bodies run in pairs (one rare block: a pair that leaves
         // the run); others test each entry (one: the entry that starts a run).
         let mut f = coo_sum(8);
-        let mut rare = Vec::new();
-        rare_blocks(&for_codegen(&f, Backend::Cranelift).body, &mut rare);
-        assert_eq!(rare, vec![true]);
+        assert_eq!(
+            rare_arms(&for_codegen(&f, Backend::Cranelift).body),
+            vec![true]
+        );
         if let Stmt::For { body, .. } = &mut f.body[0] {
             body.push(Stmt::If {
                 cond: Expr::Bool(true),
@@ -426,9 +427,10 @@ mod tests {
                 els: Vec::new(),
             });
         }
-        let mut rare = Vec::new();
-        rare_blocks(&for_codegen(&f, Backend::Cranelift).body, &mut rare);
-        assert_eq!(rare, vec![true]);
+        assert_eq!(
+            rare_arms(&for_codegen(&f, Backend::Cranelift).body),
+            vec![true]
+        );
     }
 
     #[test]
