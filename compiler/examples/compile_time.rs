@@ -32,6 +32,16 @@ fn main() {
             &[("A", "DIA", 2), ("x", "dense", 1), ("y", "dense", 1)],
         ),
         (
+            "SpMV ELL",
+            "y(i) = A(i,j) * x(j)",
+            &[("A", "ELL", 2), ("x", "dense", 1), ("y", "dense", 1)],
+        ),
+        (
+            "SpMV BCSR(4)",
+            "y(i) = A(i,j) * x(j)",
+            &[("A", "BCSR(4)", 2), ("x", "dense", 1), ("y", "dense", 1)],
+        ),
+        (
             "PLUS CSR",
             "A(i,j) = B(i,j) + C(i,j)",
             &[("A", "CSR", 2), ("B", "CSR", 2), ("C", "CSR", 2)],
@@ -139,7 +149,7 @@ fn main() {
             println!("{}", cranelift_codegen::timing::take_current());
         }
         println!(
-            "{label:10} lower {lower_ms:6.3} ms  jit first {first:7.3} ms  then median {:6.3} ms",
+            "{label:12} lower {lower_ms:6.3} ms  jit first {first:7.3} ms  then median {:6.3} ms",
             times[times.len() / 2]
         );
     }

@@ -111,3 +111,39 @@ fn blocks_of_every_size_around_the_unrolled_length() {
         );
     }
 }
+
+#[test]
+fn block_rows_in_lanes_add_in_order_and_skip_stored_zeros() {
+    // A block row's products run in lanes and are added one lane after
+    // the other: terms whose sum depends on the order (1e16, 1, -1e16)
+    // must come out as the interpreter adds them. Column 1 of `x` is
+    // infinite and meets only stored zeros inside blocks, which must not
+    // turn into NaN. 8 columns fill the blocks of 4; 9 and 7 leave the
+    // last block cut short (the scalar path).
+    for (rows, cols) in [(8, 8), (9, 9), (7, 7), (6, 8)] {
+        let mut a = CooTensor::new(vec![rows, cols]);
+        for i in 0..rows as u32 {
+            for j in 0..cols as u32 {
+                if j != 1 && (i + j) % 3 != 2 {
+                    let v = [1e16, 1.0, -1e16, 3.0][(i * 7 + j) as usize % 4];
+                    a.push(&[i, j], v);
+                }
+            }
+        }
+        let mut x = CooTensor::new(vec![cols]);
+        for j in 0..cols as u32 {
+            x.push(
+                &[j],
+                if j == 1 {
+                    f64::INFINITY
+                } else {
+                    1.0 + j as f64
+                },
+            );
+        }
+        let d = BTreeMap::from([("A".to_string(), a), ("x".to_string(), x)]);
+        for f in ["BCSR(4)", "BCSR(2)", "BCSR(3)"] {
+            same_bits("y(i) = A(i,j) * x(j)", &[("A", f)], &d, &[rows]);
+        }
+    }
+}

@@ -4,6 +4,7 @@
 //! Blocks are sealed as soon as their predecessors are known, so SSA
 //! construction never guesses.
 
+use super::vector::Sums;
 use crate::ir::{ArrayRef, BinOp, CmpOp, ElemTy, Expr, Function, ParamRef, Stmt, Ty, VarInfo};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
@@ -575,7 +576,7 @@ impl<'a, 'b> Translator<'a, 'b> {
         found
     }
 
-    fn block(&mut self, stmts: &[Stmt]) -> Result<(), String> {
+    pub(super) fn block(&mut self, stmts: &[Stmt]) -> Result<(), String> {
         let mut k = 0;
         while k < stmts.len() {
             // Reserves of one length in a row (an append's arrays, gathered
@@ -650,13 +651,22 @@ impl<'a, 'b> Translator<'a, 'b> {
             } => {
                 let var = *self.vars.get(*var_id as usize).ok_or("unknown variable")?;
                 if let Some(trips) = unrolled(lo, hi).filter(|_| !crate::ir::has_loops(body)) {
-                    return self.unrolled_loop(var, trips, body);
+                    let var_info = std::mem::take(&mut self.var_info);
+                    let lanes = (trips.1 - trips.0 >= 2)
+                        .then(|| super::vector::plan(*var_id, body, &var_info, Sums::InLaneOrder))
+                        .flatten();
+                    let done = match lanes {
+                        Some(plan) => self.unrolled_vector_loop(&plan, var, trips, body),
+                        None => self.unrolled_loop(var, trips, body),
+                    };
+                    self.var_info = var_info;
+                    return done;
                 }
                 let lo = self.expr(lo)?;
                 let hi = self.expr(hi)?;
                 let var_info = std::mem::take(&mut self.var_info);
                 let vectorized = match (
-                    super::vector::plan(*var_id, body, &var_info),
+                    super::vector::plan(*var_id, body, &var_info, Sums::Refused),
                     super::count::plan(*var_id, body),
                 ) {
                     (Some(plan), _) => self.vector_loop(&plan, var, lo, hi, body).map(|()| true),
@@ -735,7 +745,7 @@ impl<'a, 'b> Translator<'a, 'b> {
     /// Cranelift lays them out after the function's hot blocks, so a rare
     /// path (`Stmt::Unlikely`) leaves its loop's code short and its jumps
     /// where `jit::placement` can see them.
-    fn set_cold(&mut self, entry: Block, first_new: usize) {
+    pub(super) fn set_cold(&mut self, entry: Block, first_new: usize) {
         self.b.set_cold_block(entry);
         for k in first_new..self.b.func.dfg.num_blocks() {
             self.b.set_cold_block(Block::from_u32(k as u32));
@@ -747,7 +757,7 @@ impl<'a, 'b> Translator<'a, 'b> {
     /// loop's compare and branch cost as much as its body. A loop clipped
     /// to a bound (`ir::clip`: the last block of a dimension no multiple of
     /// the block size) leaves the unrolled iterations at the first past it.
-    fn unrolled_loop(
+    pub(super) fn unrolled_loop(
         &mut self,
         var: Variable,
         (lo, hi, clip): (i64, i64, Option<&Expr>),

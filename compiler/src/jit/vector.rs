@@ -12,13 +12,20 @@
 //! operations in the same order, so results are bitwise those of the
 //! scalar loop. An array the loop stores is read only at the index it is
 //! stored at, so no lane reads what another lane writes.
+//!
+//! A short loop the translator unrolls (a block's row in `BCSR(4)`) may
+//! also add into sums (`s += term`): its terms are computed in lanes and
+//! then added to `s` one lane after the other, in the scalar loop's order,
+//! so the sum is bitwise the scalar one. What lanes save there is the
+//! work per term: a block row's four loads, products and stored-zero tests
+//! are two vector operations each instead of four scalar ones.
 
 use super::translate::Translator;
 use crate::ir::{ArrayRef, BinOp, ElemTy, Expr, Stmt, Ty, VarId, VarInfo};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Value};
 use cranelift_frontend::Variable;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Elements per vector (`f64x2`: the widest vector Cranelift's x64 backend
 /// lowers).
@@ -59,13 +66,39 @@ pub(super) struct Plan<'v> {
     stored: BTreeMap<ArrayRef, Expr>,
     /// Every variable the body declares: one read before its `let` would
     /// be the previous iteration's value, which lanes cannot give.
-    declared: std::collections::BTreeSet<VarId>,
+    declared: BTreeSet<VarId>,
+    /// The sums the body adds into (`s += term`), each at one place and
+    /// read nowhere else.
+    sums: BTreeSet<VarId>,
     vars: &'v [VarInfo],
+}
+
+/// Whether a loop may add into sums: only where the lanes' terms are then
+/// added one at a time (`Translator::unrolled_vector_loop`). The long
+/// loops' vector path does not: there the chain of adds, not the terms,
+/// sets the pace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Sums {
+    Refused,
+    InLaneOrder,
+}
+
+/// `term` of `s = s + term`.
+fn sum_term(s: VarId, e: &Expr) -> Option<&Expr> {
+    match e {
+        Expr::Bin(BinOp::Add, a, term) if **a == Expr::Var(s) => Some(term),
+        _ => None,
+    }
 }
 
 /// The plan for `for index in ..: body`, or `None` when the loop does not
 /// have the shape described above.
-pub(super) fn plan<'v>(index: VarId, body: &[Stmt], vars: &'v [VarInfo]) -> Option<Plan<'v>> {
+pub(super) fn plan<'v>(
+    index: VarId,
+    body: &[Stmt],
+    vars: &'v [VarInfo],
+    sums: Sums,
+) -> Option<Plan<'v>> {
     let declared = body
         .iter()
         .filter_map(|s| {
@@ -82,11 +115,18 @@ pub(super) fn plan<'v>(index: VarId, body: &[Stmt], vars: &'v [VarInfo]) -> Opti
         unit_lets: BTreeMap::new(),
         stored: BTreeMap::new(),
         declared,
+        sums: BTreeSet::new(),
         vars,
     };
-    // Every stored array, at the one index it is stored at.
+    // Every stored array, at the one index it is stored at; every sum.
     for s in body {
         match s {
+            Stmt::Set(v, e) if sums == Sums::InLaneOrder && sum_term(*v, e).is_some() => {
+                let float = vars.get(*v as usize).is_some_and(|i| i.ty == Ty::F64);
+                if !float || *v == index || p.declared.contains(v) || !p.sums.insert(*v) {
+                    return None;
+                }
+            }
             Stmt::Store(a, i, _) => {
                 if a.elem() != ElemTy::F64 || p.stored.get(a).is_some_and(|j| j != i) {
                     return None;
@@ -113,6 +153,13 @@ pub(super) fn plan<'v>(index: VarId, body: &[Stmt], vars: &'v [VarInfo]) -> Opti
                 if p.classify(i)? != Class::Unit
                     || !matches!(p.classify(v)?, Class::Floats | Class::Uniform)
                 {
+                    return None;
+                }
+            }
+            // A term never reads its sum: `classify` refuses sums.
+            Stmt::Set(v, e) => {
+                let term = sum_term(*v, e)?;
+                if !matches!(p.classify(term)?, Class::Floats | Class::Uniform) {
                     return None;
                 }
             }
@@ -160,6 +207,8 @@ impl Plan<'_> {
         Some(match e {
             Expr::Int(_) | Expr::Float(_) | Expr::Bool(_) | Expr::Param(_) => Uniform,
             Expr::Var(v) if *v == self.index => Unit,
+            // A sum is read only by its own add, one lane at a time.
+            Expr::Var(v) if self.sums.contains(v) => return None,
             // Variables the body does not assign are the same in every lane.
             Expr::Var(v) => match self.lets.get(v) {
                 Some(c) => *c,
@@ -282,9 +331,77 @@ impl Translator<'_, '_> {
                     let f = self.elems_with(vector_flags());
                     self.b.ins().store(f, x, addr, offset);
                 }
+                Stmt::Set(v, e) => {
+                    let term = sum_term(*v, e).ok_or("vector loop: a set that is no sum")?;
+                    let x = self.vexpr(plan, lanes, term)?;
+                    let var = self.var(*v)?;
+                    let mut sum = self.b.use_var(var);
+                    for lane in 0..LANES as u8 {
+                        let t = self.b.ins().extractlane(x, lane);
+                        sum = self.b.ins().fadd(sum, t);
+                    }
+                    self.b.def_var(var, sum);
+                }
                 _ => {}
             }
         }
+        Ok(())
+    }
+
+    /// `for var in lo..hi { body }` of a constant trip count, which the
+    /// translator unrolls, with pairs of iterations as vectors and an odd
+    /// last one scalar. A loop clipped to a bound (`hi` is `min(h, clip)`,
+    /// `translate::unrolled`) runs so when the bound leaves it whole, and
+    /// as the scalar unrolled loop otherwise (the last block of a dimension
+    /// no multiple of the block size).
+    pub(super) fn unrolled_vector_loop(
+        &mut self,
+        plan: &Plan,
+        var: Variable,
+        (lo, hi, clip): (i64, i64, Option<&Expr>),
+        body: &[Stmt],
+    ) -> Result<(), String> {
+        let (whole, done) = (self.b.create_block(), self.b.create_block());
+        match clip {
+            Some(bound) => {
+                let bound = self.expr(bound)?;
+                let inside = self
+                    .b
+                    .ins()
+                    .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, bound, hi);
+                let part = self.b.create_block();
+                self.b.ins().brif(inside, whole, &[], part, &[]);
+                self.b.seal_block(part);
+                self.b.switch_to_block(part);
+                let first_new = self.b.func.dfg.num_blocks();
+                self.unrolled_loop(var, (lo, hi, clip), body)?;
+                self.b.ins().jump(done, &[]);
+                // Only a dimension's last block is cut short.
+                self.set_cold(part, first_new);
+            }
+            None => {
+                self.b.ins().jump(whole, &[]);
+            }
+        }
+        self.b.seal_block(whole);
+        self.b.switch_to_block(whole);
+        let mut lanes = Lanes {
+            k: self.b.ins().iconst(types::I64, lo),
+            copy: 0,
+            vars: BTreeMap::new(),
+        };
+        for copy in 0..(hi - lo) / LANES {
+            lanes.copy = copy;
+            self.vector_body(plan, &mut lanes, body)?;
+        }
+        if (hi - lo) % LANES != 0 {
+            let last = self.b.ins().iconst(types::I64, hi - 1);
+            self.b.def_var(var, last);
+            self.block(body)?;
+        }
+        self.b.ins().jump(done, &[]);
+        self.b.seal_block(done);
+        self.b.switch_to_block(done);
         Ok(())
     }
 
@@ -376,7 +493,7 @@ mod tests {
     fn planned(f: &Function) -> Option<Vec<Class>> {
         match f.body.last()? {
             Stmt::For { var, body, .. } => {
-                plan(*var, body, &f.vars).map(|p| p.lets.values().copied().collect())
+                plan(*var, body, &f.vars, Sums::Refused).map(|p| p.lets.values().copied().collect())
             }
             _ => None,
         }
@@ -427,6 +544,61 @@ mod tests {
             planned(&f),
             Some(vec![Class::Unit, Class::Floats, Class::Floats])
         );
+    }
+
+    /// `for j in 0..4 { let p = base + j; let v = A[p]; s += v != 0 ? v * x[p] : 0 }`
+    /// (a block row of `BCSR`), with `extra` after it.
+    fn block_row(extra: impl Fn(&mut Emitter, Expr, Expr)) -> Function {
+        let mut e = Emitter::new();
+        let base = e.let_var("base", Expr::Int(8));
+        let sum = e.let_var("s", Expr::Float(0.0));
+        e.for_("j", Expr::Int(0), Expr::Int(4), |e, j| {
+            let p = e.let_var("p", Expr::add(base.clone(), j.clone()));
+            let v = e.let_var("v", Expr::load(ArrayRef::vals("A"), p.clone()));
+            let term = Expr::select(
+                Expr::ne(v.clone(), Expr::Float(0.0)),
+                Expr::mul(v, Expr::load(ArrayRef::vals("x"), p)),
+                Expr::Float(0.0),
+            );
+            e.set(&sum, Expr::add(sum.clone(), term));
+            extra(e, j, sum.clone());
+        });
+        e.finish("j")
+    }
+
+    fn planned_sums(f: &Function) -> Option<Vec<VarId>> {
+        match f.body.last()? {
+            Stmt::For { var, body, .. } => {
+                plan(*var, body, &f.vars, Sums::InLaneOrder).map(|p| p.sums.into_iter().collect())
+            }
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_sum_of_terms_in_lanes_is_planned_only_where_sums_are_added_in_lane_order() {
+        let f = block_row(|_, _, _| {});
+        assert_eq!(planned_sums(&f).map(|s| s.len()), Some(1));
+        let Some(Stmt::For { var, body, .. }) = f.body.last() else {
+            panic!("no loop")
+        };
+        assert!(plan(*var, body, &f.vars, Sums::Refused).is_none());
+    }
+
+    #[test]
+    fn a_sum_read_elsewhere_or_added_twice_stays_scalar() {
+        // `z[j] = s`: the running sum, which lanes do not have.
+        let f = block_row(|e, j, s| e.store(ArrayRef::vals("z"), j, s));
+        assert_eq!(planned_sums(&f), None);
+        // `s += 1` after `s += term`: lane order would interleave the two.
+        let f = block_row(|e, _, s| e.set(&s, Expr::add(s.clone(), Expr::Float(1.0))));
+        assert_eq!(planned_sums(&f), None);
+        // `s = term + s` is not the form whose order is kept.
+        let f = block_row(|e, j, _| {
+            let t = e.let_var("t", Expr::Float(0.0));
+            e.set(&t, Expr::add(Expr::load(ArrayRef::vals("y"), j), t.clone()));
+        });
+        assert_eq!(planned_sums(&f), None);
     }
 
     #[test]
