@@ -42,6 +42,11 @@ fn main() {
             &[("A", "BCSR(4)", 2), ("x", "dense", 1), ("y", "dense", 1)],
         ),
         (
+            "SpMV CSB(8)",
+            "y(i) = A(i,j) * x(j)",
+            &[("A", "CSB(8)", 2), ("x", "dense", 1), ("y", "dense", 1)],
+        ),
+        (
             "PLUS CSR",
             "A(i,j) = B(i,j) + C(i,j)",
             &[("A", "CSR", 2), ("B", "CSR", 2), ("C", "CSR", 2)],
