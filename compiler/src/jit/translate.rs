@@ -652,7 +652,9 @@ impl<'a, 'b> Translator<'a, 'b> {
                 let var = *self.vars.get(*var_id as usize).ok_or("unknown variable")?;
                 if let Some(trips) = unrolled(lo, hi).filter(|_| !crate::ir::has_loops(body)) {
                     let var_info = std::mem::take(&mut self.var_info);
-                    let lanes = (trips.1 - trips.0 >= 2)
+                    // Short loops qualify with sums too, whose terms
+                    // lanes compute and whose adds stay in order.
+                    let lanes = (trips.1 - trips.0 >= super::vector::LANES)
                         .then(|| super::vector::plan(*var_id, body, &var_info, Sums::InLaneOrder))
                         .flatten();
                     let done = match lanes {

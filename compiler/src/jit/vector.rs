@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// Elements per vector (`f64x2`: the widest vector Cranelift's x64 backend
 /// lowers).
-const LANES: i64 = 2;
+pub(super) const LANES: i64 = 2;
 /// Vectors per iteration: independent operations to overlap, and the loop's
 /// own test paid once per eight elements.
 const UNROLL: i64 = 4;
