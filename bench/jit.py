@@ -46,13 +46,20 @@ def kernels():
     return [
         ("SpMV CSR", [spmv, "-f", "A:CSR", "-i", f"A:{stencil}"]),
         ("SpMV COO", [spmv, "-f", "A:COO", "-i", f"A:{stencil}"]),
+        ("SpMV CSC", [spmv, "-f", "A:CSC", "-i", f"A:{stencil}"]),
+        ("SpMV DCSR", [spmv, "-f", "A:DCSR", "-i", f"A:{stencil}"]),
+        ("SpMV ELL", [spmv, "-f", "A:ELL", "-i", f"A:{stencil}"]),
         ("SpMV DIA", [spmv, "-f", "A:DIA", "-i", f"A:{banded}"]),
+        ("SpMV BCSR(4)", [spmv, "-f", "A:BCSR(4)", "-i", f"A:{stencil}"]),
+        ("SpMV CSB(256)", [spmv, "-f", "A:CSB(256)", "-i", f"A:{stencil}"]),
         ("CSR add", ["A(i,j) = B(i,j) + C(i,j)", "-f", "A:CSR", "-f", "B:CSR", "-f", "C:CSR", "-d", "B:20000,20000", "-d", "C:20000,20000", "--density", "0.001"]),
         ("SpDM COO", [spdm, "-f", "B:COO", "-i", f"B:{power}", "-d", "C:100000,32"]),
         ("SpDM CSR", [spdm, "-f", "B:CSR", "-i", f"B:{power}", "-d", "C:100000,32"]),
         ("TTV COO", ["A(i,j) = B(i,j,k) * c(k)", "-f", "B:COO"] + t3),
         ("MTTKRP COO", ["A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)", "-f", "B:COO", "-d", "P:300,16", "-d", "Q:400,16"] + t3),
+        ("MTTKRP CSF", ["A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)", "-f", "B:CSF", "-d", "P:300,16", "-d", "Q:400,16"] + t3),
         ("PLUS COO", ["A(i,j,k) = B(i,j,k) + C(i,j,k)", "-f", "A:COO", "-f", "B:COO", "-f", "C:COO", "-d", "C:200,300,400"] + t3),
+        ("PLUS CSF", ["A(i,j,k) = B(i,j,k) + C(i,j,k)", "-f", "A:CSF", "-f", "B:CSF", "-f", "C:CSF", "-d", "C:200,300,400"] + t3),
         ("INNERPROD COO", ["a = B(i,j,k) * C(i,j,k)", "-f", "B:COO", "-f", "C:COO", "-d", "C:200,300,400"] + t3),
     ]
 
