@@ -525,7 +525,7 @@ fn real_matrices() -> Vec<PathBuf> {
 
 /// COO SpMV on the real matrices on the cc tier, against plain loops over
 /// the matrices' entries. The C sums a row's run in registers from 2
-/// entries a row, Cranelift from 8 (`ir::runs::shortest_run`): matrices
+/// entries a row, Cranelift from 4 (`ir::runs::shortest_run`): matrices
 /// between the two run code only the C has.
 #[test]
 fn coo_spmv_on_real_matrices_on_the_cc_tier() {

@@ -23,15 +23,18 @@ use super::*;
 ///   power-law matrix, irregular rows) 30.5 -> 24 ms, 3.9 (west0479) 2.9
 ///   -> 2.2 us, 5 (the 2-D stencil of 40K rows) 0.254 -> 0.185 ms, 7 (the
 ///   3-D stencil) 18.5 -> 16.7 ms, 27 (fem blocks) 8.1 -> 5.8 ms;
-/// - Cranelift's loses below about 8: 3.9 a row 3.1 -> 4.6 us, 5 a row
-///   0.27 -> 0.35 ms, the power-law matrix even; on long rows it gains
-///   as gcc's does (fem blocks 8.4 -> 7.2 ms, bcsstk13's 42 a row 0.195
-///   -> 0.131 ms). It lays out the paired loop's branches worse, and a
-///   mispredicted row change costs more than the stores it saves.
+/// - Cranelift's gains from 4 (least of 6 processes against runs from 8):
+///   5 a row (2-D stencils) 0.81 -> 0.57 ms on 160K rows and 0.195 ->
+///   0.134 on 40K, COO-AoS 0.79 -> 0.65 and 0.192 -> 0.146; 7 (the 3-D
+///   stencil) 13.5 -> 11.1 ms. Below, it loses: the power-law matrix's
+///   3.1 a row (irregular rows, the row change mispredicts) ran 1.4-1.6x
+///   slower with runs. (It lost below 8 before a run's end was laid out
+///   as a rare path, `Stmt::Unlikely`, and kernels were placed off the
+///   JCC erratum's boundaries, `jit::placement`.)
 pub fn shortest_run(backend: super::passes::Backend) -> usize {
     match backend {
         super::passes::Backend::C => 2,
-        super::passes::Backend::Cranelift => 8,
+        super::passes::Backend::Cranelift => 4,
     }
 }
 
