@@ -375,7 +375,8 @@ mod tests {
         for (entries, c, cranelift) in [
             (1, false, false),
             (2, true, false),
-            (7, true, false),
+            (3, true, false),
+            (4, true, true),
             (8, true, true),
         ] {
             let f = coo_sum(entries);
