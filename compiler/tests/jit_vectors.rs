@@ -144,6 +144,9 @@ fn block_rows_in_lanes_add_in_order_and_skip_stored_zeros() {
         let d = BTreeMap::from([("A".to_string(), a), ("x".to_string(), x)]);
         for f in ["BCSR(4)", "BCSR(2)", "BCSR(3)"] {
             same_bits("y(i) = A(i,j) * x(j)", &[("A", f)], &d, &[rows]);
+            // And against the dense oracle, an answer of its own.
+            check("y(i) = A(i,j) * x(j)", &[("A", f)], &d, &[rows])
+                .unwrap_or_else(|e| panic!("{f} on {rows}x{cols}: {e}"));
         }
     }
 }

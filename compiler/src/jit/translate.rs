@@ -650,16 +650,19 @@ impl<'a, 'b> Translator<'a, 'b> {
                 body,
             } => {
                 let var = *self.vars.get(*var_id as usize).ok_or("unknown variable")?;
-                if let Some(trips) = unrolled(lo, hi).filter(|_| !crate::ir::has_loops(body)) {
+                if let Some((lo, hi, clip)) =
+                    unrolled(lo, hi).filter(|_| !crate::ir::has_loops(body))
+                {
+                    let bound = clip.map(|e| self.expr(e)).transpose()?;
                     let var_info = std::mem::take(&mut self.var_info);
                     // Short loops qualify with sums too, whose terms
                     // lanes compute and whose adds stay in order.
-                    let lanes = (trips.1 - trips.0 >= super::vector::LANES)
+                    let lanes = (hi - lo >= super::vector::LANES)
                         .then(|| super::vector::plan(*var_id, body, &var_info, Sums::InLaneOrder))
                         .flatten();
                     let done = match lanes {
-                        Some(plan) => self.unrolled_vector_loop(&plan, var, trips, body),
-                        None => self.unrolled_loop(var, trips, body),
+                        Some(plan) => self.unrolled_vector_loop(&plan, var, (lo, hi, bound), body),
+                        None => self.unrolled_loop(var, (lo, hi, bound), body),
                     };
                     self.var_info = var_info;
                     return done;
@@ -758,14 +761,14 @@ impl<'a, 'b> Translator<'a, 'b> {
     /// level, `BCSR(4)`), unrolled: Cranelift does not unroll, and the
     /// loop's compare and branch cost as much as its body. A loop clipped
     /// to a bound (`ir::clip`: the last block of a dimension no multiple of
-    /// the block size) leaves the unrolled iterations at the first past it.
+    /// the block size; `bound` is the clip's value) leaves the unrolled
+    /// iterations at the first past it.
     pub(super) fn unrolled_loop(
         &mut self,
         var: Variable,
-        (lo, hi, clip): (i64, i64, Option<&Expr>),
+        (lo, hi, bound): (i64, i64, Option<Value>),
         body: &[Stmt],
     ) -> Result<(), String> {
-        let bound = clip.map(|e| self.expr(e)).transpose()?;
         let exit = bound.map(|_| self.b.create_block());
         for k in lo..hi {
             let v = self.b.ins().iconst(types::I64, k);

@@ -351,20 +351,19 @@ impl Translator<'_, '_> {
     /// `for var in lo..hi { body }` of a constant trip count, which the
     /// translator unrolls, with pairs of iterations as vectors and an odd
     /// last one scalar. A loop clipped to a bound (`hi` is `min(h, clip)`,
-    /// `translate::unrolled`) runs so when the bound leaves it whole, and
-    /// as the scalar unrolled loop otherwise (the last block of a dimension
-    /// no multiple of the block size).
+    /// `translate::unrolled`; `bound` is the clip's value) runs so when the
+    /// bound leaves it whole, and as the scalar unrolled loop otherwise
+    /// (the last block of a dimension no multiple of the block size).
     pub(super) fn unrolled_vector_loop(
         &mut self,
         plan: &Plan,
         var: Variable,
-        (lo, hi, clip): (i64, i64, Option<&Expr>),
+        (lo, hi, bound): (i64, i64, Option<Value>),
         body: &[Stmt],
     ) -> Result<(), String> {
         let (whole, done) = (self.b.create_block(), self.b.create_block());
-        match clip {
+        match bound {
             Some(bound) => {
-                let bound = self.expr(bound)?;
                 let inside = self
                     .b
                     .ins()
@@ -374,7 +373,7 @@ impl Translator<'_, '_> {
                 self.b.seal_block(part);
                 self.b.switch_to_block(part);
                 let first_new = self.b.func.dfg.num_blocks();
-                self.unrolled_loop(var, (lo, hi, clip), body)?;
+                self.unrolled_loop(var, (lo, hi, Some(bound)), body)?;
                 self.b.ins().jump(done, &[]);
                 // Only a dimension's last block is cut short.
                 self.set_cold(part, first_new);
