@@ -713,8 +713,8 @@ impl Prepared {
         self.run_interpreted_as(crate::ir::passes::Backend::Cranelift)
     }
 
-    /// `run_interpreted` on the IR `backend` translates (the C's adds
-    /// shorter runs in registers, `ir::runs::shortest_run`).
+    /// `run_interpreted` on the IR `backend` translates (the C's sums
+    /// dense rows in strips, `ir::strips`).
     pub fn run_interpreted_as(
         &mut self,
         backend: crate::ir::passes::Backend,

@@ -248,6 +248,17 @@ pub struct VarInfo {
     pub ty: Ty,
 }
 
+/// A coordinate array with runs of equal values, and how long they are in
+/// the data a kernel was made for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Repeats {
+    pub array: ArrayRef,
+    /// Stored entries per coordinate, on average (a run's length).
+    pub per_coordinate: usize,
+    /// Stored entries of the tensor the array belongs to.
+    pub stored: usize,
+}
+
 /// A whole kernel: its variables and body. Arrays and parameters are found by
 /// walking the body.
 #[derive(Clone, Debug, PartialEq)]
@@ -261,10 +272,10 @@ pub struct Function {
     /// Where a shared loop's bounds are computed (set with `parallel`).
     pub shares: Option<ShareBounds>,
     /// Coordinate arrays that hold runs of equal values (a non-unique
-    /// level's: COO's rows), each with the stored entries per coordinate
-    /// of the data the kernel was made for; `passes::for_codegen` adds
-    /// the runs long enough for its backend in a register (`ir::runs`).
-    pub runs: Vec<(ArrayRef, usize)>,
+    /// level's: COO's rows) in the data the kernel was made for;
+    /// `passes::for_codegen` adds the runs that pay in a register
+    /// (`ir::runs`).
+    pub runs: Vec<Repeats>,
     /// Value arrays of the inputs with their lengths in the data the
     /// kernel was made for (every position of a dense tensor; a sparse
     /// one's stored entries, a lower bound): `passes::for_codegen` asks

@@ -1,16 +1,15 @@
 //! Clean-up passes run on a kernel's loop IR before either backend sees it,
 //! so the C a user reads and the code the JIT runs stay the same program,
-//! but for the runs each adds in registers, where loops ask for rows
-//! ahead, and the C's row strips (`Backend`).
+//! but for where loops ask for rows ahead and the C's row strips
+//! (`Backend`).
 
 use super::*;
 
 /// What a kernel's code is made for. The backends translate the same
-/// program but for the register sums of `ir::runs`, which pay from other
-/// run lengths under each (`runs::shortest_run`), for where a loop asks
-/// for rows ahead (`prefetch::strip_for_calls`: once per strip of
-/// positions where a prefetch is a call), and for dense rows summed in
-/// strips of registers (`ir::strips`, the C only).
+/// program but for where a loop asks for rows ahead
+/// (`prefetch::strip_for_calls`: once per strip of positions where a
+/// prefetch is a call), and for dense rows summed in strips of registers
+/// (`ir::strips`, the C only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
     /// The emitted C, as the cc tier builds it and users ship it.
@@ -22,7 +21,7 @@ pub enum Backend {
 /// The function `backend` translates: `f` after the loop passes.
 pub fn for_codegen(f: &Function, backend: Backend) -> Function {
     let mut g = f.clone();
-    super::runs::accumulate_runs(&mut g, super::runs::shortest_run(backend));
+    super::runs::accumulate_runs(&mut g);
     fold_zero_starts(&mut g.body);
     super::clip::clip_loops(&mut g);
     super::min_compare::compare_operands(&mut g);

@@ -284,7 +284,11 @@ mod tests {
             );
         });
         let mut f = e.finish("k");
-        f.runs = vec![(ArrayRef::level("A", 0, "crd"), 5)];
+        f.runs = vec![Repeats {
+            array: ArrayRef::level("A", 0, "crd"),
+            per_coordinate: 5,
+            stored: 40,
+        }];
         f
     }
 

@@ -16,38 +16,48 @@
 
 use super::*;
 
-/// Entries per coordinate, on average, from which adding runs in a
-/// register pays under `backend`. Measured on COO SpMV, runs against
-/// stores per entry (`TENSOR_NO_RUNS=1`), one thread:
-/// - gcc's code gains at every length tried: 3.1 entries a row (the
-///   power-law matrix, irregular rows) 30.5 -> 24 ms, 3.9 (west0479) 2.9
-///   -> 2.2 us, 5 (the 2-D stencil of 40K rows) 0.254 -> 0.185 ms, 7 (the
-///   3-D stencil) 18.5 -> 16.7 ms, 27 (fem blocks) 8.1 -> 5.8 ms;
-/// - Cranelift's gains from 4 (least of 6 processes against runs from 8):
-///   5 a row (2-D stencils) 0.81 -> 0.57 ms on 160K rows and 0.195 ->
-///   0.134 on 40K, COO-AoS 0.79 -> 0.65 and 0.192 -> 0.146; 7 (the 3-D
-///   stencil) 13.5 -> 11.1 ms. Below, it loses: the power-law matrix's
-///   3.1 a row (irregular rows, the row change mispredicts) ran 1.4-1.6x
-///   slower with runs. (It lost below 8 before a run's end was laid out
-///   as a rare path, `Stmt::Unlikely`, and kernels were placed off the
-///   JCC erratum's boundaries, `jit::placement`.)
-pub fn shortest_run(backend: super::passes::Backend) -> usize {
-    match backend {
-        super::passes::Backend::C => 2,
-        super::passes::Backend::Cranelift => 4,
+/// Entries per coordinate, on average, from which adding the runs of a
+/// tensor of `stored` entries in a register pays: 2 while the tensor is
+/// small, 4 past `SMALL_ENTRIES`. The cost of runs is a mispredicted
+/// branch where a run ends at an unforeseen place (irregular rows). On
+/// data in the caches that costs about what a short run saves; on data
+/// past them it also throws away the gathers in flight, and a kernel
+/// bound by them loses its overlap. Both tiers alike; COO SpMV, least of
+/// 2-4 processes, runs against stores per entry (`TENSOR_NO_RUNS=1`),
+/// cc / Cranelift tier, AMD EPYC:
+/// - small: west0479 (1.9K entries, 3 a row) 2.0 / 1.6 us against 2.5 /
+///   2.5; ca-GrQc (29K entries, 5.5 a row in power-law rows) 0.026 /
+///   0.034 ms against 0.055 / 0.054;
+/// - large, under 4 a row: the power-law matrix (3.6M entries, 3.6 a row,
+///   irregular) 15.0 / 11.5 ms against 10.0 / 10.2, a loss of 1.5x;
+///   luxembourg_osm (240K entries, 2 a row) 0.27 against 0.21 on the cc
+///   tier; tridiagonal of 1M and 6M rows (3 a row, regular): even;
+/// - large, 4 and more a row: the 2-D stencil (5 a row) 0.110 / 0.132
+///   against 0.192 / 0.196, the 3-D stencil (7 a row) 10.4 / 10.5 against
+///   13.9 / 14.3, Zipf-distributed rows (9.7 a row, most rows one entry)
+///   22.8 / 24.5 against 33.7 / 31.9.
+pub fn shortest_run(stored: usize) -> usize {
+    if stored <= SMALL_ENTRIES {
+        2
+    } else {
+        4
     }
 }
 
+/// Stored entries of a tensor small enough that a mispredicted run end
+/// costs only the branch (a megabyte of COO: coordinates and values).
+const SMALL_ENTRIES: usize = 1 << 16;
+
 /// Rewrite every eligible loop of `f` whose position is read from one of
 /// `f.runs` (the coordinates of a non-unique level; a unique level's
-/// would make every run one long) with runs of at least `shortest`
-/// entries on average.
-pub fn accumulate_runs(f: &mut Function, shortest: usize) {
+/// would make every run one long) with runs long enough to pay
+/// (`shortest_run`).
+pub fn accumulate_runs(f: &mut Function) {
     let long: Vec<ArrayRef> = f
         .runs
         .iter()
-        .filter(|(_, entries)| *entries >= shortest)
-        .map(|(a, _)| a.clone())
+        .filter(|r| r.per_coordinate >= shortest_run(r.stored))
+        .map(|r| r.array.clone())
         .collect();
     if long.is_empty() {
         return;
@@ -329,8 +339,13 @@ mod tests {
     use super::*;
 
     /// `for p in 0..nnz { let i = A1_crd[p]; y[i] += A_vals[p] }`, the
-    /// coordinates holding runs of `entries` on average.
+    /// coordinates holding runs of `entries` on average, a million
+    /// entries in all.
     fn coo_sum(entries: usize) -> Function {
+        coo_sum_of(entries, 1 << 20)
+    }
+
+    fn coo_sum_of(entries: usize, stored: usize) -> Function {
         let (p, i) = (0, 1);
         let (crd, y) = (ArrayRef::level("A", 0, "crd"), ArrayRef::vals("y"));
         let at = |a: &ArrayRef, v: VarId| Expr::Load(a.clone(), Box::new(Expr::Var(v)));
@@ -361,7 +376,11 @@ mod tests {
             }],
             parallel: None,
             shares: None,
-            runs: vec![(crd, entries)],
+            runs: vec![Repeats {
+                array: crd,
+                per_coordinate: entries,
+                stored,
+            }],
             lengths: Vec::new(),
         }
     }
@@ -371,25 +390,24 @@ mod tests {
     }
 
     #[test]
-    fn each_backend_adds_runs_from_its_own_length() {
-        for (entries, c, cranelift) in [
-            (1, false, false),
-            (2, true, false),
-            (3, true, false),
-            (4, true, true),
-            (8, true, true),
+    fn runs_pay_from_two_entries_on_small_data_and_four_on_large() {
+        for (entries, stored, adds) in [
+            (1, 1000, false),
+            (2, 1000, true),
+            (3, SMALL_ENTRIES, true),
+            (2, SMALL_ENTRIES + 1, false),
+            (3, 1 << 20, false),
+            (4, 1 << 20, true),
+            (8, 1 << 20, true),
         ] {
-            let f = coo_sum(entries);
-            assert_eq!(
-                adds_runs(&for_codegen(&f, Backend::C)),
-                c,
-                "{entries} a run, C"
-            );
-            assert_eq!(
-                adds_runs(&for_codegen(&f, Backend::Cranelift)),
-                cranelift,
-                "{entries} a run, Cranelift"
-            );
+            let f = coo_sum_of(entries, stored);
+            for backend in [Backend::C, Backend::Cranelift] {
+                assert_eq!(
+                    adds_runs(&for_codegen(&f, backend)),
+                    adds,
+                    "{entries} a run of {stored} entries, {backend:?}"
+                );
+            }
         }
     }
 

@@ -47,12 +47,12 @@ use std::collections::BTreeSet;
 const WIDTH: i64 = 16;
 
 pub fn sum_rows_in_strips(f: &mut Function) {
-    // Runs of at least two entries, as `runs::shortest_run` takes for C.
+    // Runs of at least two entries, the shortest `runs::shortest_run` takes.
     let repeating: Vec<ArrayRef> = f
         .runs
         .iter()
-        .filter(|(_, entries)| *entries >= 2)
-        .map(|(a, _)| a.clone())
+        .filter(|r| r.per_coordinate >= 2)
+        .map(|r| r.array.clone())
         .collect();
     let mut body = std::mem::take(&mut f.body);
     in_block(&mut body, &mut f.vars, &repeating);

@@ -20,6 +20,18 @@ use std::collections::BTreeSet;
 /// leaves room for the streams the rows read.
 const TILE: i64 = 1024;
 
+/// The fewest rows a nest is tiled for: 16 MiB of `f64` in the result
+/// and as much in the vector the rows read, together a 32 MiB last-level
+/// cache. While both stay in that cache, the passes over them are cheap
+/// and the tiles cost more than they save: every tile restarts each outer
+/// iteration's stream, and the prefetchers find it again only after a few
+/// misses (AMD EPYC, 32 MiB L3, cc tier, DIA SpMV, tiled -> untiled:
+/// 3-D stencil of 1.33M rows 7.2 -> 5.0 ms, 2-D stencil of 1M rows 2.7 ->
+/// 2.4, block-diagonal of 270K rows with 15 diagonals 3.8 -> 2.5; ELL
+/// SpMV on the 3-D stencil 14.6 -> 8.0). Past it the tiles win as the
+/// module says (tridiagonal, 6M rows: 13.0 -> 10.1 ms).
+const TILE_FROM_ROWS: i64 = 1 << 21;
+
 /// The most outer iterations a nest is tiled for. Each reads its own part
 /// of the arrays in every tile, a stream the hardware prefetchers must
 /// find again tile after tile; past a few dozen they lose track (ELL of
@@ -28,26 +40,31 @@ const TILE: i64 = 1024;
 const MAX_STREAMS: i64 = 32;
 
 pub fn tile_rows(f: &mut Function) {
+    tile_rows_from(f, TILE_FROM_ROWS);
+}
+
+/// `tile_rows`, with tiles where a nest's rows number at least `from_rows`.
+fn tile_rows_from(f: &mut Function, from_rows: i64) {
     let mut body = std::mem::take(&mut f.body);
-    in_block(&mut body, f);
+    in_block(&mut body, f, from_rows);
     f.body = body;
 }
 
-fn in_block(block: &mut Block, f: &mut Function) {
+fn in_block(block: &mut Block, f: &mut Function, from_rows: i64) {
     for mut s in std::mem::take(block) {
-        if let Some(tiles) = tiled(&s, f) {
+        if let Some(tiles) = tiled(&s, f, from_rows) {
             block.extend(tiles);
             continue;
         }
         for inner in nested_blocks_mut(&mut s) {
-            in_block(inner, f);
+            in_block(inner, f, from_rows);
         }
         block.push(s);
     }
 }
 
 /// `nest` with its rows in tiles, if it is such a nest (see the module).
-fn tiled(nest: &Stmt, f: &mut Function) -> Option<Vec<Stmt>> {
+fn tiled(nest: &Stmt, f: &mut Function, from_rows: i64) -> Option<Vec<Stmt>> {
     let Stmt::For {
         var: outer,
         lo: outer_lo,
@@ -103,7 +120,7 @@ fn tiled(nest: &Stmt, f: &mut Function) -> Option<Vec<Stmt>> {
         body: vec![
             Stmt::Let(
                 tile_end,
-                Expr::min(Expr::add(tile_v.clone(), Expr::Int(TILE)), end),
+                Expr::min(Expr::add(tile_v.clone(), Expr::Int(TILE)), end.clone()),
             ),
             Stmt::For {
                 var: *outer,
@@ -115,8 +132,12 @@ fn tiled(nest: &Stmt, f: &mut Function) -> Option<Vec<Stmt>> {
         ],
     };
     let outer_trips = Expr::sub(outer_hi.clone(), outer_lo.clone());
+    let row_count = Expr::sub(end, first.clone());
     Some(vec![Stmt::If {
-        cond: Expr::cmp(CmpOp::Le, outer_trips, Expr::Int(MAX_STREAMS)),
+        cond: Expr::and(
+            Expr::cmp(CmpOp::Le, outer_trips, Expr::Int(MAX_STREAMS)),
+            Expr::cmp(CmpOp::Ge, row_count, Expr::Int(from_rows)),
+        ),
         then: vec![Stmt::Let(tile, first), tiles],
         els: vec![nest.clone()],
     }])
@@ -280,8 +301,9 @@ mod tests {
         for variant in [None, Some("guarded")] {
             for rows in [5, TILE - 1, TILE, TILE + 3, 2 * TILE + 1] {
                 let f = diagonals(rows, variant);
+                // Tiles from one row, so that the interpreter takes them.
                 let mut g = f.clone();
-                tile_rows(&mut g);
+                tile_rows_from(&mut g, 1);
                 assert!(has_tiles(&g), "{}", crate::ir::print::function(&g));
                 assert_eq!(run(&f, rows), run(&g, rows), "{rows} rows, {variant:?}");
             }
@@ -296,7 +318,7 @@ mod tests {
             let rows = 2 * TILE + 1;
             let f = diagonals_of(rows, count, None);
             let mut g = f.clone();
-            tile_rows(&mut g);
+            tile_rows_from(&mut g, 1);
             assert!(has_tiles(&g));
             assert_eq!(
                 run_of(&f, rows, count),
@@ -304,6 +326,22 @@ mod tests {
                 "{count} diagonals"
             );
         }
+    }
+
+    /// Fewer rows than the tiles are for take the untiled nest, with the
+    /// same sums; the tiled one is there for larger inputs.
+    #[test]
+    fn few_rows_run_untiled_alike() {
+        for (rows, from_rows) in [(TILE + 3, TILE + 4), (TILE + 3, TILE + 3)] {
+            let f = diagonals(rows, None);
+            let mut g = f.clone();
+            tile_rows_from(&mut g, from_rows);
+            assert!(has_tiles(&g));
+            assert_eq!(run(&f, rows), run(&g, rows), "{rows} rows from {from_rows}");
+        }
+        let mut g = diagonals(8, None);
+        tile_rows(&mut g);
+        assert!(has_tiles(&g), "the default threshold keeps the tiled nest");
     }
 
     /// A row that touches another row's entry, or a read of the result

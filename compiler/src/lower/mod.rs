@@ -532,7 +532,7 @@ fn runs_of_equal_coordinates(
     kernel: &Kernel,
     dims: &BTreeMap<String, Vec<usize>>,
     entries: &BTreeMap<String, usize>,
-) -> Vec<(crate::ir::ArrayRef, usize)> {
+) -> Vec<crate::ir::Repeats> {
     let mut out = Vec::new();
     for (o, source) in inputs_and_sources(kernel) {
         let (Some(&stored), Some(extents)) = (entries.get(&source), dims.get(&source)) else {
@@ -549,11 +549,10 @@ fn runs_of_equal_coordinates(
             let extent = extents.get(d).copied().unwrap_or(0).max(1);
             prefixes = prefixes.saturating_mul(extent).min(stored.max(1));
             if !level.properties().unique {
-                out.extend(level.arrays().into_iter().map(|name| {
-                    (
-                        crate::ir::ArrayRef::level(&o.tensor, k, name),
-                        stored / prefixes,
-                    )
+                out.extend(level.arrays().into_iter().map(|name| crate::ir::Repeats {
+                    array: crate::ir::ArrayRef::level(&o.tensor, k, name),
+                    per_coordinate: stored / prefixes,
+                    stored,
                 }));
             }
         }
