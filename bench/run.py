@@ -238,7 +238,9 @@ def main():
         r = {
             "kernel": kernel, "input": inp, "tensorc_ms": ours, "tensorc_cc_ms": cc, "tensorc_cranelift_ms": cl,
             # a compile is not timed against a peer: the median, not the least
-            "cranelift_compile_ms": float(np.median(e["compiles"])) if e["compiles"] else None, "peers_ms": peers,
+            "cranelift_compile_ms": float(np.median(e["compiles"])) if e["compiles"] else None,
+            # every pass's compile, to tell a slow pass from a slow kernel
+            "cranelift_compiles_ms": [float(c) for c in e["compiles"]], "peers_ms": peers,
             "ratio_to_best_peer": (ours / best) if (ours and best) else None,
             "cc_ratio": (cc / best) if (cc and best) else None,
             "cranelift_ratio": (cl / best) if (cl and best) else None,
