@@ -133,14 +133,20 @@ fn tiled(nest: &Stmt, f: &mut Function, from_rows: i64) -> Option<Vec<Stmt>> {
     };
     let outer_trips = Expr::sub(outer_hi.clone(), outer_lo.clone());
     let row_count = Expr::sub(end, first.clone());
-    Some(vec![Stmt::If {
-        cond: Expr::and(
-            Expr::cmp(CmpOp::Le, outer_trips, Expr::Int(MAX_STREAMS)),
-            Expr::cmp(CmpOp::Ge, row_count, Expr::Int(from_rows)),
-        ),
-        then: vec![Stmt::Let(tile, first), tiles],
-        els: vec![nest.clone()],
-    }])
+    Some(vec![
+        Stmt::Comment(format!(
+            "rows in tiles of {TILE} where the outer loop is short and the rows \
+             outgrow the last-level cache"
+        )),
+        Stmt::If {
+            cond: Expr::and(
+                Expr::cmp(CmpOp::Le, outer_trips, Expr::Int(MAX_STREAMS)),
+                Expr::cmp(CmpOp::Ge, row_count, Expr::Int(from_rows)),
+            ),
+            then: vec![Stmt::Let(tile, first), tiles],
+            els: vec![nest.clone()],
+        },
+    ])
 }
 
 /// The arrays `rows` stores to, if each row touches them only at its own
