@@ -230,9 +230,9 @@ fn negated_negatives_agree() {
     }
 }
 
-/// DIA SpMV over enough rows for `ir::tile`'s tiles (2^21 and more), so
-/// that every diagonal runs over many tiles and ends inside one, on both
-/// tiers, against plain loops over the entries.
+/// DIA and ELL SpMV over enough rows for `ir::tile`'s tiles (2^21 and
+/// more), so that every diagonal or slot runs over many tiles and ends
+/// inside one, on both tiers, against plain loops over the entries.
 #[test]
 fn diagonals_over_several_tiles_agree() {
     let Some(_dir) = setup("tiles") else { return };
@@ -240,7 +240,8 @@ fn diagonals_over_several_tiles_agree() {
     let rows = (1 << 21) + 3 * 1024 + 17;
     let expr = "y(i) = A(i,j) * x(j)";
     let a = parse_assignment(expr).unwrap();
-    for (seed, bands) in [(1, 3), (2, 7)] {
+    // DIA's diagonals, and ELL's slots with their test for padding.
+    for (seed, bands, format) in [(1, 3, "DIA"), (2, 7, "DIA"), (3, 3, "ELL")] {
         let m = tensor_compiler::generate::banded(rows, bands, seed);
         let xv: Vec<f64> = (0..rows)
             .map(|j| ((j * 7 % 13) as f64 - 6.0) / 4.0)
@@ -256,21 +257,27 @@ fn diagonals_over_several_tiles_agree() {
         ]
         .into_iter()
         .collect();
-        let formats = formats_rest_dense(&a, &[("A", "DIA")], &data, 1);
+        let formats = formats_rest_dense(&a, &[("A", format)], &data, 1);
         let mut jit = prepare("kernel", &a, &formats, &data, &[rows], None).unwrap();
         let text = tensor_compiler::ir::c::function(&jit.kernel.function);
-        assert!(text.contains("iA_tile"), "{bands} bands: no tiles\n{text}");
+        assert!(
+            text.contains("iA_tile"),
+            "{format}, {bands} bands: no tiles\n{text}"
+        );
         let mut native = prepare("kernel", &a, &formats, &data, &[rows], None).unwrap();
         native.compiled = cc::compile(&native.kernel.function).unwrap();
         jit.run().unwrap();
         native.run().unwrap();
         let (by_jit, by_cc) = (jit.result().unwrap(), native.result().unwrap());
         // Each row adds its diagonals in their order on both tiers.
-        assert_eq!(by_jit.vals, by_cc.vals, "{bands} bands: the tiers differ");
+        assert_eq!(
+            by_jit.vals, by_cc.vals,
+            "{format}, {bands} bands: the tiers differ"
+        );
         for (i, (x, y)) in by_cc.to_dense().iter().zip(&want).enumerate() {
             assert!(
                 (x - y).abs() <= 1e-9 * (1.0 + y.abs()),
-                "{bands} bands: y[{i}] = {x}, expected {y}"
+                "{format}, {bands} bands: y[{i}] = {x}, expected {y}"
             );
         }
     }

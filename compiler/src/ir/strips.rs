@@ -47,7 +47,8 @@ use std::collections::BTreeSet;
 const WIDTH: i64 = 16;
 
 pub fn sum_rows_in_strips(f: &mut Function) {
-    // Runs of at least two entries, the shortest `runs::shortest_run` takes.
+    // Runs of at least two entries: a run here saves a strip of a dense
+    // row's loads and stores, not one store (`runs::shortest_run`).
     let repeating: Vec<ArrayRef> = f
         .runs
         .iter()

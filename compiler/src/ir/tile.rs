@@ -334,15 +334,30 @@ mod tests {
         }
     }
 
-    /// Fewer rows than the tiles are for take the untiled nest, with the
-    /// same sums; the tiled one is there for larger inputs.
+    /// The runtime test takes the tiles from `from_rows` rows on, and the
+    /// nest as it was below: with the tiled arm marked (it also stores 99
+    /// at `y[rows]`, a slot no row writes), the mark shows which arm ran.
+    /// Both arms give the same sums.
     #[test]
-    fn few_rows_run_untiled_alike() {
-        for (rows, from_rows) in [(TILE + 3, TILE + 4), (TILE + 3, TILE + 3)] {
+    fn tiles_start_at_their_row_count() {
+        let rows = TILE + 3;
+        for (from_rows, tiled) in [(rows + 1, false), (rows, true), (1, true)] {
             let f = diagonals(rows, None);
             let mut g = f.clone();
             tile_rows_from(&mut g, from_rows);
             assert!(has_tiles(&g));
+            let mut marked = g.clone();
+            for s in &mut marked.body {
+                if let Stmt::If { then, .. } = s {
+                    then.push(Stmt::Store(array("y"), Expr::Int(rows), Expr::Int(99)));
+                }
+            }
+            let ran = run(&marked, rows);
+            assert_eq!(
+                ran[rows as usize] == 99,
+                tiled,
+                "{rows} rows from {from_rows}"
+            );
             assert_eq!(run(&f, rows), run(&g, rows), "{rows} rows from {from_rows}");
         }
         let mut g = diagonals(8, None);
