@@ -90,6 +90,7 @@ impl Placement {
 pub fn expand_runs(runs: &[i32]) -> Vec<i32> {
     let n = runs.last().map_or(0, |&x| x as usize);
     let mut out = vec![0; n];
+    crate::line_aligned::advise_huge_pages(&mut out);
     for (c, w) in runs.windows(2).enumerate() {
         out[w[0] as usize..w[1] as usize].fill(c as i32);
     }

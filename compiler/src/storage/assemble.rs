@@ -133,8 +133,7 @@ pub fn pack_entries_reusing(
     let vals = match placement {
         Placement::Identity if parent_size == n => sorted_vals.into_owned(),
         placement => {
-            let mut v = scratch.floats(parent_size);
-            crate::line_aligned::advise_huge_pages_if_mostly_written(&mut v, n);
+            let mut v = scratch.floats(parent_size, n);
             for (&p, &x) in placement.into_each(n).iter().zip(sorted_vals.iter()) {
                 v[p as usize] = x;
             }
@@ -223,5 +222,33 @@ mod tests {
             sparse.vals.iter().filter(|&&v| v == 1.0).count(),
             (rows_sparse * 64).div_ceil(97)
         );
+    }
+
+    #[test]
+    fn sorted_columns_kept_as_arrays_go_on_huge_pages() {
+        // Entries column by column: CSR sorts them, and keeps the sorted
+        // columns as its `crd` and values. Over 32 MiB of `crd`, past
+        // glibc's largest mmap threshold: fresh mappings, never memory an
+        // earlier block (of another test thread) had advised.
+        let (rows, cols) = (2048, 4160);
+        let mut t = CooTensor::new(vec![rows, cols]);
+        for c in 0..cols {
+            for r in 0..rows {
+                t.push(&[r as u32, c as u32], (r + c) as f64);
+            }
+        }
+        let csr = parse_format("CSR", 2, &Registry::builtin()).unwrap(); // ok: test code
+        let a = super::super::pack(&"A".to_string(), &t, &csr).unwrap(); // ok: test code
+        let crd = a.levels[1].arrays.get("crd").unwrap(); // ok: test code
+        assert!(crd.len() * 4 > 32 << 20);
+        match (
+            advised_huge(crd[crd.len() / 2..].as_ptr() as *const u8),
+            advised_huge(a.vals[a.vals.len() / 2..].as_ptr() as *const u8),
+        ) {
+            (Some(c), Some(v)) => assert!(c && v, "crd {c}, values {v}"),
+            _ => eprintln!("skipped: /proc/self/smaps does not tell"),
+        }
+        assert_eq!(crd[..3], [0, 1, 2]);
+        assert_eq!(a.vals[rows * cols - 1], (rows - 1 + cols - 1) as f64);
     }
 }

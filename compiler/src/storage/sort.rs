@@ -273,7 +273,7 @@ fn counting_sort(
     }
     let rest = &cols[1..];
     let mut out_rest: Vec<Vec<i32>> = rest.iter().map(|_| scratch.ints(n)).collect();
-    let mut out_vals = scratch.floats(n);
+    let mut out_vals = scratch.floats(n, n);
     match (rest, out_rest.as_mut_slice()) {
         // The common case (matrices) with its one column spelled out.
         ([col], [out]) => {
@@ -321,7 +321,7 @@ fn counting_sort_rows(
         next[i] += next[i - 1];
     }
     let mut out = scratch.ints(n);
-    let mut out_vals = scratch.floats(n);
+    let mut out_vals = scratch.floats(n, n);
     for (r, w) in rows.windows(2).enumerate() {
         let (lo, hi) = (w[0] as usize, w[1] as usize);
         for (&k, &v) in keys[lo..hi].iter().zip(&vals[lo..hi]) {
