@@ -23,6 +23,19 @@ pub trait ColumnPack {
         input: ColumnPackInput<'_>,
         placement: &mut Placement,
     ) -> Result<ColumnPackOutput, String>;
+
+    /// For a level that stores no arrays and puts the entry of coordinate
+    /// `c` under parent position `p` at position `p * extent + c` (dense):
+    /// its storage under `parent_size` positions. A format of such levels
+    /// is packed by adding each entry into its place, in any order, with
+    /// nothing sorted (`storage::scatter`). None for any other level.
+    fn offset_storage(
+        &self,
+        _parent_size: usize,
+        _extent: usize,
+    ) -> Option<Result<ColumnPackOutput, String>> {
+        None
+    }
 }
 
 /// A level's coordinate of every entry, in entry order.

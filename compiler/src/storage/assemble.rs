@@ -3,11 +3,14 @@
 //! builds its arrays in one pass over them through its `ColumnPack`
 //! capability, tracking every entry's position as it goes. Formats that are
 //! not one level per dimension, or have a level without the capability, go
-//! through the reference packer (`pack::pack_generic`).
+//! through the reference packer (`pack::pack_generic`); formats of levels
+//! that place entries at computed offsets (dense) skip the sort
+//! (`scatter`).
 
 use super::alloc::{check_allocation, MemoryLimit};
 use super::entries::Entries;
 use super::pack::{check_shape, pack_generic};
+use super::scatter::scatter;
 use super::scratch::Scratch;
 use super::sort::{sort_unique, Sorted};
 use super::{StorageError, Tensor};
@@ -64,6 +67,25 @@ pub fn pack_entries_reusing(
                 .unwrap_or(Column::Values(Cow::Borrowed(&[])))
         })
         .collect();
+    if let Some(placed) = scatter(
+        name,
+        format,
+        &packers,
+        &level_cols,
+        &vals,
+        &extents,
+        scratch,
+    ) {
+        let (levels, vals) = placed?;
+        return Ok(Tensor {
+            name: name.to_string(),
+            format: format.clone(),
+            dims,
+            extents,
+            levels,
+            vals,
+        });
+    }
     let sorted = sort_unique(level_cols, vals, &extents, scratch).map_err(err)?;
     let Sorted {
         cols: mut sorted_cols,

@@ -135,12 +135,13 @@ impl<'a> Entries<'a> {
                     t.vals.len()
                 ))
             })?),
-            Positions::List(v) => Cow::Owned(
-                v.iter()
-                    .map(|&p| t.vals.get(p).copied())
-                    .collect::<Option<Vec<f64>>>()
-                    .ok_or_else(|| err("a value position beyond the values".into()))?,
-            ),
+            Positions::List(v) => {
+                // Checked once up front, so the gather is a plain loop.
+                if v.iter().max().is_some_and(|&p| p >= t.vals.len()) {
+                    return Err(err("a value position beyond the values".into()));
+                }
+                Cow::Owned(v.iter().map(|&p| t.vals[p]).collect())
+            }
         };
         let level_cols = columns(levels, n).map_err(err)?;
         // Level k holds dimension order[k].

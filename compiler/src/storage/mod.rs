@@ -6,6 +6,7 @@ mod assemble;
 mod convert;
 mod entries;
 mod pack;
+mod scatter;
 mod scratch;
 mod sort;
 mod tensor;

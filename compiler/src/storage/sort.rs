@@ -111,7 +111,7 @@ pub fn sort_unique<'a>(
 /// Every coordinate of level `k` in `[0, extent)`. Negative coordinates
 /// read as huge unsigned ones (a plain max, which vectorises; the culprit
 /// is looked up only on failure).
-fn check_range(col: &[i32], extent: usize, k: usize) -> Result<(), String> {
+pub(super) fn check_range(col: &[i32], extent: usize, k: usize) -> Result<(), String> {
     if col
         .iter()
         .map(|&c| c as u32)
@@ -131,7 +131,7 @@ fn check_range(col: &[i32], extent: usize, k: usize) -> Result<(), String> {
 }
 
 /// Runs that cover entries `0..n` in order, for coordinates below `extent`.
-fn runs_fit(runs: &[i32], extent: usize, n: usize) -> bool {
+pub(super) fn runs_fit(runs: &[i32], extent: usize, n: usize) -> bool {
     runs.len() <= extent + 1
         && runs.first() == Some(&0)
         && runs.last().is_some_and(|&e| e as usize == n)

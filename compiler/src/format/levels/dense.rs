@@ -137,11 +137,7 @@ impl ColumnPack for Dense {
         placement: &mut Placement,
     ) -> Result<ColumnPackOutput, String> {
         let n = input.extent();
-        let size = input
-            .parent_size
-            .checked_mul(n)
-            .ok_or("dense level size overflows")?;
-        checks::fits_i32(size, "number of positions")?;
+        let storage = dense_storage(input.parent_size, n)?;
         let entries = input.len();
         *placement = match (input.parent_size, input.coords) {
             (1, coords) => Placement::Runs(coords.into_runs(n)),
@@ -153,12 +149,30 @@ impl ColumnPack for Dense {
                 Placement::Each(each)
             }
         };
-        Ok(ColumnPackOutput {
-            size,
-            arrays: Vec::new(),
-            params: vec![("N", n as i64)],
-        })
+        Ok(storage)
     }
+
+    fn offset_storage(
+        &self,
+        parent_size: usize,
+        extent: usize,
+    ) -> Option<Result<ColumnPackOutput, String>> {
+        Some(dense_storage(parent_size, extent))
+    }
+}
+
+/// A dense level of `n` coordinates under `parent_size` positions: no
+/// arrays, only its extent.
+fn dense_storage(parent_size: usize, n: usize) -> Result<ColumnPackOutput, String> {
+    let size = parent_size
+        .checked_mul(n)
+        .ok_or("dense level size overflows")?;
+    checks::fits_i32(size, "number of positions")?;
+    Ok(ColumnPackOutput {
+        size,
+        arrays: Vec::new(),
+        params: vec![("N", n as i64)],
+    })
 }
 
 impl ColumnUnpack for Dense {

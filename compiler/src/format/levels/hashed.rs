@@ -202,28 +202,44 @@ impl ColumnUnpack for Hashed {
                 parents.len()
             ));
         }
-        let (mut positions, mut coords, mut owners) = (Vec::new(), Vec::new(), Vec::new());
-        for i in 0..parents.len() {
+        // Owners are kept only where there are several parents to tell
+        // apart; a vector's one bucket needs none.
+        let several = parents.len() > 1;
+        let bucket = |i: usize| -> Result<(usize, &[i32]), String> {
             let base = parents
                 .at(i)
                 .checked_mul(w)
                 .ok_or("hashed level size overflows")?;
-            let bucket = crd.get(base..base + w).ok_or_else(|| {
+            let slots = crd.get(base..base + w).ok_or_else(|| {
                 format!(
                     "bucket {base}..{} beyond crd (length {})",
                     base + w,
                     crd.len()
                 )
             })?;
-            for (slot, &c) in bucket.iter().enumerate() {
+            Ok((base, slots))
+        };
+        // Counted first (a pass that vectorises), so the lists never grow.
+        let mut stored = 0;
+        for i in 0..parents.len() {
+            stored += bucket(i)?.1.iter().filter(|&&c| c != -1).count();
+        }
+        let mut positions = Vec::with_capacity(stored);
+        let mut coords = Vec::with_capacity(stored);
+        let mut owners = Vec::with_capacity(if several { stored } else { 0 });
+        for i in 0..parents.len() {
+            let (base, slots) = bucket(i)?;
+            for (slot, &c) in slots.iter().enumerate() {
                 if c != -1 {
                     positions.push(base + slot);
                     coords.push(c);
-                    owners.push(i as u32);
+                    if several {
+                        owners.push(i as u32);
+                    }
                 }
             }
         }
-        let owners = if parents.len() <= 1 {
+        let owners = if !several {
             Owners::First
         } else {
             Owners::Each(owners)
