@@ -115,6 +115,13 @@ static inline void tensor_prefetch(const void *p, int64_t bytes) {
 #endif
 }
 
+/* Ask for `bytes` bytes from element `at` of the array at `base` on, which
+   a loop reads in order soon (`ir::streams`). The address is reckoned as
+   an integer: for the last rows `at` lies past the array's end, where
+   pointer arithmetic would be undefined, and a prefetch never faults. */
+#define tensor_prefetch_from(base, at, bytes) \
+  tensor_prefetch((const void *)((uintptr_t)(base) + (uintptr_t)(at) * sizeof *(base)), (bytes))
+
 /* Make room for `want` elements of array `slot` ahead of a loop that
    appends at most that many: the runtime grows the storage when it is too
    small; the logical length is left as it is. */
@@ -159,6 +166,9 @@ impl Layout {
             } => {
                 prefetched.insert(array.clone());
                 coords.insert(c.clone());
+            }
+            Stmt::PrefetchStream { array, .. } => {
+                prefetched.insert(array.clone());
             }
             _ => {}
         });

@@ -217,6 +217,9 @@ impl<'m> Interp<'m> {
                     self.eval(stride)?.int()?;
                     self.eval(len)?.int()?;
                 }
+                Stmt::PrefetchStream { at, .. } => {
+                    self.eval(at)?.int()?;
+                }
                 Stmt::Comment(_) | Stmt::Unlikely => {}
             }
         }

@@ -21,6 +21,7 @@ mod row_runs;
 pub mod runs;
 mod sort;
 pub mod splice;
+mod streams;
 mod strips;
 mod tile;
 pub mod unroll;
@@ -231,6 +232,15 @@ pub enum Stmt {
         positions: i64,
         stride: Expr,
         len: Expr,
+    },
+    /// A hint (`ir::streams`): elements `at..at + positions` of `array`
+    /// are read in order soon, by a loop over positions. It changes no
+    /// value and never faults, whatever `at` is (past the array's end for
+    /// the last rows).
+    PrefetchStream {
+        array: ArrayRef,
+        at: Expr,
+        positions: i64,
     },
     Comment(String),
     /// A hint: the arm of an `if` that holds it (at its top level) runs
@@ -462,6 +472,7 @@ fn stmt_exprs_mut(s: &mut Stmt) -> Vec<&mut Expr> {
         Stmt::Prefetch {
             at, stride, len, ..
         } => vec![at, stride, len],
+        Stmt::PrefetchStream { at, .. } => vec![at],
         Stmt::Comment(_) | Stmt::Unlikely => vec![],
     }
 }
@@ -477,6 +488,7 @@ pub fn stmt_exprs(s: &Stmt) -> Vec<&Expr> {
         Stmt::Prefetch {
             at, stride, len, ..
         } => vec![at, stride, len],
+        Stmt::PrefetchStream { at, .. } => vec![at],
         Stmt::Comment(_) | Stmt::Unlikely => vec![],
     }
 }

@@ -30,7 +30,10 @@ pub fn for_codegen(f: &Function, backend: Backend) -> Function {
     super::tile::tile_rows(&mut g);
     super::prefetch::prefetch_rows(&mut g);
     match backend {
-        Backend::C => super::strips::sum_rows_in_strips(&mut g),
+        Backend::C => {
+            super::strips::sum_rows_in_strips(&mut g);
+            super::streams::prefetch_streams(&mut g);
+        }
         Backend::Cranelift => super::prefetch::strip_for_calls(&mut g),
     }
     gather_reserves(&mut g.body);

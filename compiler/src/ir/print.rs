@@ -336,6 +336,20 @@ impl<'a> Printer<'a> {
                 };
                 self.line(depth, &text);
             }
+            Stmt::PrefetchStream {
+                array,
+                at,
+                positions,
+            } => {
+                let (a, at) = (array.c_name(), self.expr(at));
+                let text = match c {
+                    true => format!(
+                        "if ({a}_large) tensor_prefetch_from({a}, {at}, {positions} * sizeof *{a});"
+                    ),
+                    false => format!("prefetch {a}[{at} ..+ {positions}]"),
+                };
+                self.line(depth, &text);
+            }
             Stmt::Comment(t) => {
                 let text = format!("// {t}");
                 self.line(depth, &text);

@@ -112,6 +112,15 @@ fn stmt(s: &Stmt, o: usize, t: &Temporary<'_>) -> Stmt {
             stride: e(stride),
             len: e(len),
         },
+        Stmt::PrefetchStream {
+            array,
+            at,
+            positions,
+        } => Stmt::PrefetchStream {
+            array: t.array(array),
+            at: e(at),
+            positions: *positions,
+        },
         Stmt::Comment(c) => Stmt::Comment(c.clone()),
         Stmt::Unlikely => Stmt::Unlikely,
     }

@@ -741,6 +741,10 @@ impl<'a, 'b> Translator<'a, 'b> {
                 stride,
                 len,
             } => self.prefetch(array, coords, at, *positions, stride, len)?,
+            // Cranelift has no prefetch instruction, and a call at every
+            // row costs more than the hint saves; `passes::for_codegen`
+            // adds these for the C only.
+            Stmt::PrefetchStream { .. } => {}
             Stmt::Comment(_) | Stmt::Unlikely => {}
         }
         Ok(())

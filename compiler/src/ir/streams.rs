@@ -1,0 +1,324 @@
+//! Software prefetch of the arrays a short inner loop reads in order.
+//!
+//! CSR SpMV's loop over one row's positions reads `crd[p]` and `vals[p]`
+//! in order, a few positions a row, and the loop over rows starts it again
+//! and again:
+//!
+//! ```text
+//! for i in 0..n {
+//!   for p in pos[i]..pos[i + 1] { .. vals[p] * x[crd[p]] .. }
+//! }
+//! ```
+//!
+//! Together the rows are one stream through each array, but the hardware
+//! prefetchers run too little ahead of it: on this host the cc tier's CSR
+//! SpMV on the 3-D 7-point stencil of `bench/run.py` (1.33M rows, 7 a row)
+//! ran 9.0-9.3 ms, and asking before each row for the positions
+//! `DISTANCE` ahead of its first brought it to 5.4-5.6 ms; 2.3-2.4 -> 2.0
+//! ms on the fem_blocks matrix (15 a row), 2.4-2.5 -> 2.1-2.3 on the
+//! tridiagonal one (3 a row). Nearer (32 positions) gained less, farther
+//! (1,024) lost some of it again. Asking for a row's worth
+//! (`POSITIONS`: 2 lines of `vals`, 1 of `crd`) and no more matters for
+//! short rows: a fourth line a row on the tridiagonal matrix took back
+//! its whole gain.
+//!
+//! Only arrays larger than a core's L2 cache are asked for, tested at run
+//! time (`TENSOR_PREFETCH_MIN_BYTES`): on the 2-D stencil of 40K rows
+//! (2.4 MB) the hints cost 13% and gained nothing.
+//!
+//! The pass adds the hints for the C only (`passes::for_codegen`):
+//! Cranelift has no prefetch instruction, and a call at every row would
+//! cost more than it saves (`ir::prefetch` calls once per strip of a
+//! loop's positions, but here every row is a new loop).
+
+use super::{nested_blocks_mut, ArrayRef, Block, Expr, Function, Stmt, VarId};
+use std::collections::BTreeSet;
+
+/// How many positions ahead of a loop's first position to ask for: 2 KB
+/// of `f64` values, 1 KB of `i32` coordinates.
+const DISTANCE: i64 = 256;
+
+/// How many positions to ask for, from `DISTANCE` ahead: about one short
+/// row's (2 lines of `f64`, 1 of `i32`).
+const POSITIONS: i64 = 16;
+
+/// Add the hints before every innermost loop nested in exactly one other
+/// loop that reads, at its position, arrays the kernel never writes: a
+/// matrix's rows. The fibers of a third-order tensor, a loop deeper, are
+/// too short for a hint each: 1.8 entries on average in `bench/run.py`'s
+/// tensor, where hints before each made TTV from CSF 12% slower, MTTKRP
+/// 5% and TTM 3%, against 3-15 entries a row in its matrices.
+pub fn prefetch_streams(f: &mut Function) {
+    let written: BTreeSet<ArrayRef> = f
+        .arrays()
+        .into_iter()
+        .filter_map(|(a, writes)| writes.then_some(a))
+        .collect();
+    in_block(&mut f.body, None, &written);
+}
+
+/// `outer`: the variables the innermost loop around `block` binds or
+/// changes, and how many loops enclose `block` (None outside every loop).
+fn in_block(
+    block: &mut Block,
+    outer: Option<(&BTreeSet<VarId>, usize)>,
+    written: &BTreeSet<ArrayRef>,
+) {
+    // Arrays a loop earlier in this block read: a loop after it (the rest
+    // of a row after a merge) continues the same stream, and a hint there
+    // comes late (CSR add on the 3-D stencil: 25.9 -> 27.6 ms with hints
+    // before the loops that finish a row's merge).
+    let mut asked: BTreeSet<ArrayRef> = BTreeSet::new();
+    let mut k = 0;
+    while k < block.len() {
+        let own = loop_vars(&block[k]);
+        let depth = outer.map_or(0, |(_, d)| d);
+        let inside = match &own {
+            Some(vars) => Some((vars, depth + 1)),
+            None => outer,
+        };
+        for inner in nested_blocks_mut(&mut block[k]) {
+            in_block(inner, inside, written);
+        }
+        let hints = match outer {
+            Some((vars, 1)) => hints(&block[k], vars, written, &asked),
+            _ => Vec::new(),
+        };
+        if own.is_some() {
+            asked.extend(loads(&block[k]));
+        }
+        let n = hints.len();
+        block.splice(k..k, hints);
+        k += n + 1;
+    }
+}
+
+/// The variables loop `s` binds or changes: its own, and those its body
+/// declares or assigns. None when `s` is no loop.
+fn loop_vars(s: &Stmt) -> Option<BTreeSet<VarId>> {
+    let (own, body) = match s {
+        Stmt::For { var, body, .. } => (Some(*var), body),
+        Stmt::While { body, .. } => (None, body),
+        _ => return None,
+    };
+    let mut vars: BTreeSet<VarId> = own.into_iter().collect();
+    super::walk_block(body, &mut |s| {
+        if let Stmt::Let(v, _) | Stmt::Set(v, _) = s {
+            vars.insert(*v);
+        }
+    });
+    Some(vars)
+}
+
+/// The hints for loop `s`, if it is innermost and counts its position
+/// (a `for`, or a `while` that steps a variable at every iteration, as
+/// `ir::unroll` leaves a reduction; not a merge, which steps its positions
+/// apart): for each array it reads at that position, the positions
+/// `DISTANCE` ahead of the first. Only where the first position changes
+/// with the loop around (`outer`): a loop run again over the same
+/// positions (a row of SpDM in strips of columns) finds them in the cache.
+fn hints(
+    s: &Stmt,
+    outer: &BTreeSet<VarId>,
+    written: &BTreeSet<ArrayRef>,
+    asked: &BTreeSet<ArrayRef>,
+) -> Vec<Stmt> {
+    let (body, start): (&Block, Box<dyn Fn(VarId) -> Option<Expr>>) = match s {
+        Stmt::For { var, lo, body, .. } => {
+            let (var, lo) = (*var, lo.clone());
+            (body, Box::new(move |v| (v == var).then(|| lo.clone())))
+        }
+        Stmt::While { body, .. } => {
+            let stepped = stepped(body);
+            (
+                body,
+                Box::new(move |v| stepped.contains(&v).then_some(Expr::Var(v))),
+            )
+        }
+        _ => return Vec::new(),
+    };
+    if super::has_loops(body) {
+        return Vec::new();
+    }
+    let mut streams: Vec<(ArrayRef, Expr)> = Vec::new();
+    super::walk_block(body, &mut |st| {
+        for e in super::stmt_exprs(st) {
+            e.walk(&mut |x| {
+                let Expr::Load(a, i) = x else { return };
+                let Expr::Var(v) = **i else { return };
+                if written.contains(a) || asked.contains(a) || streams.iter().any(|(b, _)| b == a) {
+                    return;
+                }
+                if let Some(first) = start(v).filter(|f| reads_any(f, outer)) {
+                    streams.push((a.clone(), first));
+                }
+            });
+        }
+    });
+    streams
+        .into_iter()
+        .map(|(array, first)| Stmt::PrefetchStream {
+            array,
+            at: Expr::add(first, Expr::Int(DISTANCE)),
+            positions: POSITIONS,
+        })
+        .collect()
+}
+
+/// The arrays `s` reads, at any depth.
+fn loads(s: &Stmt) -> BTreeSet<ArrayRef> {
+    let mut out = BTreeSet::new();
+    super::walk_block(std::slice::from_ref(s), &mut |st| {
+        for e in super::stmt_exprs(st) {
+            e.walk(&mut |x| {
+                if let Expr::Load(a, _) = x {
+                    out.insert(a.clone());
+                }
+            });
+        }
+    });
+    out
+}
+
+/// Whether `e` reads one of `vars`.
+fn reads_any(e: &Expr, vars: &BTreeSet<VarId>) -> bool {
+    let mut found = false;
+    e.walk(&mut |x| found |= matches!(x, Expr::Var(v) if vars.contains(v)));
+    found
+}
+
+/// The variables `body` assigns at its top level, at every iteration
+/// (`p = p + 2`), and declares nowhere: declared before the loop, so the
+/// hint in front of it reads their first values.
+fn stepped(body: &Block) -> BTreeSet<VarId> {
+    let mut declared = BTreeSet::new();
+    super::walk_block(body, &mut |s| {
+        if let Stmt::Let(v, _) = s {
+            declared.insert(*v);
+        }
+    });
+    body.iter()
+        .filter_map(|s| match s {
+            Stmt::Set(v, _) if !declared.contains(v) => Some(*v),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::format::{parse_format, Registry};
+    use crate::ir::passes::{for_codegen, Backend};
+    use crate::ir::{walk_block, Function, Stmt};
+    use std::collections::BTreeMap;
+
+    /// `expr` over `formats` (name, format, order), lowered and prepared
+    /// for `backend`.
+    fn kernel(expr: &str, formats: &[(&str, &str, usize)], backend: Backend) -> Function {
+        let r = Registry::builtin();
+        let a = crate::notation::parse_assignment(expr).unwrap(); // ok: test code
+        let fs = formats
+            .iter()
+            .map(|(n, f, o)| (n.to_string(), parse_format(f, *o, &r).unwrap())) // ok: test code
+            .collect();
+        let dims: BTreeMap<String, Vec<usize>> = formats
+            .iter()
+            .map(|(n, _, o)| (n.to_string(), vec![40; *o]))
+            .collect();
+        let k = crate::lower::compile("k", &a, &fs, &dims).unwrap(); // ok: test code
+        for_codegen(&k.function, backend)
+    }
+
+    /// The arrays asked for ahead, by their C names.
+    fn hinted(f: &Function) -> Vec<String> {
+        let mut out = Vec::new();
+        walk_block(&f.body, &mut |s| {
+            if let Stmt::PrefetchStream { array, .. } = s {
+                out.push(array.c_name());
+            }
+        });
+        out
+    }
+
+    const SPMV: &str = "y(i) = A(i,j) * x(j)";
+
+    #[test]
+    fn a_rows_values_and_coordinates_are_asked_for_before_it() {
+        for a in ["CSR", "DCSR", "CSC"] {
+            let f = kernel(
+                SPMV,
+                &[("A", a, 2), ("x", "dense", 1), ("y", "dense", 1)],
+                Backend::C,
+            );
+            let mut got = hinted(&f);
+            got.sort();
+            // Not x, read at a stored coordinate; not y, written.
+            // The second level's (CSC's columns are its first).
+            let crd = "A2_crd";
+            let mut want = vec![crd.to_string(), "A_vals".to_string()];
+            want.sort();
+            assert_eq!(got, want, "{a}");
+            let text = crate::ir::c::function(&f);
+            assert!(
+                text.contains(&format!("if ({crd}_large) tensor_prefetch_from({crd}, ")),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn merges_fibers_and_the_cranelift_tier_are_left_alone() {
+        // A merge steps its positions apart, and the loops after it go on
+        // with the streams it read.
+        let add = kernel(
+            "C(i,j) = A(i,j) + B(i,j)",
+            &[("A", "CSR", 2), ("B", "CSR", 2), ("C", "CSR", 2)],
+            Backend::C,
+        );
+        assert_eq!(hinted(&add), Vec::<String>::new());
+        // A third-order tensor's fibers are a loop deeper than rows.
+        let ttv = kernel(
+            "A(i,j) = B(i,j,k) * c(k)",
+            &[("A", "dense", 2), ("B", "CSF", 3), ("c", "dense", 1)],
+            Backend::C,
+        );
+        assert_eq!(hinted(&ttv), Vec::<String>::new());
+        let jit = kernel(
+            SPMV,
+            &[("A", "CSR", 2), ("x", "dense", 1), ("y", "dense", 1)],
+            Backend::Cranelift,
+        );
+        assert_eq!(hinted(&jit), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_loop_run_again_over_the_same_positions_is_not_asked_for() {
+        use crate::ir::{ArrayRef, Emitter, Expr, ParamRef};
+        // for s in 0..2 { for p in lo..hi { y[s] += A_vals[p] } }: `lo`
+        // does not change with `s`.
+        let mut e = Emitter::new();
+        let lo = e.let_var("lo", Expr::Int(3));
+        let hi = Expr::param(ParamRef::level("A", 1, "nnz"));
+        e.for_("s", Expr::Int(0), Expr::Int(2), |e, s| {
+            e.for_("p", lo.clone(), hi.clone(), |e, p| {
+                let v = Expr::load(ArrayRef::vals("A"), p);
+                e.store(ArrayRef::vals("y"), s, v);
+            });
+        });
+        let mut f = e.finish("k");
+        super::prefetch_streams(&mut f);
+        assert_eq!(hinted(&f), Vec::<String>::new());
+        // The same loop whose first position moves with `s` is.
+        let mut e = Emitter::new();
+        e.for_("s", Expr::Int(0), Expr::Int(2), |e, s| {
+            let lo = e.let_var("lo", Expr::mul(s.clone(), Expr::Int(8)));
+            e.for_("p", lo, Expr::Int(100), |e, p| {
+                let v = Expr::load(ArrayRef::vals("A"), p);
+                e.store(ArrayRef::vals("y"), s, v);
+            });
+        });
+        let mut f = e.finish("k");
+        super::prefetch_streams(&mut f);
+        assert_eq!(hinted(&f), vec!["A_vals".to_string()]);
+    }
+}
