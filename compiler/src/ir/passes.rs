@@ -8,8 +8,9 @@ use super::*;
 /// What a kernel's code is made for. The backends translate the same
 /// program but for where a loop asks for rows ahead
 /// (`prefetch::strip_for_calls`: once per strip of positions where a
-/// prefetch is a call), and for dense rows summed in strips of registers
-/// (`ir::strips`, the C only).
+/// prefetch is a call), for dense rows summed in strips of registers
+/// (`ir::strips`, the C only), and for the hints before each row of the
+/// streams it reads (`ir::streams`, the C only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
     /// The emitted C, as the cc tier builds it and users ship it.
