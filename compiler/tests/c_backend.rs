@@ -230,6 +230,37 @@ fn negated_negatives_agree() {
     }
 }
 
+/// SpMV's operands for matrix `m`: `A`, and an `x` of a few distinct
+/// values; with `y` computed by plain loops over `m`'s entries, the
+/// independent answer.
+fn spmv_operands(m: CooTensor) -> (BTreeMap<String, CooTensor>, Vec<f64>) {
+    let n = m.dims[1];
+    let xv: Vec<f64> = (0..n).map(|j| ((j * 7 % 13) as f64 - 6.0) / 4.0).collect();
+    let mut want = vec![0.0; m.dims[0]];
+    for e in 0..m.nnz() {
+        let c = m.coord(e);
+        want[c[0] as usize] += m.vals[e] * xv[c[1] as usize];
+    }
+    let data = [
+        ("A".to_string(), m),
+        ("x".to_string(), CooTensor::from_dense(vec![n], &xv)),
+    ]
+    .into_iter()
+    .collect();
+    (data, want)
+}
+
+/// `got` against `want`, element by element, to a relative 1e-9.
+fn assert_close(got: &[f64], want: &[f64], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (i, (x, y)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (x - y).abs() <= 1e-9 * (1.0 + y.abs()),
+            "{what}: y[{i}] = {x}, expected {y}"
+        );
+    }
+}
+
 /// DIA and ELL SpMV over enough rows for `ir::tile`'s tiles (2^21 and
 /// more), so that every diagonal or slot runs over many tiles and ends
 /// inside one, on both tiers, against plain loops over the entries.
@@ -243,20 +274,7 @@ fn diagonals_over_several_tiles_agree() {
     // DIA's diagonals, and ELL's slots with their test for padding.
     for (seed, bands, format) in [(1, 3, "DIA"), (2, 7, "DIA"), (3, 3, "ELL")] {
         let m = tensor_compiler::generate::banded(rows, bands, seed);
-        let xv: Vec<f64> = (0..rows)
-            .map(|j| ((j * 7 % 13) as f64 - 6.0) / 4.0)
-            .collect();
-        let mut want = vec![0.0; rows];
-        for e in 0..m.nnz() {
-            let c = m.coord(e);
-            want[c[0] as usize] += m.vals[e] * xv[c[1] as usize];
-        }
-        let data: BTreeMap<String, CooTensor> = [
-            ("A".to_string(), m),
-            ("x".to_string(), CooTensor::from_dense(vec![rows], &xv)),
-        ]
-        .into_iter()
-        .collect();
+        let (data, want) = spmv_operands(m);
         let formats = formats_rest_dense(&a, &[("A", format)], &data, 1);
         let mut jit = prepare("kernel", &a, &formats, &data, &[rows], None).unwrap();
         let text = tensor_compiler::ir::c::function(&jit.kernel.function);
@@ -274,12 +292,11 @@ fn diagonals_over_several_tiles_agree() {
             by_jit.vals, by_cc.vals,
             "{format}, {bands} bands: the tiers differ"
         );
-        for (i, (x, y)) in by_cc.to_dense().iter().zip(&want).enumerate() {
-            assert!(
-                (x - y).abs() <= 1e-9 * (1.0 + y.abs()),
-                "{format}, {bands} bands: y[{i}] = {x}, expected {y}"
-            );
-        }
+        assert_close(
+            &by_cc.to_dense(),
+            &want,
+            &format!("{format}, {bands} bands"),
+        );
     }
 }
 
@@ -561,20 +578,8 @@ fn coo_spmv_on_real_matrices_on_the_cc_tier() {
     let mut short_runs_summed = Vec::new();
     for path in real_matrices() {
         let m = tensor_compiler::io::read_tensor(&path).unwrap();
-        let n = m.dims[1];
-        let xv: Vec<f64> = (0..n).map(|j| ((j * 7 % 13) as f64 - 6.0) / 4.0).collect();
-        let mut want = vec![0.0; m.dims[0]];
-        for e in 0..m.nnz() {
-            let c = m.coord(e);
-            want[c[0] as usize] += m.vals[e] * xv[c[1] as usize];
-        }
         let rows = m.dims[0];
-        let data: BTreeMap<String, CooTensor> = [
-            ("A".to_string(), m),
-            ("x".to_string(), CooTensor::from_dense(vec![n], &xv)),
-        ]
-        .into_iter()
-        .collect();
+        let (data, want) = spmv_operands(m);
         for f in ["COO", "COO-AoS"] {
             let what = format!("{}: SpMV with A in {f}", path.display());
             let formats = formats_rest_dense(&a, &[("A", f)], &data, 1);
@@ -591,19 +596,63 @@ fn coo_spmv_on_real_matrices_on_the_cc_tier() {
             }
             p.compiled = cc::compile(&p.kernel.function).unwrap();
             p.run().unwrap();
-            let got = p.result().unwrap().to_dense();
-            for (i, (x, y)) in got.iter().zip(&want).enumerate() {
-                assert!(
-                    (x - y).abs() <= 1e-9 * (1.0 + y.abs()),
-                    "{what}: y[{i}] = {x}, expected {y}"
-                );
-            }
+            assert_close(&p.result().unwrap().to_dense(), &want, &what);
         }
     }
     assert!(
         !short_runs_summed.is_empty(),
         "no real matrix has runs of 2 or 3 entries summed"
     );
+}
+
+/// `m` repeated `copies` times down the diagonal: a matrix as large as
+/// needed whose rows are the real matrix's rows.
+fn diagonal_copies(m: &CooTensor, copies: usize) -> CooTensor {
+    let (r, c) = (m.dims[0], m.dims[1]);
+    let mut out = CooTensor::new(vec![r * copies, c * copies]);
+    for k in 0..copies {
+        for e in 0..m.nnz() {
+            let at = m.coord(e);
+            out.push(&[at[0] + (k * r) as u32, at[1] + (k * c) as u32], m.vals[e]);
+        }
+    }
+    out
+}
+
+/// SpMV from CSR, CSC and DCSR on the real matrices, repeated down the
+/// diagonal until their coordinates pass the 4 MiB from which the C asks
+/// for each row's stream ahead (`ir::streams`), so the hints run (past the
+/// arrays' ends for the last rows), on the cc tier against plain loops
+/// over the entries.
+#[test]
+fn streamed_rows_of_real_matrices_on_the_cc_tier() {
+    let Some(_dir) = setup("real_streams") else {
+        return;
+    };
+    let a = parse_assignment("y(i) = A(i,j) * x(j)").unwrap();
+    for path in real_matrices() {
+        let one = tensor_compiler::io::read_tensor(&path).unwrap();
+        if one.nnz() == 0 {
+            continue;
+        }
+        // Over 2^20 entries: 4 MiB of `i32` coordinates.
+        let m = diagonal_copies(&one, (1 << 20) / one.nnz() + 1);
+        let rows = m.dims[0];
+        let (data, want) = spmv_operands(m);
+        for f in ["CSR", "CSC", "DCSR"] {
+            let what = format!("{}: SpMV with A in {f}", path.display());
+            let formats = formats_rest_dense(&a, &[("A", f)], &data, 1);
+            let mut p = prepare("kernel", &a, &formats, &data, &[rows], None).unwrap();
+            let text = tensor_compiler::ir::c::function(&p.kernel.function);
+            assert!(
+                text.contains("tensor_prefetch_from(A_vals"),
+                "{what}\n{text}"
+            );
+            p.compiled = cc::compile(&p.kernel.function).unwrap();
+            p.run().unwrap();
+            assert_close(&p.result().unwrap().to_dense(), &want, &what);
+        }
+    }
 }
 
 /// SpDM from COO and CSR on the real matrices on both tiers, `D` wide

@@ -493,6 +493,21 @@ pub fn stmt_exprs(s: &Stmt) -> Vec<&Expr> {
     }
 }
 
+/// The arrays `b` loads from, at any depth.
+pub fn loaded_arrays(b: &[Stmt]) -> std::collections::BTreeSet<ArrayRef> {
+    let mut out = std::collections::BTreeSet::new();
+    walk_block(b, &mut |s| {
+        for e in stmt_exprs(s) {
+            e.walk(&mut |x| {
+                if let Expr::Load(a, _) = x {
+                    out.insert(a.clone());
+                }
+            });
+        }
+    });
+    out
+}
+
 /// Whether `b` holds a loop, at any depth.
 pub fn has_loops(b: &[Stmt]) -> bool {
     let mut found = false;
@@ -527,6 +542,14 @@ pub fn fresh_var(vars: &mut Vec<VarInfo>, name: &str, ty: Ty) -> VarId {
 }
 
 impl Function {
+    /// The arrays the function writes (stores to or grows).
+    pub fn written_arrays(&self) -> std::collections::BTreeSet<ArrayRef> {
+        self.arrays()
+            .into_iter()
+            .filter_map(|(a, writes)| writes.then_some(a))
+            .collect()
+    }
+
     /// Arrays the function touches, sorted, with whether it writes them.
     pub fn arrays(&self) -> Vec<(ArrayRef, bool)> {
         let mut out: std::collections::BTreeMap<ArrayRef, bool> = Default::default();
@@ -538,6 +561,9 @@ impl Function {
                 Stmt::Prefetch { array, coords, .. } => {
                     out.entry(array.clone()).or_insert(false);
                     out.entry(coords.clone()).or_insert(false);
+                }
+                Stmt::PrefetchStream { array, .. } => {
+                    out.entry(array.clone()).or_insert(false);
                 }
                 _ => {}
             }

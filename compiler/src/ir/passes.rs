@@ -220,3 +220,26 @@ mod tests {
         assert!(text.contains("let c"), "{text}");
     }
 }
+
+/// `expr` over `formats` (name, format, order; every dimension 40),
+/// lowered and prepared for `backend`: the kernels the passes' tests read.
+#[cfg(test)]
+pub(crate) fn lowered_for(
+    expr: &str,
+    formats: &[(&str, &str, usize)],
+    backend: Backend,
+) -> Function {
+    use crate::format::{parse_format, Registry};
+    let r = Registry::builtin();
+    let a = crate::notation::parse_assignment(expr).unwrap(); // ok: test code
+    let fs = formats
+        .iter()
+        .map(|(n, f, o)| (n.to_string(), parse_format(f, *o, &r).unwrap())) // ok: test code
+        .collect();
+    let dims: std::collections::BTreeMap<String, Vec<usize>> = formats
+        .iter()
+        .map(|(n, _, o)| (n.to_string(), vec![40; *o]))
+        .collect();
+    let k = crate::lower::compile("k", &a, &fs, &dims).unwrap(); // ok: test code
+    for_codegen(&k.function, backend)
+}

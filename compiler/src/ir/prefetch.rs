@@ -55,11 +55,7 @@ use std::collections::{BTreeMap, BTreeSet};
 const DISTANCE: i64 = 16;
 
 pub fn prefetch_rows(f: &mut Function) {
-    let written: BTreeSet<ArrayRef> = f
-        .arrays()
-        .into_iter()
-        .filter_map(|(a, writes)| writes.then_some(a))
-        .collect();
+    let written = f.written_arrays();
     in_block(&mut f.body, &written);
 }
 

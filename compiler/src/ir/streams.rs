@@ -32,7 +32,7 @@
 //! loop's positions, but here every row is a new loop).
 
 use super::{nested_blocks_mut, ArrayRef, Block, Expr, Function, Stmt, VarId};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How many positions ahead of a loop's first position to ask for: 2 KB
 /// of `f64` values, 1 KB of `i32` coordinates.
@@ -49,11 +49,7 @@ const POSITIONS: i64 = 16;
 /// tensor, where hints before each made TTV from CSF 12% slower, MTTKRP
 /// 5% and TTM 3%, against 3-15 entries a row in its matrices.
 pub fn prefetch_streams(f: &mut Function) {
-    let written: BTreeSet<ArrayRef> = f
-        .arrays()
-        .into_iter()
-        .filter_map(|(a, writes)| writes.then_some(a))
-        .collect();
+    let written = f.written_arrays();
     in_block(&mut f.body, None, &written);
 }
 
@@ -80,12 +76,11 @@ fn in_block(
         for inner in nested_blocks_mut(&mut block[k]) {
             in_block(inner, inside, written);
         }
-        let hints = match outer {
-            Some((vars, 1)) => hints(&block[k], vars, written, &asked),
-            _ => Vec::new(),
-        };
-        if own.is_some() {
-            asked.extend(loads(&block[k]));
+        // Hints go only before loops nested in exactly one other.
+        let mut hints = Vec::new();
+        if let (Some((vars, 1)), Some(_)) = (outer, &own) {
+            hints = hints_before(&block[k], vars, written, &asked);
+            asked.extend(super::loaded_arrays(std::slice::from_ref(&block[k])));
         }
         let n = hints.len();
         block.splice(k..k, hints);
@@ -117,67 +112,50 @@ fn loop_vars(s: &Stmt) -> Option<BTreeSet<VarId>> {
 /// `DISTANCE` ahead of the first. Only where the first position changes
 /// with the loop around (`outer`): a loop run again over the same
 /// positions (a row of SpDM in strips of columns) finds them in the cache.
-fn hints(
+fn hints_before(
     s: &Stmt,
     outer: &BTreeSet<VarId>,
     written: &BTreeSet<ArrayRef>,
     asked: &BTreeSet<ArrayRef>,
 ) -> Vec<Stmt> {
-    let (body, start): (&Block, Box<dyn Fn(VarId) -> Option<Expr>>) = match s {
-        Stmt::For { var, lo, body, .. } => {
-            let (var, lo) = (*var, lo.clone());
-            (body, Box::new(move |v| (v == var).then(|| lo.clone())))
-        }
-        Stmt::While { body, .. } => {
-            let stepped = stepped(body);
-            (
-                body,
-                Box::new(move |v| stepped.contains(&v).then_some(Expr::Var(v))),
-            )
-        }
+    // Each position variable with its value where the loop starts.
+    let (body, first): (&Block, BTreeMap<VarId, Expr>) = match s {
+        Stmt::For { var, lo, body, .. } => (body, BTreeMap::from([(*var, lo.clone())])),
+        Stmt::While { body, .. } => (
+            body,
+            stepped(body)
+                .into_iter()
+                .map(|v| (v, Expr::Var(v)))
+                .collect(),
+        ),
         _ => return Vec::new(),
     };
     if super::has_loops(body) {
         return Vec::new();
     }
-    let mut streams: Vec<(ArrayRef, Expr)> = Vec::new();
+    let mut streams: BTreeMap<ArrayRef, Expr> = BTreeMap::new();
     super::walk_block(body, &mut |st| {
         for e in super::stmt_exprs(st) {
             e.walk(&mut |x| {
                 let Expr::Load(a, i) = x else { return };
                 let Expr::Var(v) = **i else { return };
-                if written.contains(a) || asked.contains(a) || streams.iter().any(|(b, _)| b == a) {
+                let Some(start) = first.get(&v).filter(|f| reads_any(f, outer)) else {
                     return;
-                }
-                if let Some(first) = start(v).filter(|f| reads_any(f, outer)) {
-                    streams.push((a.clone(), first));
+                };
+                if !written.contains(a) && !asked.contains(a) {
+                    streams.entry(a.clone()).or_insert_with(|| start.clone());
                 }
             });
         }
     });
     streams
         .into_iter()
-        .map(|(array, first)| Stmt::PrefetchStream {
+        .map(|(array, start)| Stmt::PrefetchStream {
             array,
-            at: Expr::add(first, Expr::Int(DISTANCE)),
+            at: Expr::add(start, Expr::Int(DISTANCE)),
             positions: POSITIONS,
         })
         .collect()
-}
-
-/// The arrays `s` reads, at any depth.
-fn loads(s: &Stmt) -> BTreeSet<ArrayRef> {
-    let mut out = BTreeSet::new();
-    super::walk_block(std::slice::from_ref(s), &mut |st| {
-        for e in super::stmt_exprs(st) {
-            e.walk(&mut |x| {
-                if let Expr::Load(a, _) = x {
-                    out.insert(a.clone());
-                }
-            });
-        }
-    });
-    out
 }
 
 /// Whether `e` reads one of `vars`.
@@ -207,27 +185,8 @@ fn stepped(body: &Block) -> BTreeSet<VarId> {
 
 #[cfg(test)]
 mod tests {
-    use crate::format::{parse_format, Registry};
-    use crate::ir::passes::{for_codegen, Backend};
+    use crate::ir::passes::{lowered_for as kernel, Backend};
     use crate::ir::{walk_block, Function, Stmt};
-    use std::collections::BTreeMap;
-
-    /// `expr` over `formats` (name, format, order), lowered and prepared
-    /// for `backend`.
-    fn kernel(expr: &str, formats: &[(&str, &str, usize)], backend: Backend) -> Function {
-        let r = Registry::builtin();
-        let a = crate::notation::parse_assignment(expr).unwrap(); // ok: test code
-        let fs = formats
-            .iter()
-            .map(|(n, f, o)| (n.to_string(), parse_format(f, *o, &r).unwrap())) // ok: test code
-            .collect();
-        let dims: BTreeMap<String, Vec<usize>> = formats
-            .iter()
-            .map(|(n, _, o)| (n.to_string(), vec![40; *o]))
-            .collect();
-        let k = crate::lower::compile("k", &a, &fs, &dims).unwrap(); // ok: test code
-        for_codegen(&k.function, backend)
-    }
 
     /// The arrays asked for ahead, by their C names.
     fn hinted(f: &Function) -> Vec<String> {

@@ -427,25 +427,12 @@ fn free_vars(s: &Stmt) -> BTreeSet<VarId> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::{parse_format, Registry};
     use crate::ir::{ArrayRef, Parallel};
-    use std::collections::BTreeMap;
 
     /// `expr` over `formats` (name, format, order), lowered and prepared
     /// for code generation as `jit::compile` prepares it.
     fn kernel(expr: &str, formats: &[(&str, &str, usize)]) -> Function {
-        let r = Registry::builtin();
-        let a = crate::notation::parse_assignment(expr).unwrap(); // ok: test code
-        let fs = formats
-            .iter()
-            .map(|(n, f, o)| (n.to_string(), parse_format(f, *o, &r).unwrap())) // ok: test code
-            .collect();
-        let dims: BTreeMap<String, Vec<usize>> = formats
-            .iter()
-            .map(|(n, _, o)| (n.to_string(), vec![40; *o]))
-            .collect();
-        let k = crate::lower::compile("k", &a, &fs, &dims).unwrap(); // ok: test code
-        crate::ir::passes::for_codegen(&k.function, crate::ir::passes::Backend::Cranelift)
+        crate::ir::passes::lowered_for(expr, formats, crate::ir::passes::Backend::Cranelift)
     }
 
     fn reads_share_params(f: &Function) -> bool {

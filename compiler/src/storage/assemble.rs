@@ -67,7 +67,7 @@ pub fn pack_entries_reusing(
                 .unwrap_or(Column::Values(Cow::Borrowed(&[])))
         })
         .collect();
-    if let Some(placed) = scatter(
+    let (levels, vals) = match scatter(
         name,
         format,
         &packers,
@@ -76,17 +76,35 @@ pub fn pack_entries_reusing(
         &extents,
         scratch,
     ) {
-        let (levels, vals) = placed?;
-        return Ok(Tensor {
-            name: name.to_string(),
-            format: format.clone(),
-            dims,
-            extents,
-            levels,
-            vals,
-        });
-    }
-    let sorted = sort_unique(level_cols, vals, &extents, scratch).map_err(err)?;
+        Some(placed) => placed?,
+        None => pack_sorted(name, format, &packers, level_cols, vals, &extents, scratch)?,
+    };
+    Ok(Tensor {
+        name: name.to_string(),
+        format: format.clone(),
+        dims,
+        extents,
+        levels,
+        vals,
+    })
+}
+
+/// The levels and values of `level_cols` (one per level, level order) and
+/// `vals`, sorted with duplicates summed and handed to each level's packer.
+fn pack_sorted(
+    name: &str,
+    format: &TensorFormat,
+    packers: &[&dyn ColumnPack],
+    level_cols: Vec<Column<'_>>,
+    vals: Cow<'_, [f64]>,
+    extents: &[usize],
+    scratch: &mut Scratch,
+) -> Result<(Vec<LevelStorage>, Vec<f64>), StorageError> {
+    let err = |reason: String| StorageError::Pack {
+        tensor: name.to_string(),
+        reason,
+    };
+    let sorted = sort_unique(level_cols, vals, extents, scratch).map_err(err)?;
     let Sorted {
         cols: mut sorted_cols,
         vals: sorted_vals,
@@ -123,7 +141,7 @@ pub fn pack_entries_reusing(
             coords,
             below: &below,
             split: &split,
-            extents: &extents,
+            extents,
             parent_size,
             chain_len,
             memory,
@@ -162,14 +180,7 @@ pub fn pack_entries_reusing(
             v
         }
     };
-    Ok(Tensor {
-        name: name.to_string(),
-        format: format.clone(),
-        dims,
-        extents,
-        levels,
-        vals,
-    })
+    Ok((levels, vals))
 }
 
 /// Whether every level's positions are sure to fit the `i32` indices the

@@ -9,6 +9,7 @@
 //! Duplicates are summed in their input order, as the sorting path sums
 //! them (the one difference: a lone `-0.0` entry is stored as `0.0`).
 
+use super::alloc::check_allocation;
 use super::scratch::Scratch;
 use super::sort::{check_range, runs_fit};
 use super::StorageError;
@@ -46,6 +47,10 @@ pub(super) fn scatter(
         storage.params.extend(out.params);
         levels.push(storage);
         parent_size = out.size;
+    }
+    // As the sorting path does: refused with a clear error, not aborted on.
+    if let Err(e) = check_allocation(name, "values", parent_size as u128, 8) {
+        return Some(Err(e));
     }
     let placed = positions(cols, vals.len(), extents)
         .map(|pos| add_into_place(&pos, vals, parent_size, scratch))
