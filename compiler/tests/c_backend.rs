@@ -619,11 +619,11 @@ fn diagonal_copies(m: &CooTensor, copies: usize) -> CooTensor {
     out
 }
 
-/// SpMV from CSR, CSC and DCSR on the real matrices, repeated down the
+/// SpMV from CSR, CSC, DCSR and COO on the real matrices, repeated down the
 /// diagonal until their coordinates pass the 4 MiB from which the C asks
-/// for each row's stream ahead (`ir::streams`), so the hints run (past the
-/// arrays' ends for the last rows), on the cc tier against plain loops
-/// over the entries.
+/// for each row's stream ahead (`ir::streams`; COO inside its loop), so
+/// the hints run (past the arrays' ends for the last rows), on the cc tier
+/// against plain loops over the entries.
 #[test]
 fn streamed_rows_of_real_matrices_on_the_cc_tier() {
     let Some(_dir) = setup("real_streams") else {
@@ -639,7 +639,9 @@ fn streamed_rows_of_real_matrices_on_the_cc_tier() {
         let m = diagonal_copies(&one, (1 << 20) / one.nnz() + 1);
         let rows = m.dims[0];
         let (data, want) = spmv_operands(m);
-        for f in ["CSR", "CSC", "DCSR"] {
+        // COO asks inside its one loop over the entries, the others
+        // before each row.
+        for f in ["CSR", "CSC", "DCSR", "COO"] {
             let what = format!("{}: SpMV with A in {f}", path.display());
             let formats = formats_rest_dense(&a, &[("A", f)], &data, 1);
             let mut p = prepare("kernel", &a, &formats, &data, &[rows], None).unwrap();

@@ -39,6 +39,16 @@ pub enum ElemTy {
     F64,
 }
 
+impl ElemTy {
+    /// Bytes an element takes.
+    pub fn bytes(self) -> usize {
+        match self {
+            ElemTy::I32 => 4,
+            ElemTy::F64 => 8,
+        }
+    }
+}
+
 /// Which array of a tensor.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Slot {

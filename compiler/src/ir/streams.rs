@@ -22,6 +22,11 @@
 //! short rows: a fourth line a row on the tridiagonal matrix took back
 //! its whole gain.
 //!
+//! COO's one loop over all its entries is a single long stream through
+//! each array, and the prefetchers fall behind there too: inside that
+//! loop, each iteration asks for its widest array (the values) `DISTANCE`
+//! positions ahead (`hint_within`).
+//!
 //! Only arrays larger than a core's L2 cache are asked for, tested at run
 //! time (`TENSOR_PREFETCH_MIN_BYTES`): on the 2-D stencil of 40K rows
 //! (2.4 MB) the hints cost 13% and gained nothing.
@@ -31,7 +36,7 @@
 //! cost more than it saves (`ir::prefetch` calls once per strip of a
 //! loop's positions, but here every row is a new loop).
 
-use super::{nested_blocks_mut, ArrayRef, Block, Expr, Function, Stmt, VarId};
+use super::{nested_blocks_mut, ArrayRef, Block, Expr, Function, Slot, Stmt, VarId};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// How many positions ahead of a loop's first position to ask for: 2 KB
@@ -49,6 +54,15 @@ const POSITIONS: i64 = 16;
 /// tensor, where hints before each made TTV from CSF 12% slower, MTTKRP
 /// 5% and TTM 3%, against 3-15 entries a row in its matrices.
 pub fn prefetch_streams(f: &mut Function) {
+    // Once: a kernel printed again (`ir::c::function` runs the passes)
+    // keeps the hints it has.
+    let mut hinted = false;
+    super::walk_block(&f.body, &mut |s| {
+        hinted |= matches!(s, Stmt::PrefetchStream { .. })
+    });
+    if hinted {
+        return;
+    }
     let written = f.written_arrays();
     in_block(&mut f.body, None, &written);
 }
@@ -78,6 +92,9 @@ fn in_block(
         }
         // Hints go only before loops nested in exactly one other.
         let mut hints = Vec::new();
+        if let (None, Some(_)) = (outer, &own) {
+            hint_within(&mut block[k], written);
+        }
         if let (Some((vars, 1)), Some(_)) = (outer, &own) {
             hints = hints_before(&block[k], vars, written, &asked);
             asked.extend(super::loaded_arrays(std::slice::from_ref(&block[k])));
@@ -106,11 +123,9 @@ fn loop_vars(s: &Stmt) -> Option<BTreeSet<VarId>> {
 }
 
 /// The hints for loop `s`, if it is innermost and counts its position
-/// (a `for`, or a `while` that steps a variable at every iteration, as
-/// `ir::unroll` leaves a reduction; not a merge, which steps its positions
-/// apart): for each array it reads at that position, the positions
-/// `DISTANCE` ahead of the first. Only where the first position changes
-/// with the loop around (`outer`): a loop run again over the same
+/// (`counted_positions`): for each array it reads at that position, the
+/// positions `DISTANCE` ahead of the first. Only where the first position
+/// changes with the loop around (`outer`): a loop run again over the same
 /// positions (a row of SpDM in strips of columns) finds them in the cache.
 fn hints_before(
     s: &Stmt,
@@ -118,7 +133,70 @@ fn hints_before(
     written: &BTreeSet<ArrayRef>,
     asked: &BTreeSet<ArrayRef>,
 ) -> Vec<Stmt> {
-    // Each position variable with its value where the loop starts.
+    let Some((body, first)) = counted_positions(s) else {
+        return Vec::new();
+    };
+    let moving: BTreeMap<VarId, Expr> = first
+        .into_iter()
+        .filter(|(_, start)| reads_any(start, outer))
+        .collect();
+    read_at(body, &moving, written)
+        .into_iter()
+        .filter(|(array, _)| !asked.contains(array))
+        .map(|(array, v)| Stmt::PrefetchStream {
+            array,
+            at: Expr::add(moving[&v].clone(), Expr::Int(DISTANCE)),
+            positions: POSITIONS,
+        })
+        .collect()
+}
+
+/// The hint inside loop `s`, which no loop encloses, if it is innermost,
+/// counts its position and reads a level's `crd` there:
+/// COO's single loop over all its entries, one long stream through each
+/// array. At each iteration it asks for the widest array `DISTANCE`
+/// positions ahead. On this host the cc tier's COO SpMV ran 10.6 -> 7.9 ms
+/// on the 3-D stencil of `bench/run.py`, 5.6 -> 4.2 on the 2-D one and
+/// 2.70 -> 2.46 on fem_blocks; a hint for every array at each iteration
+/// took fem_blocks to 3.0 instead (the prefetches crowd the loop's
+/// loads), and so did hints for all of them once in 16 positions (the
+/// test alone, a branch a few iterations apart beside the run's end, cost
+/// as much).
+fn hint_within(s: &mut Stmt, written: &BTreeSet<ArrayRef>) {
+    let Some((body, first)) = counted_positions(s) else {
+        return;
+    };
+    let here: BTreeMap<VarId, Expr> = first.into_keys().map(|v| (v, Expr::Var(v))).collect();
+    let streams = read_at(body, &here, written);
+    // Coordinates stored apart from each other, a stream each (COO, not
+    // COO-AoS, whose pairs are one stream read at `2 * p` and `2 * p + 1`:
+    // two streams the hardware follows, where the hint cost fem_blocks
+    // 2.3 -> 2.9 ms and the tridiagonal matrix 2.8 -> 3.1).
+    if !streams
+        .keys()
+        .any(|a| matches!(a.slot, Slot::Level(_, "crd")))
+    {
+        return;
+    }
+    let Some((array, v)) = streams.into_iter().max_by_key(|(a, _)| a.elem().bytes()) else {
+        return;
+    };
+    let hint = Stmt::PrefetchStream {
+        array,
+        at: Expr::add(Expr::Var(v), Expr::Int(DISTANCE)),
+        positions: 1,
+    };
+    if let Stmt::For { body, .. } | Stmt::While { body, .. } = s {
+        body.insert(0, hint);
+    }
+}
+
+/// The body of loop `s` and each of its position variables with its value
+/// where the loop starts, if `s` is innermost and counts its position: a
+/// `for`, or a `while` that steps a variable at every iteration, as
+/// `ir::unroll` leaves a reduction; not a merge, which steps its
+/// positions apart.
+fn counted_positions(s: &Stmt) -> Option<(&Block, BTreeMap<VarId, Expr>)> {
     let (body, first): (&Block, BTreeMap<VarId, Expr>) = match s {
         Stmt::For { var, lo, body, .. } => (body, BTreeMap::from([(*var, lo.clone())])),
         Stmt::While { body, .. } => (
@@ -128,34 +206,31 @@ fn hints_before(
                 .map(|v| (v, Expr::Var(v)))
                 .collect(),
         ),
-        _ => return Vec::new(),
+        _ => return None,
     };
-    if super::has_loops(body) {
-        return Vec::new();
-    }
-    let mut streams: BTreeMap<ArrayRef, Expr> = BTreeMap::new();
+    (!super::has_loops(body)).then_some((body, first))
+}
+
+/// The arrays `body` loads at one of `positions`' variables and the
+/// kernel never writes, each with the first such variable.
+fn read_at(
+    body: &Block,
+    positions: &BTreeMap<VarId, Expr>,
+    written: &BTreeSet<ArrayRef>,
+) -> BTreeMap<ArrayRef, VarId> {
+    let mut streams = BTreeMap::new();
     super::walk_block(body, &mut |st| {
         for e in super::stmt_exprs(st) {
             e.walk(&mut |x| {
                 let Expr::Load(a, i) = x else { return };
                 let Expr::Var(v) = **i else { return };
-                let Some(start) = first.get(&v).filter(|f| reads_any(f, outer)) else {
-                    return;
-                };
-                if !written.contains(a) && !asked.contains(a) {
-                    streams.entry(a.clone()).or_insert_with(|| start.clone());
+                if positions.contains_key(&v) && !written.contains(a) {
+                    streams.entry(a.clone()).or_insert(v);
                 }
             });
         }
     });
     streams
-        .into_iter()
-        .map(|(array, start)| Stmt::PrefetchStream {
-            array,
-            at: Expr::add(start, Expr::Int(DISTANCE)),
-            positions: POSITIONS,
-        })
-        .collect()
 }
 
 /// Whether `e` reads one of `vars`.
@@ -223,6 +298,66 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    /// The hints each loop's body starts with, by array, and their reach.
+    fn hinted_within(f: &Function) -> Vec<(String, i64)> {
+        let mut out = Vec::new();
+        walk_block(&f.body, &mut |s| {
+            if let Stmt::For { body, .. } | Stmt::While { body, .. } = s {
+                if let Some(Stmt::PrefetchStream {
+                    array, positions, ..
+                }) = body.first()
+                {
+                    out.push((array.c_name(), *positions));
+                }
+            }
+        });
+        out
+    }
+
+    #[test]
+    fn coo_asks_for_its_values_ahead_at_every_iteration_of_its_one_loop() {
+        let spmv = |a| {
+            kernel(
+                SPMV,
+                &[("A", a, 2), ("x", "dense", 1), ("y", "dense", 1)],
+                Backend::C,
+            )
+        };
+        let coo = spmv("COO");
+        // The widest stream only: the coordinates are left to the
+        // hardware, and nothing is asked before the loop.
+        assert_eq!(hinted(&coo), vec!["A_vals".to_string()]);
+        assert_eq!(hinted_within(&coo), vec![("A_vals".to_string(), 1)]);
+        // The C tests the array's size once, around two copies of the loop.
+        let text = crate::ir::c::function(&coo);
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        let at = lines
+            .iter()
+            .position(|l| *l == "if (A_vals_large) {")
+            .expect("the test around the loop");
+        let hint = "if (A_vals_large) tensor_prefetch_from(A_vals, pA1 + 256, 1 * sizeof *A_vals);";
+        assert_eq!(lines[at + 2], hint, "{text}");
+        assert_eq!(text.matches(hint).count(), 1, "{text}");
+        let head = lines[at + 1];
+        assert_eq!(text.matches(head).count(), 2, "{head} twice: {text}");
+        // Coordinates in pairs, one stream, are left to the hardware.
+        assert_eq!(hinted(&spmv("COO-AoS")), Vec::<String>::new());
+        // A loop over dense positions walks no sparse level.
+        let dense = kernel(
+            "y(i) = x(i) + z(i)",
+            &[("x", "dense", 1), ("y", "dense", 1), ("z", "dense", 1)],
+            Backend::C,
+        );
+        assert_eq!(hinted(&dense), Vec::<String>::new());
+        // Nor does a merge of two COO matrices count its positions.
+        let add = kernel(
+            "C(i,j) = A(i,j) + B(i,j)",
+            &[("A", "COO", 2), ("B", "COO", 2), ("C", "COO", 2)],
+            Backend::C,
+        );
+        assert_eq!(hinted(&add), Vec::<String>::new());
     }
 
     #[test]
