@@ -9,8 +9,9 @@ use super::*;
 /// program but for where a loop asks for rows ahead
 /// (`prefetch::strip_for_calls`: once per strip of positions where a
 /// prefetch is a call), for dense rows summed in strips of registers
-/// (`ir::strips`, the C only), and for the hints before each row of the
-/// streams it reads (`ir::streams`, the C only).
+/// (`ir::strips`, the C only), and for the hints of the streams a loop
+/// reads (`ir::streams`: before each row and inside COO's loop in the C,
+/// per strip of rows by calls under Cranelift).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
     /// The emitted C, as the cc tier builds it and users ship it.
@@ -35,7 +36,10 @@ pub fn for_codegen(f: &Function, backend: Backend) -> Function {
             super::strips::sum_rows_in_strips(&mut g);
             super::streams::prefetch_streams(&mut g);
         }
-        Backend::Cranelift => super::prefetch::strip_for_calls(&mut g),
+        Backend::Cranelift => {
+            super::streams::ask_rows_by_calls(&mut g);
+            super::prefetch::strip_for_calls(&mut g);
+        }
     }
     gather_reserves(&mut g.body);
     g

@@ -52,7 +52,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// memory (a few hundred cycles) at a few dozen cycles per position of a
 /// 32-column row, near enough that the rows are still in the L1/L2 cache
 /// when they are reached (16-32 measured best; 4 too close).
-const DISTANCE: i64 = 16;
+pub(super) const DISTANCE: i64 = 16;
 
 pub fn prefetch_rows(f: &mut Function) {
     let written = f.written_arrays();

@@ -31,12 +31,14 @@
 //! time (`TENSOR_PREFETCH_MIN_BYTES`): on the 2-D stencil of 40K rows
 //! (2.4 MB) the hints cost 13% and gained nothing.
 //!
-//! The pass adds the hints for the C only (`passes::for_codegen`):
+//! The pass adds these hints for the C only (`passes::for_codegen`):
 //! Cranelift has no prefetch instruction, and a call at every row would
-//! cost more than it saves (`ir::prefetch` calls once per strip of a
-//! loop's positions, but here every row is a new loop).
+//! cost more than it saves. Its kernels ask instead, for rows of 4 or
+//! more positions on average, for the rows' values once per strip of 8
+//! rows through the routine `ir::prefetch` calls (`ask_rows_by_calls`).
 
-use super::{nested_blocks_mut, ArrayRef, Block, Expr, Function, Slot, Stmt, VarId};
+use super::{fresh_var, nested_blocks_mut, ArrayRef, Block, CmpOp, ElemTy, Expr};
+use super::{Function, Slot, Stmt, Ty, VarId, VarInfo};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// How many positions ahead of a loop's first position to ask for: 2 KB
@@ -65,6 +67,151 @@ pub fn prefetch_streams(f: &mut Function) {
     }
     let written = f.written_arrays();
     in_block(&mut f.body, None, &written);
+}
+
+/// The Cranelift tier's form of the hints before each row. It has no
+/// prefetch instruction, so a loop over rows whose inner loop starts at
+/// `pos[i]` asks, through the routine `ir::prefetch` calls once per strip
+/// of 8 rows (`prefetch::strip_for_calls`), for the first `ROW_VALUES`
+/// values of each row `prefetch::DISTANCE` rows ahead: `Prefetch { vals,
+/// coords: pos, at: i + DISTANCE }`. The values only: the routine reads
+/// `f64` rows, and they are the widest stream (COO's loop gained from
+/// them alone in C).
+///
+/// The call costs about what a few short rows do, so the loop is kept
+/// twice, behind a test of its rows' average length (`ROW_POSITIONS`):
+/// CSR SpMV, Cranelift tier, median ms: 3-D stencil (7 a row) 9.96 ->
+/// 8.15, 2-D stencil (5) 5.21 -> 4.28, fem_blocks (15) 2.66 -> 2.43, but
+/// the tridiagonal matrix (3) 2.93 -> 3.28 and the power-law one (3.1,
+/// scattered) 18.3 -> 27.9 asked at every strip.
+pub fn ask_rows_by_calls(f: &mut Function) {
+    let written = f.written_arrays();
+    let mut body = std::mem::take(&mut f.body);
+    rows_in_block(&mut body, &mut f.vars, &written);
+    f.body = body;
+}
+
+/// Values asked for a row: one cache line (two lines made the tridiagonal
+/// matrix 20% slower, asking each line of its 24-byte rows five times).
+const ROW_VALUES: i64 = 8;
+
+/// Fewest positions a row on average for the asks to run.
+const ROW_POSITIONS: i64 = 4;
+
+fn rows_in_block(block: &mut Block, vars: &mut Vec<VarInfo>, written: &BTreeSet<ArrayRef>) {
+    for k in 0..block.len() {
+        for inner in nested_blocks_mut(&mut block[k]) {
+            rows_in_block(inner, vars, written);
+        }
+        let Stmt::For { var, lo, hi, body } = &block[k] else {
+            continue;
+        };
+        let Some((pos, asks)) = row_asks(*var, body, written) else {
+            continue;
+        };
+        // `pos[hi]` is the end of the last row the loop reads, and
+        // `pos[lo]` the start of its first: both in range when it runs.
+        let (lo, hi) = (lo.clone(), hi.clone());
+        let positions = Expr::sub(
+            Expr::load(pos.clone(), hi.clone()),
+            Expr::load(pos, lo.clone()),
+        );
+        let rows = Expr::sub(hi.clone(), lo.clone());
+        let long = fresh_var(vars, "long_rows", Ty::Bool);
+        let plain = block[k].clone();
+        let mut hinted = plain.clone();
+        if let Stmt::For { body, .. } = &mut hinted {
+            body.splice(0..0, asks);
+        }
+        block[k] = Stmt::If {
+            cond: Expr::cmp(CmpOp::Lt, lo, hi),
+            then: vec![
+                Stmt::Let(
+                    long,
+                    Expr::cmp(
+                        CmpOp::Ge,
+                        positions,
+                        Expr::mul(rows, Expr::Int(ROW_POSITIONS)),
+                    ),
+                ),
+                Stmt::If {
+                    cond: Expr::Var(long),
+                    then: vec![hinted],
+                    els: vec![plain],
+                },
+            ],
+            els: Vec::new(),
+        };
+    }
+}
+
+/// The `pos` array of loop `for row in .. { body }` and its asks: one for
+/// each array of values an innermost loop of `body` reads at positions
+/// counted from `pos[row]` up to `pos[row + 1]`, skipping loops that go on
+/// with what an earlier loop read (the rest of a row after a merge).
+fn row_asks(
+    row: VarId,
+    body: &Block,
+    written: &BTreeSet<ArrayRef>,
+) -> Option<(ArrayRef, Vec<Stmt>)> {
+    // The `let`s of the row that nothing changes at its top level, to
+    // follow a loop's first position back to the `pos` it came from.
+    let lets: BTreeMap<VarId, &Expr> = body
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Let(v, e) if !body.iter().any(|t| matches!(t, Stmt::Set(w, _) if w == v)) => {
+                Some((*v, e))
+            }
+            _ => None,
+        })
+        .collect();
+    let pos_at = |e: &Expr, at: &Expr| {
+        let mut e = e;
+        while let Expr::Var(v) = e {
+            e = lets.get(v)?;
+        }
+        match e {
+            Expr::Load(pos, i) if **i == *at => Some(pos.clone()),
+            _ => None,
+        }
+    };
+    let this_row = Expr::Var(row);
+    let next_row = Expr::add(Expr::Var(row), Expr::Int(1));
+    let mut asked: BTreeSet<ArrayRef> = BTreeSet::new();
+    let mut found: Option<(ArrayRef, Vec<Stmt>)> = None;
+    for s in body {
+        let earlier = asked.clone();
+        asked.extend(super::loaded_arrays(std::slice::from_ref(s)));
+        let Some((inner, first)) = counted_positions(s) else {
+            continue;
+        };
+        for (array, v) in read_at(inner, &first, written) {
+            if earlier.contains(&array) {
+                continue;
+            }
+            let Some(pos) = pos_at(&first[&v], &this_row) else {
+                continue;
+            };
+            // The row's end comes from the same `pos`, so `pos[hi]` is.
+            let ends_there = lets
+                .values()
+                .any(|e| pos_at(e, &next_row) == Some(pos.clone()));
+            let same = found.as_ref().is_none_or(|(p, _)| *p == pos);
+            if array.elem() != ElemTy::F64 || !ends_there || !same {
+                continue;
+            }
+            let ask = Stmt::Prefetch {
+                array,
+                coords: pos.clone(),
+                at: Expr::add(Expr::Var(row), Expr::Int(super::prefetch::DISTANCE)),
+                positions: 1,
+                stride: Expr::Int(1),
+                len: Expr::Int(ROW_VALUES),
+            };
+            found.get_or_insert_with(|| (pos, Vec::new())).1.push(ask);
+        }
+    }
+    found
 }
 
 /// `outer`: the variables the innermost loop around `block` binds or
@@ -358,6 +505,36 @@ mod tests {
             Backend::C,
         );
         assert_eq!(hinted(&add), Vec::<String>::new());
+    }
+
+    /// The Cranelift tier's asks (`ask_rows_by_calls`): each `Prefetch`
+    /// by its array and coordinates.
+    fn asked_by_calls(expr: &str, formats: &[(&str, &str, usize)]) -> Vec<(String, String)> {
+        let mut f = kernel(expr, formats, Backend::C);
+        f.body.retain(|s| !matches!(s, Stmt::PrefetchStream { .. }));
+        super::ask_rows_by_calls(&mut f);
+        let mut out = Vec::new();
+        walk_block(&f.body, &mut |s| {
+            if let Stmt::Prefetch { array, coords, .. } = s {
+                out.push((array.c_name(), coords.c_name()));
+            }
+        });
+        out
+    }
+
+    #[test]
+    fn cranelift_asks_for_rows_values_through_their_pos() {
+        for (a, pos) in [("CSR", "A2_pos"), ("DCSR", "A2_pos"), ("CSC", "A2_pos")] {
+            let got = asked_by_calls(SPMV, &[("A", a, 2), ("x", "dense", 1), ("y", "dense", 1)]);
+            assert_eq!(got, vec![("A_vals".to_string(), pos.to_string())], "{a}");
+        }
+        // A merge steps its positions apart, and the loops that finish a
+        // row after it go on with its streams.
+        let add = asked_by_calls(
+            "C(i,j) = A(i,j) + B(i,j)",
+            &[("A", "CSR", 2), ("B", "CSR", 2), ("C", "CSR", 2)],
+        );
+        assert_eq!(add, Vec::new());
     }
 
     #[test]
