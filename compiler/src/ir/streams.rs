@@ -85,9 +85,18 @@ pub fn prefetch_streams(f: &mut Function) {
 /// the tridiagonal matrix (3) 2.93 -> 3.28 and the power-law one (3.1,
 /// scattered) 18.3 -> 27.9 asked at every strip.
 pub fn ask_rows_by_calls(f: &mut Function) {
-    let written = f.written_arrays();
+    // Arrays not known to pass the size get no asks from
+    // `strip_for_calls`, so their loops are not copied either.
+    let mut skipped = f.written_arrays();
+    let large = |n: usize| (n as i64).saturating_mul(8) > super::prefetch::MIN_BYTES;
+    skipped.extend(
+        f.arrays()
+            .into_iter()
+            .map(|(a, _)| a)
+            .filter(|a| !f.lengths.iter().any(|(b, n)| b == a && large(*n))),
+    );
     let mut body = std::mem::take(&mut f.body);
-    rows_in_block(&mut body, &mut f.vars, &written);
+    rows_in_block(&mut body, &mut f.vars, &skipped);
     f.body = body;
 }
 
@@ -98,15 +107,15 @@ const ROW_VALUES: i64 = 8;
 /// Fewest positions a row on average for the asks to run.
 const ROW_POSITIONS: i64 = 4;
 
-fn rows_in_block(block: &mut Block, vars: &mut Vec<VarInfo>, written: &BTreeSet<ArrayRef>) {
+fn rows_in_block(block: &mut Block, vars: &mut Vec<VarInfo>, skipped: &BTreeSet<ArrayRef>) {
     for k in 0..block.len() {
         for inner in nested_blocks_mut(&mut block[k]) {
-            rows_in_block(inner, vars, written);
+            rows_in_block(inner, vars, skipped);
         }
         let Stmt::For { var, lo, hi, body } = &block[k] else {
             continue;
         };
-        let Some((pos, asks)) = row_asks(*var, body, written) else {
+        let Some((pos, asks)) = row_asks(*var, body, skipped) else {
             continue;
         };
         // `pos[hi]` is the end of the last row the loop reads, and
@@ -146,13 +155,13 @@ fn rows_in_block(block: &mut Block, vars: &mut Vec<VarInfo>, written: &BTreeSet<
 }
 
 /// The `pos` array of loop `for row in .. { body }` and its asks: one for
-/// each array of values an innermost loop of `body` reads at positions
+/// each array of values, not in `skipped`, an innermost loop of `body` reads at positions
 /// counted from `pos[row]` up to `pos[row + 1]`, skipping loops that go on
 /// with what an earlier loop read (the rest of a row after a merge).
 fn row_asks(
     row: VarId,
     body: &Block,
-    written: &BTreeSet<ArrayRef>,
+    skipped: &BTreeSet<ArrayRef>,
 ) -> Option<(ArrayRef, Vec<Stmt>)> {
     // The `let`s of the row that nothing changes at its top level, to
     // follow a loop's first position back to the `pos` it came from.
@@ -185,7 +194,7 @@ fn row_asks(
         let Some((inner, first)) = counted_positions(s) else {
             continue;
         };
-        for (array, v) in read_at(inner, &first, written) {
+        for (array, v) in read_at(inner, &first, skipped) {
             if earlier.contains(&array) {
                 continue;
             }
@@ -509,9 +518,21 @@ mod tests {
 
     /// The Cranelift tier's asks (`ask_rows_by_calls`): each `Prefetch`
     /// by its array and coordinates.
-    fn asked_by_calls(expr: &str, formats: &[(&str, &str, usize)]) -> Vec<(String, String)> {
+    /// `large`: the data the kernel is made for has 16M values in each
+    /// tensor (none known otherwise).
+    fn asked_by_calls(
+        expr: &str,
+        formats: &[(&str, &str, usize)],
+        large: bool,
+    ) -> Vec<(String, String)> {
         let mut f = kernel(expr, formats, Backend::C);
         f.body.retain(|s| !matches!(s, Stmt::PrefetchStream { .. }));
+        if large {
+            f.lengths = formats
+                .iter()
+                .map(|(t, ..)| (crate::ir::ArrayRef::vals(t), 1 << 24))
+                .collect();
+        }
         super::ask_rows_by_calls(&mut f);
         let mut out = Vec::new();
         walk_block(&f.body, &mut |s| {
@@ -525,14 +546,18 @@ mod tests {
     #[test]
     fn cranelift_asks_for_rows_values_through_their_pos() {
         for (a, pos) in [("CSR", "A2_pos"), ("DCSR", "A2_pos"), ("CSC", "A2_pos")] {
-            let got = asked_by_calls(SPMV, &[("A", a, 2), ("x", "dense", 1), ("y", "dense", 1)]);
+            let formats = [("A", a, 2), ("x", "dense", 1), ("y", "dense", 1)];
+            let got = asked_by_calls(SPMV, &formats, true);
             assert_eq!(got, vec![("A_vals".to_string(), pos.to_string())], "{a}");
+            // Values not known to be large are not asked for.
+            assert_eq!(asked_by_calls(SPMV, &formats, false), Vec::new(), "{a}");
         }
         // A merge steps its positions apart, and the loops that finish a
         // row after it go on with its streams.
         let add = asked_by_calls(
             "C(i,j) = A(i,j) + B(i,j)",
             &[("A", "CSR", 2), ("B", "CSR", 2), ("C", "CSR", 2)],
+            true,
         );
         assert_eq!(add, Vec::new());
     }
