@@ -2,6 +2,8 @@
 //! fixtures): every preset packs and unpacks to the canonical input, and
 //! kernels in every format agree with an independent reference.
 
+mod common;
+use common::assert_close;
 use std::path::PathBuf;
 use tensor_compiler::coo::CooTensor;
 use tensor_compiler::execute::prepare;
@@ -368,16 +370,6 @@ fn run_dense_on(
         );
     }
     got.to_dense()
-}
-
-fn assert_close(got: &[f64], want: &[f64], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= 1e-9 * (1.0 + w.abs()),
-            "{what}: element {i} = {g}, expected {w}"
-        );
-    }
 }
 
 /// Sparse results on the real matrices against plain loops over their

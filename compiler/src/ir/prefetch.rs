@@ -108,15 +108,20 @@ const STRIP: i64 = DISTANCE / 2;
 /// changes its bounds keeps no asks either: a call per position costs
 /// more than it hides.
 pub fn strip_for_calls(f: &mut Function) {
-    let large: BTreeSet<ArrayRef> = f
-        .lengths
-        .iter()
-        .filter(|(_, n)| (*n as i64).saturating_mul(8) > MIN_BYTES)
-        .map(|(a, _)| a.clone())
-        .collect();
+    let large = large_arrays(f);
     let mut body = std::mem::take(&mut f.body);
     strip_block(&mut body, &mut f.vars, &large);
     f.body = body;
+}
+
+/// The value arrays the data `f` was made for shows to pass `MIN_BYTES`
+/// (`Function::lengths`): the only ones asked for through calls.
+pub(super) fn large_arrays(f: &Function) -> BTreeSet<ArrayRef> {
+    f.lengths
+        .iter()
+        .filter(|(_, n)| (*n as i64).saturating_mul(8) > MIN_BYTES)
+        .map(|(a, _)| a.clone())
+        .collect()
 }
 
 fn strip_block(b: &mut Block, vars: &mut Vec<VarInfo>, large: &BTreeSet<ArrayRef>) {

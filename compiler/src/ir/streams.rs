@@ -37,7 +37,7 @@
 //! more positions on average, for the rows' values once per strip of 8
 //! rows through the routine `ir::prefetch` calls (`ask_rows_by_calls`).
 
-use super::{fresh_var, nested_blocks_mut, ArrayRef, Block, CmpOp, ElemTy, Expr};
+use super::{fresh_var, nested_blocks_mut, ArrayRef, Block, CmpOp, Expr};
 use super::{Function, Slot, Stmt, Ty, VarId, VarInfo};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -85,18 +85,12 @@ pub fn prefetch_streams(f: &mut Function) {
 /// the tridiagonal matrix (3) 2.93 -> 3.28 and the power-law one (3.1,
 /// scattered) 18.3 -> 27.9 asked at every strip.
 pub fn ask_rows_by_calls(f: &mut Function) {
-    // Arrays not known to pass the size get no asks from
-    // `strip_for_calls`, so their loops are not copied either.
-    let mut skipped = f.written_arrays();
-    let large = |n: usize| (n as i64).saturating_mul(8) > super::prefetch::MIN_BYTES;
-    skipped.extend(
-        f.arrays()
-            .into_iter()
-            .map(|(a, _)| a)
-            .filter(|a| !f.lengths.iter().any(|(b, n)| b == a && large(*n))),
-    );
+    // Only arrays known to pass the size get asks from `strip_for_calls`
+    // (inputs: the lengths are of input values), so only their loops are
+    // copied.
+    let large = super::prefetch::large_arrays(f);
     let mut body = std::mem::take(&mut f.body);
-    rows_in_block(&mut body, &mut f.vars, &skipped);
+    rows_in_block(&mut body, &mut f.vars, &large);
     f.body = body;
 }
 
@@ -107,15 +101,15 @@ const ROW_VALUES: i64 = 8;
 /// Fewest positions a row on average for the asks to run.
 const ROW_POSITIONS: i64 = 4;
 
-fn rows_in_block(block: &mut Block, vars: &mut Vec<VarInfo>, skipped: &BTreeSet<ArrayRef>) {
+fn rows_in_block(block: &mut Block, vars: &mut Vec<VarInfo>, large: &BTreeSet<ArrayRef>) {
     for k in 0..block.len() {
         for inner in nested_blocks_mut(&mut block[k]) {
-            rows_in_block(inner, vars, skipped);
+            rows_in_block(inner, vars, large);
         }
         let Stmt::For { var, lo, hi, body } = &block[k] else {
             continue;
         };
-        let Some((pos, asks)) = row_asks(*var, body, skipped) else {
+        let Some((pos, asks)) = row_asks(*var, body, large) else {
             continue;
         };
         // `pos[hi]` is the end of the last row the loop reads, and
@@ -155,14 +149,11 @@ fn rows_in_block(block: &mut Block, vars: &mut Vec<VarInfo>, skipped: &BTreeSet<
 }
 
 /// The `pos` array of loop `for row in .. { body }` and its asks: one for
-/// each array of values, not in `skipped`, an innermost loop of `body` reads at positions
-/// counted from `pos[row]` up to `pos[row + 1]`, skipping loops that go on
-/// with what an earlier loop read (the rest of a row after a merge).
-fn row_asks(
-    row: VarId,
-    body: &Block,
-    skipped: &BTreeSet<ArrayRef>,
-) -> Option<(ArrayRef, Vec<Stmt>)> {
+/// each array of values in `large` that an innermost loop of `body` reads
+/// at positions counted from `pos[row]` to `pos[row + 1]`, skipping loops
+/// that go on with what an earlier loop read (the rest of a row after a
+/// merge).
+fn row_asks(row: VarId, body: &Block, large: &BTreeSet<ArrayRef>) -> Option<(ArrayRef, Vec<Stmt>)> {
     // The `let`s of the row that nothing changes at its top level, to
     // follow a loop's first position back to the `pos` it came from.
     let lets: BTreeMap<VarId, &Expr> = body
@@ -184,41 +175,35 @@ fn row_asks(
             _ => None,
         }
     };
-    let this_row = Expr::Var(row);
+    // The `pos` whose next entry ends the row: its `pos[hi]` is in range.
     let next_row = Expr::add(Expr::Var(row), Expr::Int(1));
+    let ends: BTreeSet<ArrayRef> = lets.values().filter_map(|e| pos_at(e, &next_row)).collect();
     let mut asked: BTreeSet<ArrayRef> = BTreeSet::new();
     let mut found: Option<(ArrayRef, Vec<Stmt>)> = None;
     for s in body {
-        let earlier = asked.clone();
-        asked.extend(super::loaded_arrays(std::slice::from_ref(s)));
-        let Some((inner, first)) = counted_positions(s) else {
-            continue;
-        };
-        for (array, v) in read_at(inner, &first, skipped) {
-            if earlier.contains(&array) {
-                continue;
+        let loaded = super::loaded_arrays(std::slice::from_ref(s));
+        if let Some((inner, first)) = counted_positions(s) {
+            for (array, v) in read_at(inner, &first, &BTreeSet::new()) {
+                let pos = match pos_at(&first[&v], &Expr::Var(row)) {
+                    Some(pos) if ends.contains(&pos) => pos,
+                    _ => continue,
+                };
+                let same = found.as_ref().is_none_or(|(p, _)| *p == pos);
+                if !large.contains(&array) || asked.contains(&array) || !same {
+                    continue;
+                }
+                let ask = Stmt::Prefetch {
+                    array,
+                    coords: pos.clone(),
+                    at: Expr::add(Expr::Var(row), Expr::Int(super::prefetch::DISTANCE)),
+                    positions: 1,
+                    stride: Expr::Int(1),
+                    len: Expr::Int(ROW_VALUES),
+                };
+                found.get_or_insert_with(|| (pos, Vec::new())).1.push(ask);
             }
-            let Some(pos) = pos_at(&first[&v], &this_row) else {
-                continue;
-            };
-            // The row's end comes from the same `pos`, so `pos[hi]` is.
-            let ends_there = lets
-                .values()
-                .any(|e| pos_at(e, &next_row) == Some(pos.clone()));
-            let same = found.as_ref().is_none_or(|(p, _)| *p == pos);
-            if array.elem() != ElemTy::F64 || !ends_there || !same {
-                continue;
-            }
-            let ask = Stmt::Prefetch {
-                array,
-                coords: pos.clone(),
-                at: Expr::add(Expr::Var(row), Expr::Int(super::prefetch::DISTANCE)),
-                positions: 1,
-                stride: Expr::Int(1),
-                len: Expr::Int(ROW_VALUES),
-            };
-            found.get_or_insert_with(|| (pos, Vec::new())).1.push(ask);
         }
+        asked.extend(loaded);
     }
     found
 }
@@ -517,9 +502,8 @@ mod tests {
     }
 
     /// The Cranelift tier's asks (`ask_rows_by_calls`): each `Prefetch`
-    /// by its array and coordinates.
-    /// `large`: the data the kernel is made for has 16M values in each
-    /// tensor (none known otherwise).
+    /// by its array and coordinates. `large`: the data the kernel is made
+    /// for has 16M values in each tensor (none known otherwise).
     fn asked_by_calls(
         expr: &str,
         formats: &[(&str, &str, usize)],

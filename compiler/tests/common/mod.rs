@@ -147,3 +147,14 @@ pub fn check(
         )
     })
 }
+
+/// `got` against `want`, element by element, to a relative 1e-9.
+pub fn assert_close(got: &[f64], want: &[f64], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (i, (x, y)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (x - y).abs() <= 1e-9 * (1.0 + y.abs()),
+            "{what}: element {i} = {x}, expected {y}"
+        );
+    }
+}
