@@ -153,6 +153,23 @@ def stream_triad(n=40_000_000, repeats=10):
     return 3 * 8 * n / (ms / 1e3) / 1e9 * (4 / 3) / (4 / 3), ms
 
 
+def gen_tensor(name, dims, nnz, seed=1):
+    """A third-order tensor with power-law coordinates in every mode (most
+    entries near index 0), as pydata COO and as a .tns file (1-based). Its
+    last entry is moved to the far corner, so that readers inferring the
+    dimensions from the file (taco) find `dims`."""
+    rng = np.random.default_rng(seed)
+    coords = np.stack([(rng.power(0.3, nnz) * d).astype(np.int64) for d in dims])
+    coords[:, -1] = np.array(dims) - 1
+    import sparse as pydata
+    T = pydata.COO(coords, rng.random(nnz), shape=dims)
+    path = OUT / "inputs" / f"t3_{name}_{nnz}.tns"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savetxt(path, np.column_stack([T.coords.T + 1, T.data]), fmt=["%d", "%d", "%d", "%.17g"])
+    return T, path
+
+
 def gen(kind, size):
     path = OUT / "inputs" / f"{kind}_{size}.mtx"
     if not path.exists():
@@ -185,6 +202,8 @@ def main():
         "stencil3d": gen("stencil7", 20 if args.small else 110),
         "banded": gen("banded", 2000 if args.small else 1_000_000),
         "powerlaw": gen("powerlaw", 2000 if args.small else 1_000_000),
+        # the issue's "uniform 100K, 2M nnz": 20 entries a row, columns at random
+        "uniform": gen("uniform", 2000 if args.small else 100_000),
     }
     triad_gbs, _ = stream_triad(2_000_000 if args.small else 40_000_000)
     rows = []
@@ -309,7 +328,7 @@ def main():
             p = {"scipy": timed(lambda: (coo + cooB).tocoo(), max(3, R // 2)),
                  "taco": taco_timed("C(i,j) = A(i,j) + B(i,j)", {"A": "uq", "B": "uq", "C": "uq"}, {"A": path, "B": mmB}, max(3, R // 2), assemble=True)}
             record("add COO+COO -> COO", name, ours, p, None)
-            if name in ("stencil3d", "powerlaw"):
+            if name in ("stencil3d", "powerlaw", "uniform"):
                 # The issue's SpDM: 32 dense columns.
                 D = np.random.rand(n, 32)
                 ours = tensorc_timed(["C(i,k) = A(i,j) * D(j,k)", "-f", "A:COO", "-i", f"A:{path}", "-d", f"D:{n},32"], max(3, R // 4))
@@ -350,41 +369,65 @@ def main():
                 ours = tensorc_timed(["y(i) = A(i,j) * x(j)", "-f", "A:CSR", "-f", f"x:{xf}", "-i", f"A:{xpath}", "--density", str(density)], R)
                 record(f"SpMV CSR, x {xf} ({density:g})", "banded20K", ours, {"scipy_csr": timed(lambda: XA @ xs, R)}, None)
 
-        # Third-order: a power-law tensor shaped like NELL-2 (12092 x 9184 x
-        # 28818, 77M nonzeros) scaled down to fit memory and minutes.
-        dims = (200, 300, 400) if args.small else (3023, 2296, 7204)
-        nnz = 20_000 if args.small else 1_500_000
-        rng = np.random.default_rng(1)
-        coords = np.stack([(rng.power(0.3, nnz) * d).astype(np.int64) for d in dims])
-        vals = rng.random(nnz)
-        T = pydata.COO(coords, vals, shape=dims)
-        tns = OUT / "inputs" / f"t3_{nnz}.tns"
-        if not tns.exists():
-            np.savetxt(tns, np.column_stack([T.coords.T + 1, T.data]), fmt=["%d", "%d", "%d", "%.17g"])
-        c = np.random.rand(dims[2])
-        d_arg = ["-d", f"B:{dims[0]},{dims[1]},{dims[2]}"]
+        # Third-order tensors, power-law in every mode: one shaped like NELL-2
+        # (12092 x 9184 x 28818, 77M nonzeros) scaled down to fit memory and
+        # minutes, with every kernel; one shaped like the Facebook tensor of
+        # the issue (1591 x 63891 x 63890, 738K nonzeros), with TTV and
+        # MTTKRP; and NELL-2's shape with 10M nonzeros, the issue's MTTKRP
+        # row (pydata left out there: its MTTKRP would take minutes a run).
+        for name, dims, nnz, kernels in [
+            ("nell2_like", (200, 300, 400) if args.small else (3023, 2296, 7204), 20_000 if args.small else 1_500_000,
+             ("TTV", "INNERPROD", "MTTKRP", "TTM", "PLUS")),
+            ("facebook_like", (100, 4000, 4000) if args.small else (1591, 63891, 63890), 10_000 if args.small else 737_934,
+             ("TTV", "MTTKRP")),
+            ("nell2_10M", (400, 300, 900) if args.small else (12092, 9184, 28818), 40_000 if args.small else 10_000_000,
+             ("MTTKRP",)),
+        ]:
+            third_order(name, dims, nnz, kernels)
+
+    def third_order(name, dims, nnz, kernels):
+        """The `kernels` of the third-order studies on a power-law tensor of
+        `dims` with about `nnz` nonzeros (duplicates summed)."""
+        T, tns = gen_tensor(name, dims, nnz)
+        with_pydata = nnz < 5_000_000
+        D = [f"{dims[0]},{dims[1]},{dims[2]}"]
+        d_arg = ["-d", f"B:{D[0]}"]
         taco_formats = {"COO": "ucq", "CSF": "sss"}
         for fmt in ["COO", "CSF"]:
             tf = taco_formats[fmt]
-            ours = tensorc_timed(["A(i,j) = B(i,j,k) * c(k)", "-f", f"B:{fmt}", "-i", f"B:{tns}"] + d_arg, R)
-            record(f"TTV {fmt}", "nell2_like", ours, {"pydata": timed(lambda: pydata.tensordot(T, c, axes=([2], [0])), max(3, R // 4)),
-                   "taco": taco_timed("A(i,j) = B(i,j,k) * c(k)", {"B": tf, "A": "dd"}, {"B": tns}, R, dims=[f"c:{dims[2]}"], generate=["c"])}, None)
-            ours = tensorc_timed(["a = B(i,j,k) * C(i,j,k)", "-f", f"B:{fmt}", "-f", f"C:{fmt}", "-i", f"B:{tns}", "-i", f"C:{tns}"] + d_arg + ["-d", f"C:{dims[0]},{dims[1]},{dims[2]}"], R)
-            record(f"INNERPROD {fmt}", "nell2_like", ours, {"pydata": timed(lambda: (T * T).sum(), max(3, R // 4)),
-                   "taco": taco_timed("a = B(i,j,k) * C(i,j,k)", {"B": tf, "C": tf}, {"B": tns, "C": tns}, R)}, None)
-            ours = tensorc_timed(["A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)", "-f", f"B:{fmt}", "-i", f"B:{tns}", "-d", f"P:{dims[1]},16", "-d", f"Q:{dims[2]},16"] + d_arg, max(3, R // 4))
-            P, Q = np.random.rand(dims[1], 16), np.random.rand(dims[2], 16)
-            record(f"MTTKRP {fmt}", "nell2_like", ours, {"pydata": timed(lambda: pydata.einsum("ikl,kj,lj->ij", T, P, Q), 3),
-                   "taco": taco_timed("A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)", {"B": tf, "A": "dd", "P": "dd", "Q": "dd"}, {"B": tns}, max(3, R // 4),
-                                dims=[f"P:{dims[1]},16", f"Q:{dims[2]},16"], generate=["P", "Q"])}, None)
-            ours = tensorc_timed(["A(i,j,k) = B(i,j,l) * M(k,l)", "-f", f"B:{fmt}", "-i", f"B:{tns}", "-d", f"M:8,{dims[2]}"] + d_arg, max(3, R // 4))
-            M8 = np.random.rand(8, dims[2])
-            record(f"TTM {fmt} (dense result)", "nell2_like", ours, {"pydata": timed(lambda: pydata.tensordot(T, M8, axes=([2], [1])), 3),
-                   "taco": taco_timed("A(i,j,k) = B(i,j,l) * M(k,l)", {"B": tf, "A": "ddd", "M": "dd"}, {"B": tns}, max(3, R // 4), dims=[f"M:8,{dims[2]}"], generate=["M"])}, None)
-            out = "COO" if fmt == "COO" else "CSF"
-            ours = tensorc_timed(["A(i,j,k) = B(i,j,k) + C(i,j,k)", "-f", f"A:{out}", "-f", f"B:{fmt}", "-f", f"C:{fmt}", "-i", f"B:{tns}", "-i", f"C:{tns}"] + d_arg + ["-d", f"C:{dims[0]},{dims[1]},{dims[2]}"], max(3, R // 4), fresh=True)
-            record(f"PLUS {fmt} -> {out}", "nell2_like", ours, {"pydata": timed(lambda: T + T, 3),
-                   "taco": taco_timed("A(i,j,k) = B(i,j,k) + C(i,j,k)", {"B": tf, "C": tf, "A": tf}, {"B": tns, "C": tns}, max(3, R // 4), assemble=True)}, None)
+            if "TTV" in kernels:
+                c = np.random.rand(dims[2])
+                p = {"pydata": timed(lambda: pydata.tensordot(T, c, axes=([2], [0])), max(3, R // 4))} if with_pydata else {}
+                # A dense result of a long second mode (Facebook's: 1591 x
+                # 63891, 813 MB) would time its zeroing: the result takes B's
+                # first two levels' kind there, CSR from COO, DCSR from CSF,
+                # built from empty in every run, as taco's and pydata's are.
+                dense = dims[0] * dims[1] <= 10_000_000
+                out, taco_out = ("dense", "dd") if dense else (("CSR", "ds") if fmt == "COO" else ("DCSR", "ss"))
+                ours = tensorc_timed(["A(i,j) = B(i,j,k) * c(k)", "-f", f"B:{fmt}", "-f", f"A:{out}", "-i", f"B:{tns}"] + d_arg, R, fresh=not dense)
+                p["taco"] = taco_timed("A(i,j) = B(i,j,k) * c(k)", {"B": tf, "A": taco_out}, {"B": tns}, R, dims=[f"c:{dims[2]}"], generate=["c"], assemble=not dense)
+                record(f"TTV {fmt}" + ("" if dense else f" -> {out}"), name, ours, p, None)
+            if "INNERPROD" in kernels:
+                ours = tensorc_timed(["a = B(i,j,k) * C(i,j,k)", "-f", f"B:{fmt}", "-f", f"C:{fmt}", "-i", f"B:{tns}", "-i", f"C:{tns}"] + d_arg + ["-d", f"C:{D[0]}"], R)
+                record(f"INNERPROD {fmt}", name, ours, {"pydata": timed(lambda: (T * T).sum(), max(3, R // 4)),
+                       "taco": taco_timed("a = B(i,j,k) * C(i,j,k)", {"B": tf, "C": tf}, {"B": tns, "C": tns}, R)}, None)
+            if "MTTKRP" in kernels:
+                ours = tensorc_timed(["A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)", "-f", f"B:{fmt}", "-i", f"B:{tns}", "-d", f"P:{dims[1]},16", "-d", f"Q:{dims[2]},16"] + d_arg, max(3, R // 4))
+                P, Q = np.random.rand(dims[1], 16), np.random.rand(dims[2], 16)
+                p = {"pydata": timed(lambda: pydata.einsum("ikl,kj,lj->ij", T, P, Q), 3)} if with_pydata else {}
+                p["taco"] = taco_timed("A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)", {"B": tf, "A": "dd", "P": "dd", "Q": "dd"}, {"B": tns}, max(3, R // 4),
+                                       dims=[f"P:{dims[1]},16", f"Q:{dims[2]},16"], generate=["P", "Q"])
+                record(f"MTTKRP {fmt}", name, ours, p, None)
+            if "TTM" in kernels:
+                ours = tensorc_timed(["A(i,j,k) = B(i,j,l) * M(k,l)", "-f", f"B:{fmt}", "-i", f"B:{tns}", "-d", f"M:8,{dims[2]}"] + d_arg, max(3, R // 4))
+                M8 = np.random.rand(8, dims[2])
+                record(f"TTM {fmt} (dense result)", name, ours, {"pydata": timed(lambda: pydata.tensordot(T, M8, axes=([2], [1])), 3),
+                       "taco": taco_timed("A(i,j,k) = B(i,j,l) * M(k,l)", {"B": tf, "A": "ddd", "M": "dd"}, {"B": tns}, max(3, R // 4), dims=[f"M:8,{dims[2]}"], generate=["M"])}, None)
+            if "PLUS" in kernels:
+                out = "COO" if fmt == "COO" else "CSF"
+                ours = tensorc_timed(["A(i,j,k) = B(i,j,k) + C(i,j,k)", "-f", f"A:{out}", "-f", f"B:{fmt}", "-f", f"C:{fmt}", "-i", f"B:{tns}", "-i", f"C:{tns}"] + d_arg + ["-d", f"C:{D[0]}"], max(3, R // 4), fresh=True)
+                record(f"PLUS {fmt} -> {out}", name, ours, {"pydata": timed(lambda: T + T, 3),
+                       "taco": taco_timed("A(i,j,k) = B(i,j,k) + C(i,j,k)", {"B": tf, "C": tf, "A": tf}, {"B": tns, "C": tns}, max(3, R // 4), assemble=True)}, None)
 
     for rnd in range(args.rounds):
         print(f"pass {rnd + 1} of {args.rounds}", flush=True)
@@ -419,18 +462,20 @@ def main():
             lines.append(f"\n{r['kernel']} on {r['input']}: speedup over one thread: {sp_}.")
     # The issue's kernels in the formats it names; the other rows are
     # format studies (BCSR, CSB, ELL, ... against CSR peers).
-    issue_kernels = ("SpMV CSR", "SpMV COO", "SpMV DIA", "add CSR+CSR -> CSR", "SpDM COO x dense(32)", "TTV COO", "MTTKRP COO", "INNERPROD COO", "PLUS COO -> COO")
-    # The rows of the issue's table, on the bench inputs closest to its
-    # (no uniform random matrix, no Facebook-like tensor here): its
-    # "2-D stencil" rows are the 40K-row one, "4-diagonal" the banded one,
-    # R-MAT the power-law one.
+    issue_kernels = ("SpMV CSR", "SpMV COO", "SpMV DIA", "add CSR+CSR -> CSR", "SpDM COO x dense(32)", "TTV COO", "TTV COO -> CSR",
+                     "MTTKRP COO", "INNERPROD COO", "PLUS COO -> COO")
+    # The rows of the issue's table, on the bench inputs closest to its:
+    # its "2-D stencil" rows are the 40K-row one, "4-diagonal" the banded
+    # one (tridiagonal), R-MAT the power-law one; its Facebook-like TTV has
+    # a sparse result here (see `third_order`).
     table_rows = {
-        ("SpMV CSR", "stencil3d"), ("SpMV CSR", "powerlaw"),
+        ("SpMV CSR", "stencil3d"), ("SpMV CSR", "powerlaw"), ("SpMV CSR", "uniform"),
         ("SpMV COO", "stencil2d_40K"), ("SpMV COO", "stencil3d"), ("SpMV COO", "powerlaw"),
         ("SpMV DIA", "stencil2d_40K"), ("SpMV DIA", "stencil3d"), ("SpMV DIA", "banded"),
         ("add CSR+CSR -> CSR", "stencil2d_40K"), ("add CSR+CSR -> CSR", "stencil3d"),
         ("add CSR+CSR -> CSR", "banded"), ("add CSR+CSR -> CSR", "powerlaw"),
-        ("SpDM COO x dense(32)", "stencil3d"), ("SpDM COO x dense(32)", "powerlaw"),
+        ("SpDM COO x dense(32)", "uniform"), ("SpDM COO x dense(32)", "stencil3d"), ("SpDM COO x dense(32)", "powerlaw"),
+        ("TTV COO -> CSR", "facebook_like"), ("MTTKRP COO", "facebook_like"), ("MTTKRP COO", "nell2_10M"),
         ("TTV COO", "nell2_like"), ("MTTKRP COO", "nell2_like"), ("INNERPROD COO", "nell2_like"),
         ("PLUS COO -> COO", "nell2_like"),
     }

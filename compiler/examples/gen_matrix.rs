@@ -5,7 +5,7 @@ use tensor_compiler::generate;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: gen_matrix stencil5|stencil7|banded|powerlaw|blocks SIZE OUT.mtx";
+    let usage = "usage: gen_matrix stencil5|stencil7|banded|powerlaw|blocks|uniform SIZE OUT.mtx";
     let (kind, size, out) = match args.as_slice() {
         [k, s, o] => (k.as_str(), s.parse::<usize>().unwrap_or(0), o),
         _ => {
@@ -19,6 +19,8 @@ fn main() {
         "banded" => Ok(generate::banded(size, 3, 1)),
         "powerlaw" => Ok(generate::power_law(size, 4, 1)),
         "blocks" => generate::blocks(size, 3, 1),
+        // 20 entries a row at uniform random columns
+        "uniform" => Ok(generate::uniform(size, 20, 1)),
         _ => Err(usage.to_string()),
     };
     match t.and_then(|t| {

@@ -89,6 +89,18 @@ pub fn power_law(n: usize, avg_degree: usize, seed: u64) -> CooTensor {
     t
 }
 
+/// A uniform random `n` x `n` matrix with about `per_row` entries a row
+/// (`per_row * n` coordinates drawn uniformly, duplicates summed): the
+/// issue's "uniform 100K, 2M nnz" is `uniform(100_000, 20, 1)`.
+pub fn uniform(n: usize, per_row: usize, seed: u64) -> CooTensor {
+    let density = if n == 0 {
+        0.0
+    } else {
+        (per_row as f64 / n as f64).min(1.0)
+    };
+    CooTensor::random(&[n, n], density, &mut SplitMix(seed))
+}
+
 /// FEM-like: dense `b` x `b` blocks on a 2-D 5-point block pattern.
 pub fn blocks(grid: usize, b: usize, seed: u64) -> Result<CooTensor, String> {
     let pattern = stencil(5, grid, seed)?;
@@ -121,6 +133,25 @@ mod tests {
         assert!(stencil(9, 3, 1).is_err());
         // 1.6G rows: refused before allocating, not an abort.
         assert!(stencil(5, 40_000, 1).is_err());
+    }
+
+    #[test]
+    fn uniform_rows_hold_about_per_row_entries_anywhere() {
+        let t = uniform(2000, 20, 1);
+        assert_eq!(t.dims, vec![2000, 2000]);
+        // 40,000 draws over 4M cells: about 200 land twice (40,000^2 / 8M).
+        assert!((39_600..=40_000).contains(&t.nnz()), "{}", t.nnz());
+        let rows_used = (0..t.nnz())
+            .map(|e| t.coord(e)[0])
+            .collect::<std::collections::BTreeSet<_>>();
+        let high_cols = (0..t.nnz()).filter(|&e| t.coord(e)[1] >= 1000).count();
+        assert!(rows_used.len() > 1990, "{}", rows_used.len());
+        assert!((19_000..=21_000).contains(&high_cols), "{high_cols}");
+        assert_eq!(
+            uniform(2000, 20, 1).vals,
+            t.vals,
+            "the same seed, the same matrix"
+        );
     }
 
     #[test]
