@@ -1125,3 +1125,112 @@ int main(void) {
     let run = Command::new(&exe).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "7 0 22 3");
 }
+
+/// SpMV from CSR, DCSR and COO where `x` passes the 4 MiB from which the C
+/// asks ahead for the elements its loops gather (`ir::gathers`): on
+/// scattered coordinates (a power-law graph, a uniform random matrix, the
+/// collaboration graph ca-GrQc copied down the diagonal) the kernel runs
+/// its asking copy, on a banded matrix its plain one, each on the cc tier
+/// against plain loops over the entries. The C's own test of the
+/// coordinates (`tensor_scattered`), compiled into a program of its own,
+/// tells the two kinds apart.
+#[test]
+fn gathers_at_scattered_coordinates_agree() {
+    let Some(dir) = setup("gathers") else {
+        return;
+    };
+    use tensor_compiler::generate;
+    let a = parse_assignment("y(i) = A(i,j) * x(j)").unwrap();
+    let graph = tensor_compiler::io::read_tensor(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/graphs/ca-GrQc.mtx"),
+    )
+    .unwrap();
+    // 600K columns: 4.8 MB of `x`.
+    let n = 600_000;
+    let matrices = [
+        ("power-law", generate::power_law(n, 3, 7), true),
+        ("uniform", generate::uniform(n, 4, 7), true),
+        (
+            "ca-GrQc",
+            diagonal_copies(&graph, n / graph.dims[1] + 1),
+            true,
+        ),
+        ("banded", generate::banded(n, 3, 7), false),
+    ];
+    let mut probe_text = None;
+    for (name, m, scattered) in matrices {
+        // The coordinates in row order, as CSR and COO store them.
+        let mut at: Vec<(u32, u32)> = (0..m.nnz())
+            .map(|e| (m.coord(e)[0], m.coord(e)[1]))
+            .collect();
+        at.sort_unstable();
+        let crd: Vec<u8> = at
+            .iter()
+            .flat_map(|&(_, j)| (j as i32).to_le_bytes())
+            .collect();
+        let crd_path = dir.join(format!("{name}.crd"));
+        std::fs::write(&crd_path, crd).unwrap();
+        let rows = m.dims[0];
+        let (data, want) = spmv_operands(m);
+        for f in ["CSR", "DCSR", "COO"] {
+            let what = format!("{name}: SpMV with A in {f}");
+            let formats = formats_rest_dense(&a, &[("A", f)], &data, 1);
+            let mut p = prepare("kernel", &a, &formats, &data, &[rows], None).unwrap();
+            let text = tensor_compiler::ir::c::function(&p.kernel.function);
+            assert!(
+                text.contains("tensor_prefetch(&x_vals[A2_crd["),
+                "{what}\n{text}"
+            );
+            probe_text.get_or_insert(text);
+            p.compiled = cc::compile(&p.kernel.function).unwrap();
+            p.run().unwrap();
+            assert_close(&p.result().unwrap().to_dense(), &want, &what);
+        }
+        let probe = scattered_probe(&dir, probe_text.as_deref().unwrap());
+        let out = Command::new(&probe).arg(&crd_path).output().unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            if scattered { "1" } else { "0" },
+            "{name}: tensor_scattered"
+        );
+    }
+}
+
+/// A program around the emitted C `text` that prints `tensor_scattered` of
+/// the `int32_t` coordinates in the file it is given.
+fn scattered_probe(dir: &Path, text: &str) -> PathBuf {
+    let exe = dir.join("scattered_probe");
+    if exe.exists() {
+        return exe;
+    }
+    let src = dir.join("scattered_probe.c");
+    let main = r#"
+#include <stdio.h>
+int main(int argc, char **argv) {
+  FILE *f = fopen(argv[1], "rb");
+  if (!f || argc < 2) return 2;
+  fseek(f, 0, SEEK_END);
+  long bytes = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  int32_t *crd = malloc(bytes);
+  if (!crd || fread(crd, 1, bytes, f) != (size_t)bytes) return 2;
+  printf("%d\n", tensor_scattered(crd, bytes / 4));
+  return 0;
+}
+"#;
+    std::fs::write(&src, format!("{text}\n{main}")).unwrap();
+    let cc = cc_command();
+    let out = Command::new(&cc[0])
+        .args(&cc[1..])
+        .args(["-std=c99", "-O2", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}

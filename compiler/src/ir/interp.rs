@@ -217,7 +217,7 @@ impl<'m> Interp<'m> {
                     self.eval(stride)?.int()?;
                     self.eval(len)?.int()?;
                 }
-                Stmt::PrefetchStream { at, .. } => {
+                Stmt::PrefetchStream { at, .. } | Stmt::PrefetchGather { at, .. } => {
                     self.eval(at)?.int()?;
                 }
                 Stmt::Comment(_) | Stmt::Unlikely => {}

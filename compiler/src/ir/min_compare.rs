@@ -90,7 +90,9 @@ fn rewrite_stmt(s: &mut Stmt, m: Merge, known: Option<VarId>) {
             rewrite_expr(stride, m, known);
             rewrite_expr(len, m, known);
         }
-        Stmt::PrefetchStream { at, .. } => rewrite_expr(at, m, known),
+        Stmt::PrefetchStream { at, .. } | Stmt::PrefetchGather { at, .. } => {
+            rewrite_expr(at, m, known)
+        }
         Stmt::For { lo, hi, body, .. } => {
             rewrite_expr(lo, m, known);
             rewrite_expr(hi, m, known);

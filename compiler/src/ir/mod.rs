@@ -12,6 +12,7 @@ pub mod c;
 mod case_steps;
 mod clip;
 mod early_steps;
+mod gathers;
 pub mod interp;
 pub mod min_compare;
 pub mod passes;
@@ -252,6 +253,16 @@ pub enum Stmt {
         at: Expr,
         positions: i64,
     },
+    /// A hint (`ir::gathers`): the element of `array` at the coordinate
+    /// `coords[at]` is read soon, by a loop gathering `array` at stored
+    /// coordinates; asked only where `at` is below `coords`' length. The
+    /// C asks only where the coordinates turn out scattered at run time.
+    /// It changes no value and never faults.
+    PrefetchGather {
+        array: ArrayRef,
+        coords: ArrayRef,
+        at: Expr,
+    },
     Comment(String),
     /// A hint: the arm of an `if` that holds it (at its top level) runs
     /// rarely, such as a run's end among long runs (`ir::runs`), so a
@@ -482,7 +493,7 @@ fn stmt_exprs_mut(s: &mut Stmt) -> Vec<&mut Expr> {
         Stmt::Prefetch {
             at, stride, len, ..
         } => vec![at, stride, len],
-        Stmt::PrefetchStream { at, .. } => vec![at],
+        Stmt::PrefetchStream { at, .. } | Stmt::PrefetchGather { at, .. } => vec![at],
         Stmt::Comment(_) | Stmt::Unlikely => vec![],
     }
 }
@@ -498,7 +509,7 @@ pub fn stmt_exprs(s: &Stmt) -> Vec<&Expr> {
         Stmt::Prefetch {
             at, stride, len, ..
         } => vec![at, stride, len],
-        Stmt::PrefetchStream { at, .. } => vec![at],
+        Stmt::PrefetchStream { at, .. } | Stmt::PrefetchGather { at, .. } => vec![at],
         Stmt::Comment(_) | Stmt::Unlikely => vec![],
     }
 }
@@ -574,6 +585,10 @@ impl Function {
                 }
                 Stmt::PrefetchStream { array, .. } => {
                     out.entry(array.clone()).or_insert(false);
+                }
+                Stmt::PrefetchGather { array, coords, .. } => {
+                    out.entry(array.clone()).or_insert(false);
+                    out.entry(coords.clone()).or_insert(false);
                 }
                 _ => {}
             }

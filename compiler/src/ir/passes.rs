@@ -11,7 +11,8 @@ use super::*;
 /// prefetch is a call), for dense rows summed in strips of registers
 /// (`ir::strips`, the C only), and for the hints of the streams a loop
 /// reads (`ir::streams`: before each row and inside COO's loop in the C,
-/// per strip of rows by calls under Cranelift).
+/// per strip of rows by calls under Cranelift), and for the elements a
+/// loop gathers at scattered coordinates (`ir::gathers`, the C only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
     /// The emitted C, as the cc tier builds it and users ship it.
@@ -35,6 +36,7 @@ pub fn for_codegen(f: &Function, backend: Backend) -> Function {
         Backend::C => {
             super::strips::sum_rows_in_strips(&mut g);
             super::streams::prefetch_streams(&mut g);
+            super::gathers::prefetch_gathers(&mut g);
         }
         Backend::Cranelift => {
             super::streams::ask_rows_by_calls(&mut g);
@@ -233,6 +235,12 @@ pub(crate) fn lowered_for(
     formats: &[(&str, &str, usize)],
     backend: Backend,
 ) -> Function {
+    for_codegen(&lowered(expr, formats), backend)
+}
+
+/// `lowered_for` before the passes, its data's lengths unknown.
+#[cfg(test)]
+pub(crate) fn lowered(expr: &str, formats: &[(&str, &str, usize)]) -> Function {
     use crate::format::{parse_format, Registry};
     let r = Registry::builtin();
     let a = crate::notation::parse_assignment(expr).unwrap(); // ok: test code
@@ -245,5 +253,5 @@ pub(crate) fn lowered_for(
         .map(|(n, _, o)| (n.to_string(), vec![40; *o]))
         .collect();
     let k = crate::lower::compile("k", &a, &fs, &dims).unwrap(); // ok: test code
-    for_codegen(&k.function, backend)
+    k.function
 }

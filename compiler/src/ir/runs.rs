@@ -459,9 +459,9 @@ mod tests {
     fn arrays_without_recorded_runs_keep_their_stores() {
         let mut f = coo_sum(100);
         f.runs.clear();
-        // The C's stream hint aside (`ir::streams`).
+        // The C's hints aside (`ir::streams`, `ir::gathers`).
         fn without_hints(b: &mut Block) {
-            b.retain(|s| !matches!(s, Stmt::PrefetchStream { .. }));
+            b.retain(|s| !matches!(s, Stmt::PrefetchStream { .. } | Stmt::PrefetchGather { .. }));
             for inner in b.iter_mut().flat_map(crate::ir::nested_blocks_mut) {
                 without_hints(inner);
             }

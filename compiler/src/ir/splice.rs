@@ -121,6 +121,11 @@ fn stmt(s: &Stmt, o: usize, t: &Temporary<'_>) -> Stmt {
             at: e(at),
             positions: *positions,
         },
+        Stmt::PrefetchGather { array, coords, at } => Stmt::PrefetchGather {
+            array: t.array(array),
+            coords: t.array(coords),
+            at: e(at),
+        },
         Stmt::Comment(c) => Stmt::Comment(c.clone()),
         Stmt::Unlikely => Stmt::Unlikely,
     }

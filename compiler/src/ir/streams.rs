@@ -337,7 +337,7 @@ fn hint_within(s: &mut Stmt, written: &BTreeSet<ArrayRef>) {
 /// `for`, or a `while` that steps a variable at every iteration, as
 /// `ir::unroll` leaves a reduction; not a merge, which steps its
 /// positions apart.
-fn counted_positions(s: &Stmt) -> Option<(&Block, BTreeMap<VarId, Expr>)> {
+pub(super) fn counted_positions(s: &Stmt) -> Option<(&Block, BTreeMap<VarId, Expr>)> {
     let (body, first): (&Block, BTreeMap<VarId, Expr>) = match s {
         Stmt::For { var, lo, body, .. } => (body, BTreeMap::from([(*var, lo.clone())])),
         Stmt::While { body, .. } => (
@@ -471,8 +471,19 @@ mod tests {
         // hardware, and nothing is asked before the loop.
         assert_eq!(hinted(&coo), vec!["A_vals".to_string()]);
         assert_eq!(hinted_within(&coo), vec![("A_vals".to_string(), 1)]);
-        // The C tests the array's size once, around two copies of the loop.
-        let text = crate::ir::c::function(&coo);
+        // The C tests the array's size once, around two copies of the loop
+        // (with `x` known to be small: no copies for the gathers of
+        // `ir::gathers`).
+        let mut plain = coo.clone();
+        plain.lengths = vec![(crate::ir::ArrayRef::vals("x"), 1000)];
+        fn without_gathers(b: &mut crate::ir::Block) {
+            b.retain(|s| !matches!(s, Stmt::PrefetchGather { .. }));
+            for inner in b.iter_mut().flat_map(crate::ir::nested_blocks_mut) {
+                without_gathers(inner);
+            }
+        }
+        without_gathers(&mut plain.body);
+        let text = crate::ir::c::function(&plain);
         let lines: Vec<&str> = text.lines().map(str::trim).collect();
         let at = lines
             .iter()

@@ -744,7 +744,7 @@ impl<'a, 'b> Translator<'a, 'b> {
             // Cranelift has no prefetch instruction, and a call at every
             // row costs more than the hint saves; `passes::for_codegen`
             // adds these for the C only.
-            Stmt::PrefetchStream { .. } => {}
+            Stmt::PrefetchStream { .. } | Stmt::PrefetchGather { .. } => {}
             Stmt::Comment(_) | Stmt::Unlikely => {}
         }
         Ok(())

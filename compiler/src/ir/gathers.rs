@@ -1,0 +1,250 @@
+//! Software prefetch of the elements a loop gathers at stored coordinates,
+//! where those coordinates are scattered.
+//!
+//! SpMV's loop over stored positions reads `x` at the coordinate stored at
+//! each position:
+//!
+//! ```text
+//! for p in .. { let j = crd[p]; .. vals[p] * x[j] .. }
+//! ```
+//!
+//! Where the coordinates are scattered over an `x` larger than a core's L2
+//! cache (a power-law graph), nearly every `x[j]` misses, and the loop
+//! stands waiting: the hardware prefetchers follow addresses in strides,
+//! not coordinates. Here the loop asks, right after reading `crd[p]`, for
+//! the element of `x` the position `DISTANCE` ahead will read, when that
+//! position is below `crd`'s length: `prefetch x[crd[p + DISTANCE]]`.
+//!
+//! In-process alternation of the shared objects (cc tier, one thread, 20
+//! rounds), asking copy against the same kernel without it: on the 1M-row
+//! power-law matrix of `bench/run.py` (3.1 entries a row, `x` of 8 MB)
+//! CSR SpMV 0.78x the time, COO 0.66-0.81x.
+//!
+//! Where the coordinates follow each other (stencils, banded and FEM
+//! matrices: a row's columns are near the previous row's), the hardware
+//! already fetches `x` in time, and the asks are only extra work: the
+//! 3-D stencil's CSR SpMV 5.6 -> 7.7 ms with them, the tridiagonal
+//! matrix's 2.3 -> 3.1. Where `x` fits the L2 cache (100K columns, 20 a
+//! row at random) they cost 15%. So the C keeps the loop nest twice
+//! (`ir::print`) and runs the asking copy only when, at run time, `x`
+//! passes `TENSOR_PREFETCH_MIN_BYTES` and the coordinates are scattered
+//! (`tensor_scattered`, `ir::c`: sampled windows of them fall on cache
+//! lines of their own; 99% of the samples on power-law and uniform random
+//! matrices, 5-40% on stencils, banded and FEM matrices and on the real
+//! matrices of `../shared/data` other than graphs). The plain copy ran
+//! within 2% of the kernel without asks on the stencil and the banded
+//! matrix. Arrays the data the kernel is made for shows to be small get
+//! no asks and no copy (`Function::lengths`).
+//!
+//! The C only (`passes::for_codegen`): Cranelift has no prefetch
+//! instruction, and a call per position costs more than a miss.
+
+use super::streams::counted_positions;
+use super::{nested_blocks_mut, walk_block, ArrayRef, Block, ElemTy, Expr, Function, Slot};
+use super::{Stmt, VarId};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// How many positions ahead to ask: about a miss to memory at a few
+/// cycles a position (32 measured on the power-law matrix; the rows there
+/// hold 3 entries, so the asks run a few rows ahead).
+const DISTANCE: i64 = 32;
+
+pub fn prefetch_gathers(f: &mut Function) {
+    // Once: a kernel printed again (`ir::c::function` runs the passes)
+    // keeps the asks it has.
+    let mut asked = false;
+    walk_block(&f.body, &mut |s| {
+        asked |= matches!(s, Stmt::PrefetchGather { .. })
+    });
+    if asked {
+        return;
+    }
+    // Arrays the data the kernel is made for shows to be small are left
+    // alone: a copied loop nest that never runs still costs (the plain
+    // copy of COO SpMV over 100K columns ran 6% slower beside it, its
+    // code laid out anew); arrays of unknown length keep the test.
+    let mut skip = f.written_arrays();
+    skip.extend(
+        f.lengths
+            .iter()
+            .filter(|(_, n)| (*n as i64).saturating_mul(8) <= super::prefetch::MIN_BYTES)
+            .map(|(a, _)| a.clone()),
+    );
+    in_block(&mut f.body, &skip);
+}
+
+fn in_block(block: &mut Block, skip: &BTreeSet<ArrayRef>) {
+    for s in block.iter_mut() {
+        if let Some((_, first)) = counted_positions(s) {
+            let positions: BTreeSet<VarId> = first.into_keys().collect();
+            if let Stmt::For { body, .. } | Stmt::While { body, .. } = s {
+                ask_in(body, &positions, skip);
+            }
+            continue;
+        }
+        for inner in nested_blocks_mut(s) {
+            in_block(inner, skip);
+        }
+    }
+}
+
+/// Add to the body of an innermost loop over `positions` an ask after each
+/// `let c = crd[p]` (a level's coordinates, `p` a position or a position
+/// plus a constant) for every `f64` input the body reads at `c`.
+fn ask_in(body: &mut Block, positions: &BTreeSet<VarId>, skip: &BTreeSet<ArrayRef>) {
+    // `let pn = p + 1`: the unrolled loop's second position.
+    let mut at_positions: BTreeSet<VarId> = positions.clone();
+    let mut k = 0;
+    while k < body.len() {
+        let mut asks = Vec::new();
+        match &body[k] {
+            Stmt::Let(v, Expr::Bin(super::BinOp::Add, a, b))
+                if matches!(**a, Expr::Var(p) if at_positions.contains(&p))
+                    && matches!(**b, Expr::Int(_)) =>
+            {
+                at_positions.insert(*v);
+            }
+            Stmt::Let(c, Expr::Load(crd, i)) if is_coordinates(crd) && !skip.contains(crd) => {
+                if let Expr::Var(p) = **i {
+                    if at_positions.contains(&p) {
+                        asks = gathered_at(*c, body, skip)
+                            .into_iter()
+                            .map(|array| Stmt::PrefetchGather {
+                                array,
+                                coords: crd.clone(),
+                                at: Expr::add(Expr::Var(p), Expr::Int(DISTANCE)),
+                            })
+                            .collect();
+                    }
+                }
+            }
+            _ => {}
+        }
+        let n = asks.len();
+        body.splice(k + 1..k + 1, asks);
+        k += n + 1;
+    }
+}
+
+/// Whether `a` holds a level's stored coordinates.
+fn is_coordinates(a: &ArrayRef) -> bool {
+    matches!(a.slot, Slot::Level(_, "crd")) && a.elem() == ElemTy::I32
+}
+
+/// The `f64` arrays outside `skip` (the kernel's results, arrays known to
+/// be small) that `body` loads at exactly the coordinate `c`.
+fn gathered_at(c: VarId, body: &Block, skip: &BTreeSet<ArrayRef>) -> Vec<ArrayRef> {
+    let mut found: BTreeMap<ArrayRef, ()> = BTreeMap::new();
+    walk_block(body, &mut |s| {
+        for e in super::stmt_exprs(s) {
+            e.walk(&mut |x| {
+                if let Expr::Load(a, i) = x {
+                    if **i == Expr::Var(c) && a.elem() == ElemTy::F64 && !skip.contains(a) {
+                        found.insert(a.clone(), ());
+                    }
+                }
+            });
+        }
+    });
+    found.into_keys().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ir::passes::{for_codegen, Backend};
+    use crate::ir::{walk_block, ArrayRef, Function, Stmt};
+
+    /// The kernel of `expr` for `backend`, made for data in which each
+    /// tensor's values number `length` (None: lengths unknown).
+    fn kernel(
+        expr: &str,
+        formats: &[(&str, &str, usize)],
+        backend: Backend,
+        length: Option<usize>,
+    ) -> Function {
+        let mut f = crate::ir::passes::lowered(expr, formats);
+        if let Some(n) = length {
+            f.lengths = formats
+                .iter()
+                .map(|(t, ..)| (ArrayRef::vals(t), n))
+                .collect();
+        }
+        for_codegen(&f, backend)
+    }
+
+    /// Each ask as (gathered array, coordinates), by their C names.
+    fn asks(f: &Function) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        walk_block(&f.body, &mut |s| {
+            if let Stmt::PrefetchGather { array, coords, .. } = s {
+                out.push((array.c_name(), coords.c_name()));
+            }
+        });
+        out
+    }
+
+    const SPMV: &str = "y(i) = A(i,j) * x(j)";
+
+    fn spmv(format: &str, backend: Backend, length: Option<usize>) -> Function {
+        kernel(
+            SPMV,
+            &[("A", format, 2), ("x", "dense", 1), ("y", "dense", 1)],
+            backend,
+            length,
+        )
+    }
+
+    #[test]
+    fn row_loops_ask_for_the_x_their_positions_ahead_will_read() {
+        let x_at_a2 = ("x_vals".to_string(), "A2_crd".to_string());
+        // CSR's loop over a row, unrolled by two: an ask for each position.
+        let csr = spmv("CSR", Backend::C, Some(1 << 20));
+        assert_eq!(asks(&csr), vec![x_at_a2.clone(), x_at_a2.clone()]);
+        let text = crate::ir::c::function(&csr);
+        assert!(
+            text.contains("const int A2_crd_scattered = (x_vals_large) && tensor_scattered(A2_crd, A2_crd_count);"),
+            "{text}"
+        );
+        for ask in [
+            "if (A2_crd_scattered && pA2 + 32 < A2_crd_count) tensor_prefetch(&x_vals[A2_crd[pA2 + 32]], sizeof *x_vals);",
+            "if (A2_crd_scattered && pA2n + 32 < A2_crd_count) tensor_prefetch(&x_vals[A2_crd[pA2n + 32]], sizeof *x_vals);",
+        ] {
+            assert_eq!(text.matches(ask).count(), 1, "{ask}: {text}");
+        }
+        // One test, around the whole nest of rows: the plain copy first.
+        assert_eq!(
+            text.matches("if (!A2_crd_scattered) {").count(),
+            1,
+            "{text}"
+        );
+        assert_eq!(text.matches("_scattered) {").count(), 1, "{text}");
+        // Printed again, the kernel keeps the asks it has.
+        assert_eq!(crate::ir::c::function(&csr), text);
+        // COO and DCSR alike; lengths unknown keep the asks (and the test).
+        assert_eq!(asks(&spmv("COO", Backend::C, None)).len(), 1);
+        assert_eq!(asks(&spmv("DCSR", Backend::C, None)).len(), 2);
+    }
+
+    #[test]
+    fn no_asks_where_nothing_is_gathered_or_it_is_small() {
+        // x known to fit the L2 cache.
+        assert!(asks(&spmv("CSR", Backend::C, Some(1000))).is_empty());
+        // Cranelift: no prefetch instruction.
+        assert!(asks(&spmv("CSR", Backend::Cranelift, None)).is_empty());
+        // CSC writes `y` at the coordinates; it reads `x` by column.
+        assert!(asks(&spmv("CSC", Backend::C, None)).is_empty());
+        // DIA and ELL read `x` at computed positions, not stored coordinates
+        // at a loop's position; COO-AoS reads its pairs at `2 * p`.
+        for format in ["DIA", "ELL", "COO-AoS"] {
+            assert!(asks(&spmv(format, Backend::C, None)).is_empty(), "{format}");
+        }
+        // A merge steps its positions apart.
+        let add = kernel(
+            "C(i,j) = A(i,j) + B(i,j)",
+            &[("A", "CSR", 2), ("B", "CSR", 2), ("C", "CSR", 2)],
+            Backend::C,
+            None,
+        );
+        assert!(asks(&add).is_empty());
+    }
+}
