@@ -1234,3 +1234,34 @@ int main(int argc, char **argv) {
     );
     exe
 }
+
+/// An edited copy of a kernel's C builds and runs as the kernel
+/// (`cc::compile_variant`, what `examples/ab_kernels.rs` times): here one
+/// that doubles every value of `y` at the end gives twice the answer; a
+/// copy whose slots differ from the kernel's is refused before it runs.
+#[test]
+fn edited_copies_of_the_c_run_as_the_kernel() {
+    let Some(_dir) = setup("variants") else {
+        return;
+    };
+    let a = parse_assignment("y(i) = A(i,j) * x(j)").unwrap();
+    let m = tensor_compiler::generate::banded(1000, 3, 5);
+    let (data, want) = spmv_operands(m);
+    let formats = formats_rest_dense(&a, &[("A", "CSR")], &data, 1);
+    let mut p = prepare("kernel", &a, &formats, &data, &[1000], None).unwrap();
+    let text = tensor_compiler::ir::c::function(&p.kernel.function);
+    let end = "  args->arrays[kernel_y_vals].len = y_vals_len;\n  return 0;";
+    assert!(text.contains(end), "{text}");
+    let doubled = text.replace(
+        end,
+        &format!("  for (int64_t d = 0; d < y1_N; d++) y_vals[d] *= 2.0;\n{end}"),
+    );
+    p.compiled = cc::compile_variant(&p.kernel.function, &doubled).unwrap();
+    p.run().unwrap();
+    let twice: Vec<f64> = want.iter().map(|v| 2.0 * v).collect();
+    assert_close(&p.result().unwrap().to_dense(), &twice, "the doubled copy");
+    let renumbered = text.replacen("  kernel_A2_crd,", "  kernel_extra,\n  kernel_A2_crd,", 1);
+    assert_ne!(renumbered, text);
+    let err = cc::compile_variant(&p.kernel.function, &renumbered).unwrap_err();
+    assert!(err.contains("enum kernel_array"), "{err}");
+}

@@ -118,7 +118,11 @@ pub struct Built {
 
 /// The C text of `f`, its cache key and where its object goes.
 fn plan(f: &Function, cc: &Compiler) -> (String, String, PathBuf) {
-    let text = c::function(f);
+    plan_text(c::function(f), cc)
+}
+
+/// `plan` for a C text of its own.
+fn plan_text(text: String, cc: &Compiler) -> (String, String, PathBuf) {
     let flags = [FLAGS, ASM_FLAGS].concat().join(" ");
     let key = format!(
         "{:032x}",
@@ -137,9 +141,42 @@ pub fn is_cached(f: &Function) -> bool {
 pub fn build(f: &Function) -> Result<Built, String> {
     let start = Instant::now();
     let cc = compiler()?;
-    let (text, key, so) = plan(f, cc);
+    build_planned(plan(f, cc), c::symbol(f), cc, start)
+}
+
+/// Build and load `text`, an edited copy of `f`'s C (`--emit c`), as
+/// `f`'s kernel: a change to the emitted C measured before it is made in
+/// the passes (`examples/ab_kernels.rs`). The copy must keep the kernel's
+/// symbol and calling convention; its enums of array and parameter slots
+/// must read as `f`'s do, since the runtime passes the arrays by them.
+pub fn compile_variant(f: &Function, text: &str) -> Result<CompiledKernel, String> {
+    let start = Instant::now();
+    let cc = compiler()?;
+    let (own, symbol) = (c::function(f), c::symbol(f));
+    for which in ["array", "param"] {
+        let head = format!("enum {symbol}_{which} {{");
+        let slots = own
+            .find(&head)
+            .and_then(|at| own[at..].find("};").map(|end| &own[at..at + end]))
+            .ok_or_else(|| format!("the kernel's C has no `{head}`"))?;
+        if !text.contains(slots) {
+            return Err(format!(
+                "the variant's `{head} ... }}` differs from the kernel's: the runtime passes the slots as the kernel's C numbers them"
+            ));
+        }
+    }
+    let built = build_planned(plan_text(text.to_string(), cc), symbol, cc, start)?;
+    load(f, &built)
+}
+
+/// Build (or find in the cache) the shared object of a planned C text.
+fn build_planned(
+    (text, key, so): (String, String, PathBuf),
+    symbol: String,
+    cc: &Compiler,
+    start: Instant,
+) -> Result<Built, String> {
     let dir = cache_dir();
-    let symbol = c::symbol(f);
     if so.is_file() {
         return Ok(Built {
             path: so,
