@@ -42,7 +42,7 @@
 use super::streams::counted_positions;
 use super::{nested_blocks_mut, walk_block, ArrayRef, Block, ElemTy, Expr, Function, Slot};
 use super::{Stmt, VarId};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// How many positions ahead to ask: about a miss to memory at a few
 /// cycles a position (32 measured on the power-law matrix; the rows there
@@ -134,19 +134,19 @@ fn is_coordinates(a: &ArrayRef) -> bool {
 /// The `f64` arrays outside `skip` (the kernel's results, arrays known to
 /// be small) that `body` loads at exactly the coordinate `c`.
 fn gathered_at(c: VarId, body: &Block, skip: &BTreeSet<ArrayRef>) -> Vec<ArrayRef> {
-    let mut found: BTreeMap<ArrayRef, ()> = BTreeMap::new();
+    let mut found: BTreeSet<ArrayRef> = BTreeSet::new();
     walk_block(body, &mut |s| {
         for e in super::stmt_exprs(s) {
             e.walk(&mut |x| {
                 if let Expr::Load(a, i) = x {
                     if **i == Expr::Var(c) && a.elem() == ElemTy::F64 && !skip.contains(a) {
-                        found.insert(a.clone(), ());
+                        found.insert(a.clone());
                     }
                 }
             });
         }
     });
-    found.into_keys().collect()
+    found.into_iter().collect()
 }
 
 #[cfg(test)]
