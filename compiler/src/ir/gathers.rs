@@ -40,7 +40,7 @@
 //! instruction, and a call per position costs more than a miss.
 
 use super::streams::counted_positions;
-use super::{nested_blocks_mut, walk_block, ArrayRef, Block, ElemTy, Expr, Function, Slot};
+use super::{nested_blocks_mut, walk_block, ArrayRef, Block, ElemTy, Expr, Function};
 use super::{Stmt, VarId};
 use std::collections::BTreeSet;
 
@@ -64,12 +64,7 @@ pub fn prefetch_gathers(f: &mut Function) {
     // copy of COO SpMV over 100K columns ran 6% slower beside it, its
     // code laid out anew); arrays of unknown length keep the test.
     let mut skip = f.written_arrays();
-    skip.extend(
-        f.lengths
-            .iter()
-            .filter(|(_, n)| (*n as i64).saturating_mul(8) <= super::prefetch::MIN_BYTES)
-            .map(|(a, _)| a.clone()),
-    );
+    skip.extend(super::prefetch::small_arrays(f));
     in_block(&mut f.body, &skip);
 }
 
@@ -89,8 +84,9 @@ fn in_block(block: &mut Block, skip: &BTreeSet<ArrayRef>) {
 }
 
 /// Add to the body of an innermost loop over `positions` an ask after each
-/// `let c = crd[p]` (a level's coordinates, `p` a position or a position
-/// plus a constant) for every `f64` input the body reads at `c`.
+/// `let c = crd[p]` (an index array the kernel only reads, `p` a position
+/// or a position plus a constant) for every `f64` input the body reads at
+/// `c`. Whatever level the indices come from, the ask is the same.
 fn ask_in(body: &mut Block, positions: &BTreeSet<VarId>, skip: &BTreeSet<ArrayRef>) {
     // `let pn = p + 1`: the unrolled loop's second position.
     let mut at_positions: BTreeSet<VarId> = positions.clone();
@@ -104,7 +100,9 @@ fn ask_in(body: &mut Block, positions: &BTreeSet<VarId>, skip: &BTreeSet<ArrayRe
             {
                 at_positions.insert(*v);
             }
-            Stmt::Let(c, Expr::Load(crd, i)) if is_coordinates(crd) && !skip.contains(crd) => {
+            Stmt::Let(c, Expr::Load(crd, i))
+                if crd.elem() == ElemTy::I32 && !skip.contains(crd) =>
+            {
                 if let Expr::Var(p) = **i {
                     if at_positions.contains(&p) {
                         asks = gathered_at(*c, body, skip)
@@ -124,11 +122,6 @@ fn ask_in(body: &mut Block, positions: &BTreeSet<VarId>, skip: &BTreeSet<ArrayRe
         body.splice(k + 1..k + 1, asks);
         k += n + 1;
     }
-}
-
-/// Whether `a` holds a level's stored coordinates.
-fn is_coordinates(a: &ArrayRef) -> bool {
-    matches!(a.slot, Slot::Level(_, "crd")) && a.elem() == ElemTy::I32
 }
 
 /// The `f64` arrays outside `skip` (the kernel's results, arrays known to

@@ -117,9 +117,20 @@ pub fn strip_for_calls(f: &mut Function) {
 /// The value arrays the data `f` was made for shows to pass `MIN_BYTES`
 /// (`Function::lengths`): the only ones asked for through calls.
 pub(super) fn large_arrays(f: &Function) -> BTreeSet<ArrayRef> {
+    known_arrays(f, true)
+}
+
+/// The value arrays the data `f` was made for shows not to pass
+/// `MIN_BYTES`: a core's L2 cache holds them.
+pub(super) fn small_arrays(f: &Function) -> BTreeSet<ArrayRef> {
+    known_arrays(f, false)
+}
+
+/// The arrays of `f.lengths` that pass `MIN_BYTES` (or not: `large`).
+fn known_arrays(f: &Function, large: bool) -> BTreeSet<ArrayRef> {
     f.lengths
         .iter()
-        .filter(|(_, n)| (*n as i64).saturating_mul(8) > MIN_BYTES)
+        .filter(|(_, n)| ((*n as i64).saturating_mul(8) > MIN_BYTES) == large)
         .map(|(a, _)| a.clone())
         .collect()
 }
