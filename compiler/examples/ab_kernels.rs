@@ -24,7 +24,7 @@
 use clap::Parser;
 use tensor_compiler::backend::cc;
 use tensor_compiler::cli::{setup, Cli};
-use tensor_compiler::execute::{prepare, ResultArrays};
+use tensor_compiler::execute::ResultArrays;
 use tensor_compiler::notation::parse_assignment;
 
 fn main() {
@@ -59,15 +59,7 @@ fn run() -> Result<(), String> {
         .ok_or("no expression among the tensorc arguments")?;
     let a = parse_assignment(&expr).map_err(|e| format!("in expression: {e}"))?;
     let s = setup(&a, &cli.opts, std::path::Path::new("."))?;
-    let mut p = prepare(
-        "kernel",
-        &s.assignment,
-        &s.formats,
-        &s.data,
-        &s.out_dims,
-        s.initial.as_ref(),
-    )
-    .map_err(|e| e.to_string())?;
+    let mut p = s.prepare("kernel")?;
     p.threads = tensor_compiler::threads::Threads::exactly(cli.opts.threads.unwrap_or(1));
     let arrays = match cli.opts.fresh_result {
         true => ResultArrays::Fresh,

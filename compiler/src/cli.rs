@@ -170,6 +170,21 @@ pub struct Setup {
     pub generated: Vec<Generated>,
 }
 
+impl Setup {
+    /// The kernel `name` of this setup, its operands packed.
+    pub fn prepare(&self, name: &str) -> Result<Prepared, String> {
+        prepare(
+            name,
+            &self.assignment,
+            &self.formats,
+            &self.data,
+            &self.out_dims,
+            self.initial.as_ref(),
+        )
+        .map_err(|e| e.to_string())
+    }
+}
+
 /// An operand made up by `setup` (no `-i` named a file for it).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Generated {
@@ -490,15 +505,7 @@ struct TierTiming {
 /// Compile, optionally run and time; format the report.
 pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
     use crate::backend::{self, Choice};
-    let mut prepared: Prepared = prepare(
-        name,
-        &s.assignment,
-        &s.formats,
-        &s.data,
-        &s.out_dims,
-        s.initial.as_ref(),
-    )
-    .map_err(|e| e.to_string())?;
+    let mut prepared = s.prepare(name)?;
     for c in &prepared.kernel.conversions {
         eprintln!("note: {}", c.describe());
     }
