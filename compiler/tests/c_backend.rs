@@ -250,6 +250,25 @@ fn spmv_operands(m: CooTensor) -> (BTreeMap<String, CooTensor>, Vec<f64>) {
     (data, want)
 }
 
+/// SpMV with `A` in `format` over `data` (`spmv_operands`), the other
+/// operands dense, `rows` rows, ready to run on the Cranelift tier.
+fn spmv_prepared(
+    a: &tensor_compiler::notation::Assignment,
+    format: &str,
+    data: &BTreeMap<String, CooTensor>,
+    rows: usize,
+) -> tensor_compiler::execute::Prepared {
+    let formats = formats_rest_dense(a, &[("A", format)], data, 1);
+    prepare("kernel", a, &formats, data, &[rows], None).unwrap()
+}
+
+/// Run `p` on the cc tier against the independent answer `want`.
+fn cc_agrees(p: &mut tensor_compiler::execute::Prepared, want: &[f64], what: &str) {
+    p.compiled = cc::compile(&p.kernel.function).unwrap();
+    p.run().unwrap();
+    assert_close(&p.result().unwrap().to_dense(), want, what);
+}
+
 /// DIA and ELL SpMV over enough rows for `ir::tile`'s tiles (2^21 and
 /// more), so that every diagonal or slot runs over many tiles and ends
 /// inside one, on both tiers, against plain loops over the entries.
@@ -571,8 +590,7 @@ fn coo_spmv_on_real_matrices_on_the_cc_tier() {
         let (data, want) = spmv_operands(m);
         for f in ["COO", "COO-AoS"] {
             let what = format!("{}: SpMV with A in {f}", path.display());
-            let formats = formats_rest_dense(&a, &[("A", f)], &data, 1);
-            let mut p = prepare("kernel", &a, &formats, &data, &[rows], None).unwrap();
+            let mut p = spmv_prepared(&a, f, &data, rows);
             let sums = |b| {
                 for_codegen(&p.kernel.function, b)
                     .to_string()
@@ -583,9 +601,7 @@ fn coo_spmv_on_real_matrices_on_the_cc_tier() {
             if short && sums(Backend::C) {
                 short_runs_summed.push(what.clone());
             }
-            p.compiled = cc::compile(&p.kernel.function).unwrap();
-            p.run().unwrap();
-            assert_close(&p.result().unwrap().to_dense(), &want, &what);
+            cc_agrees(&mut p, &want, &what);
         }
     }
     assert!(
@@ -637,8 +653,7 @@ fn streamed_rows_of_real_matrices_on_both_tiers() {
         // before each row.
         for f in ["CSR", "CSC", "DCSR", "COO"] {
             let what = format!("{}: SpMV with A in {f}", path.display());
-            let formats = formats_rest_dense(&a, &[("A", f)], &data, 1);
-            let mut p = prepare("kernel", &a, &formats, &data, &[rows], None).unwrap();
+            let mut p = spmv_prepared(&a, f, &data, rows);
             let text = tensor_compiler::ir::c::function(&p.kernel.function);
             assert!(
                 text.contains("tensor_prefetch_from(A_vals"),
@@ -654,9 +669,7 @@ fn streamed_rows_of_real_matrices_on_both_tiers() {
                 &want,
                 &format!("{what}, Cranelift"),
             );
-            p.compiled = cc::compile(&p.kernel.function).unwrap();
-            p.run().unwrap();
-            assert_close(&p.result().unwrap().to_dense(), &want, &what);
+            cc_agrees(&mut p, &want, &what);
         }
     }
     assert!(!asked.is_empty(), "no Cranelift kernel asked for rows");
@@ -1174,17 +1187,14 @@ fn gathers_at_scattered_coordinates_agree() {
         let (data, want) = spmv_operands(m);
         for f in ["CSR", "DCSR", "COO"] {
             let what = format!("{name}: SpMV with A in {f}");
-            let formats = formats_rest_dense(&a, &[("A", f)], &data, 1);
-            let mut p = prepare("kernel", &a, &formats, &data, &[rows], None).unwrap();
+            let mut p = spmv_prepared(&a, f, &data, rows);
             let text = tensor_compiler::ir::c::function(&p.kernel.function);
             assert!(
                 text.contains("tensor_prefetch(&x_vals[A2_crd["),
                 "{what}\n{text}"
             );
             probe_text.get_or_insert(text);
-            p.compiled = cc::compile(&p.kernel.function).unwrap();
-            p.run().unwrap();
-            assert_close(&p.result().unwrap().to_dense(), &want, &what);
+            cc_agrees(&mut p, &want, &what);
         }
         let probe = scattered_probe(&dir, probe_text.as_deref().unwrap());
         let out = Command::new(&probe).arg(&crd_path).output().unwrap();
@@ -1247,8 +1257,7 @@ fn edited_copies_of_the_c_run_as_the_kernel() {
     let a = parse_assignment("y(i) = A(i,j) * x(j)").unwrap();
     let m = tensor_compiler::generate::banded(1000, 3, 5);
     let (data, want) = spmv_operands(m);
-    let formats = formats_rest_dense(&a, &[("A", "CSR")], &data, 1);
-    let mut p = prepare("kernel", &a, &formats, &data, &[1000], None).unwrap();
+    let mut p = spmv_prepared(&a, "CSR", &data, 1000);
     let text = tensor_compiler::ir::c::function(&p.kernel.function);
     let end = "  args->arrays[kernel_y_vals].len = y_vals_len;\n  return 0;";
     assert!(text.contains(end), "{text}");
