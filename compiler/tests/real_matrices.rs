@@ -209,9 +209,10 @@ fn spmv_with_a_sparse_x_on_real_matrices_with_and_without_its_dense_copy() {
     }
 }
 
-#[test]
-fn ttv_and_innerprod_on_real_tensors() {
-    let r = Registry::builtin();
+/// The order-3 real tensors, each with TTV's vector `c` and the dense
+/// answer of `A(i,j) = B(i,j,k) * c(k)` by plain loops over its entries.
+fn ttv_cases() -> Vec<(PathBuf, CooTensor, CooTensor, Vec<f64>)> {
+    let mut out = Vec::new();
     for path in fixtures()
         .into_iter()
         .filter(|p| p.extension().is_some_and(|e| e == "tns"))
@@ -228,6 +229,15 @@ fn ttv_and_innerprod_on_real_tensors() {
             let co = b.coord(e);
             want[co[0] as usize * b.dims[1] + co[1] as usize] += b.vals[e] * cv[co[2] as usize];
         }
+        out.push((path, b, c, want));
+    }
+    out
+}
+
+#[test]
+fn ttv_and_innerprod_on_real_tensors() {
+    let r = Registry::builtin();
+    for (path, b, c, want) in ttv_cases() {
         let inner: f64 = b.vals.iter().map(|v| v * v).sum();
         for f in presets(3) {
             let mut formats = std::collections::BTreeMap::new();
@@ -259,6 +269,46 @@ fn ttv_and_innerprod_on_real_tensors() {
                 "{} {f}: {got} vs {inner}",
                 path.display()
             );
+        }
+    }
+}
+
+/// TTV into a sparse result, as the bench times it on its Facebook-shaped
+/// tensor (CSR from COO, DCSR from CSF, built from empty in every run), on
+/// the real order-3 tensors, on both tiers against plain loops.
+#[test]
+fn ttv_into_sparse_results_on_real_tensors() {
+    let r = Registry::builtin();
+    let a = parse_assignment("A(i,j) = B(i,j,k) * c(k)").unwrap();
+    let cc = tensor_compiler::backend::cc::compiler().is_ok();
+    for (path, b, c, want) in ttv_cases() {
+        for (fb, fa) in [
+            ("COO", "CSR"),
+            ("CSF", "DCSR"),
+            ("COO", "DCSR"),
+            ("CSF", "CSR"),
+        ] {
+            let what = format!("{}: TTV from {fb} into {fa}", path.display());
+            let formats = [("A", fa, 2), ("B", fb, 3), ("c", "dense", 1)]
+                .into_iter()
+                .map(|(n, f, o)| (n.to_string(), parse_format(f, o, &r).unwrap()))
+                .collect();
+            let data = [("B".to_string(), b.clone()), ("c".to_string(), c.clone())]
+                .into_iter()
+                .collect();
+            let mut p = prepare("ttv", &a, &formats, &data, &b.dims[..2], None).unwrap();
+            let fresh = tensor_compiler::execute::ResultArrays::Fresh;
+            p.time(2, fresh).unwrap();
+            assert_close(&p.result().unwrap().to_dense(), &want, &what);
+            if cc {
+                p.compiled = tensor_compiler::backend::cc::compile(&p.kernel.function).unwrap();
+                p.time(2, fresh).unwrap();
+                assert_close(
+                    &p.result().unwrap().to_dense(),
+                    &want,
+                    &format!("{what}, cc tier"),
+                );
+            }
         }
     }
 }
