@@ -16,13 +16,15 @@
 //! So: one arena for every thread (the kernels allocate a few large
 //! blocks per run, never from many threads in a tight loop), blocks up to
 //! glibc's largest `mmap` threshold from the heap, and no trimming below
-//! a gigabyte of free top. Blocks above 32 MiB are still mapped and
-//! unmapped per allocation, on huge pages (`line_aligned`), as NumPy's are.
+//! a gigabyte of free top. Blocks above 32 MiB are mapped per allocation,
+//! on huge pages (`line_aligned`), and kept when freed for the next
+//! allocation of about their size, up to a gigabyte (`retained`).
 
 /// Keep freed memory for the next run (see the module comment). Call
 /// before any thread starts: the arena limit counts threads' arenas as
 /// they are made.
 pub fn keep_freed_memory() {
+    crate::retained::turn_on();
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         /// glibc's ceiling for `M_MMAP_THRESHOLD` on 64-bit targets.

@@ -18,6 +18,7 @@ pub mod line_aligned;
 pub mod lower;
 pub mod notation;
 pub mod oracle;
+pub mod retained;
 pub mod selfcheck;
 pub mod storage;
 pub mod threads;

@@ -72,12 +72,14 @@ unsafe fn offset(p: *mut u8) -> usize {
 
 // SAFETY: a small block is the system's, allocated and freed with the
 // caller's layout. A large block `p` lies `offset(p)` bytes (8 to 71) into
-// a system block of `size + HEADER` bytes and alignment 16, which is what
-// `dealloc` and `realloc` recompute from the caller's layout; its first
-// `size` bytes are the caller's.
+// a system block of at least `size + HEADER` bytes and alignment 16
+// (exactly that, or one `retained` kept of up to twice that, which glibc's
+// `free` and `realloc` handle by its own size whatever layout `dealloc`
+// and `realloc` recompute from the caller's); its first `size` bytes are
+// the caller's.
 unsafe impl GlobalAlloc for LineAligned {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = allocate(l, |l| System.alloc(l));
+        let p = allocate(l, Zeros::AsTheyCome, |l| System.alloc(l));
         if !p.is_null() {
             advise_range(p, l.size());
         }
@@ -86,7 +88,7 @@ unsafe impl GlobalAlloc for LineAligned {
 
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
         // The header is written before the block: the block stays zero.
-        allocate(l, |l| System.alloc_zeroed(l))
+        allocate(l, Zeros::Needed, |l| System.alloc_zeroed(l))
     }
 
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
@@ -95,7 +97,10 @@ unsafe impl GlobalAlloc for LineAligned {
         }
         // ok: `alloc` made this layout for the same size.
         let sys = system_layout(l.size()).expect("the layout alloc used");
-        System.dealloc(p.sub(offset(p)), sys)
+        let raw = p.sub(offset(p));
+        if !crate::retained::keep(raw) {
+            System.dealloc(raw, sys)
+        }
     }
 
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new_size: usize) -> *mut u8 {
@@ -133,19 +138,32 @@ unsafe impl GlobalAlloc for LineAligned {
     }
 }
 
+/// Whether a block must come zeroed.
+#[derive(Clone, Copy, PartialEq)]
+enum Zeros {
+    Needed,
+    AsTheyCome,
+}
+
 /// A block of layout `l` from `system` (the system allocator's `alloc` or
-/// `alloc_zeroed`): the system's own when small, else placed on a line.
+/// `alloc_zeroed`, as `zeros` says): the system's own when small, else
+/// placed on a line, in a block kept from an earlier free (`retained`)
+/// where one fits and zeros are not needed.
 ///
 /// # Safety
 /// `system` returns null or a block of the layout it is given.
-unsafe fn allocate(l: Layout, system: impl FnOnce(Layout) -> *mut u8) -> *mut u8 {
+unsafe fn allocate(l: Layout, zeros: Zeros, system: impl FnOnce(Layout) -> *mut u8) -> *mut u8 {
     if !large(l) {
         return system(l);
     }
     let Some(sys) = system_layout(l.size()) else {
         return std::ptr::null_mut();
     };
-    let raw = system(sys);
+    let kept = match zeros {
+        Zeros::AsTheyCome => crate::retained::take(sys.size()),
+        Zeros::Needed => None,
+    };
+    let raw = kept.unwrap_or_else(|| system(sys));
     if raw.is_null() {
         return raw;
     }
@@ -363,6 +381,36 @@ mod tests {
                 assert!(holds(p, 4096), "from offset {from}");
                 System.dealloc(raw, sys);
             }
+        }
+    }
+
+    /// Blocks kept when freed (`retained`) come back for allocations of
+    /// about their size, uninitialized ones only, and keep the contents of
+    /// whoever holds them through growth and shrinking.
+    #[test]
+    fn kept_blocks_serve_later_allocations_and_keep_contents() {
+        crate::retained::turn_on();
+        let a = LineAligned;
+        let size = crate::retained::FROM + (3 << 20);
+        unsafe {
+            let p = a.alloc(layout(size));
+            fill(p, size);
+            a.dealloc(p, layout(size));
+            // Other tests may take it first; whichever block comes, it is
+            // aligned, and writable and readable throughout.
+            let q = a.alloc(layout(size - 4096));
+            assert_eq!(q as usize % LINE, 0);
+            fill(q, size - 4096);
+            let r = a.realloc(q, layout(size - 4096), 2 * size);
+            assert!(holds(r, size - 4096));
+            fill(r, 2 * size);
+            let s = a.realloc(r, layout(2 * size), LARGE + 8);
+            assert!(holds(s, LARGE + 8));
+            a.dealloc(s, layout(LARGE + 8));
+            // A zeroed block never comes from the kept ones.
+            let z = a.alloc_zeroed(layout(size));
+            assert!((0..size).step_by(4093).all(|k| *z.add(k) == 0));
+            a.dealloc(z, layout(size));
         }
     }
 

@@ -227,6 +227,7 @@ fn differential_worker() {
 #[test]
 #[ignore = "a tool for reproducing one case"]
 fn differential_case() {
+    tensor_compiler::jit::poison_unzeroed_room(true);
     if let Ok(range) = std::env::var("DIFFERENTIAL_LIST") {
         let (a, b) = range.split_once("..").expect("DIFFERENTIAL_LIST is A..B");
         for seed in a.parse::<u64>().unwrap()..b.parse::<u64>().unwrap() {

@@ -12,6 +12,7 @@ pub mod c;
 mod case_steps;
 mod clip;
 mod early_steps;
+mod filled;
 mod gathers;
 pub mod interp;
 pub mod min_compare;

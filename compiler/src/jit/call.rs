@@ -9,6 +9,7 @@
 //! array slots live on this stack frame for the duration of the call; the
 //! buffers they point to are owned here or borrowed immutably.
 
+use super::room::Room;
 use crate::ir::{ArrayRef, ElemTy, ParamRef, ParamSlot, Slot};
 use crate::storage::{check_allocation, Tensor, Validated};
 use cranelift_jit::JITModule;
@@ -195,30 +196,36 @@ const _: () = assert!(
         && SLOT_SIZE == 24
 );
 
+/// A result array while the kernel runs (`room`).
 enum Buf {
-    I32(Vec<i32>),
-    F64(Vec<f64>),
+    I32(Room<i32>),
+    F64(Room<f64>),
 }
 
 impl Buf {
     fn ptr(&mut self) -> *mut u8 {
         match self {
-            Buf::I32(v) => v.as_mut_ptr() as *mut u8,
-            Buf::F64(v) => v.as_mut_ptr() as *mut u8,
+            Buf::I32(r) => r.ptr(),
+            Buf::F64(r) => r.ptr(),
         }
     }
+    /// The room: how many elements the kernel may write.
     fn len(&self) -> usize {
         match self {
-            Buf::I32(v) => v.len(),
-            Buf::F64(v) => v.len(),
+            Buf::I32(r) => r.len(),
+            Buf::F64(r) => r.len(),
         }
     }
-    /// Zeroed room for up to `extra` more elements, where the vector's
-    /// allocation already has it (no reallocation).
     fn spare(&mut self, extra: usize) {
         match self {
-            Buf::I32(v) => v.resize(v.len() + (v.capacity() - v.len()).min(extra), 0),
-            Buf::F64(v) => v.resize(v.len() + (v.capacity() - v.len()).min(extra), 0.0),
+            Buf::I32(r) => r.spare(extra),
+            Buf::F64(r) => r.spare(extra),
+        }
+    }
+    fn grow(&mut self, want: usize) {
+        match self {
+            Buf::I32(r) => r.grow(want),
+            Buf::F64(r) => r.grow(want),
         }
     }
 }
@@ -430,65 +437,73 @@ extern "C" fn reserve(rt: *mut Growable, slot: i64, len: i64) -> *mut u8 {
         {
             want = room;
         }
-        // Room first, on huge pages before the new elements are written.
-        match buf {
-            Buf::I32(v) => grow_on_huge_pages(v, want, 0),
-            Buf::F64(v) => grow_on_huge_pages(v, want, 0.0),
-        }
+        buf.grow(want);
         // SAFETY: `slots` has one entry per slot index handed to the kernel.
         let s = unsafe { &mut *g.slots.add(slot as usize) };
         s.ptr = buf.ptr();
-        s.cap = want as i64;
+        s.cap = buf.len() as i64;
         s.ptr
     }));
     result.unwrap_or(std::ptr::null_mut())
 }
 
-/// `v` grown to `want` elements of `zero`, its room asked for on huge
-/// pages before the new elements are written (`line_aligned`). An empty
-/// `v` becomes a zeroed block (`calloc`: large ones come as pages the
-/// system zeroes when first touched), so room the kernel never writes
-/// costs no time (`first_room`); resizing wrote zeros over all of it.
-fn grow_on_huge_pages<T: Copy>(v: &mut Vec<T>, want: usize, zero: T) {
-    if v.is_empty() {
-        *v = vec![zero; want];
-        crate::line_aligned::advise_huge_pages(v);
-        return;
-    }
-    v.reserve(want.saturating_sub(v.len()));
-    crate::line_aligned::advise_huge_pages(v.spare_capacity_mut());
-    v.resize(want, zero);
-}
-
-fn take_array(t: &mut Tensor, a: &ArrayRef) -> Option<Buf> {
+/// The length of result array `a` of `t` (0 for one it lacks).
+fn output_len(t: &Tensor, a: &ArrayRef) -> usize {
     match &a.slot {
-        Slot::Vals => Some(Buf::F64(std::mem::take(&mut t.vals))),
+        Slot::Vals => t.vals.len(),
         Slot::Level(k, name) => t
             .levels
-            .get_mut(*k)?
-            .arrays
-            .get_mut(name)
-            .map(|v| Buf::I32(std::mem::take(v)))
-            .or(Some(Buf::I32(Vec::new()))),
-        Slot::Scratch(..) => Some(match a.elem() {
-            ElemTy::I32 => Buf::I32(Vec::new()),
-            ElemTy::F64 => Buf::F64(Vec::new()),
-        }),
+            .get(*k)
+            .and_then(|l| l.arrays.get(name))
+            .map_or(0, |v| v.len()),
+        Slot::Scratch(..) => 0,
     }
 }
 
-fn put_array(t: &mut Tensor, a: &ArrayRef, buf: Buf, len: usize) {
-    match (&a.slot, buf) {
-        (Slot::Vals, Buf::F64(mut v)) => {
-            v.truncate(len);
-            t.vals = v;
+/// Result array `a` of `t`, moved out for the kernel to write: its room
+/// as it comes where the kernel fills it in order (`in_order`), else zeroed.
+fn take_array(t: &mut Tensor, a: &ArrayRef, in_order: bool) -> Option<Buf> {
+    Some(match &a.slot {
+        Slot::Vals => Buf::F64(Room::new(std::mem::take(&mut t.vals), in_order)),
+        Slot::Level(k, name) => {
+            let v = t
+                .levels
+                .get_mut(*k)?
+                .arrays
+                .get_mut(name)
+                .map(std::mem::take);
+            Buf::I32(Room::new(v.unwrap_or_default(), in_order))
         }
-        (Slot::Level(k, name), Buf::I32(mut v)) => {
-            v.truncate(len);
+        Slot::Scratch(..) => match a.elem() {
+            ElemTy::I32 => Buf::I32(Room::new(Vec::new(), in_order)),
+            ElemTy::F64 => Buf::F64(Room::new(Vec::new(), in_order)),
+        },
+    })
+}
+
+/// Put result array `a` back into `t`, `len` elements long, after a call
+/// that succeeded (`ok`) or failed.
+///
+/// # Safety
+/// After a successful call, the kernel filled every element of room it
+/// was given as it came, up to `len` (`Room::into_array`).
+unsafe fn put_array(t: &mut Tensor, a: &ArrayRef, buf: Buf, len: usize, ok: bool) {
+    fn cut<T: super::room::Element>(r: Room<T>, len: usize, ok: bool) -> Vec<T> {
+        match ok {
+            // SAFETY: the caller's promise.
+            true => unsafe { r.into_array(len) },
+            false => r.into_array_after_failure(len),
+        }
+    }
+    match (&a.slot, buf) {
+        (Slot::Vals, Buf::F64(r)) => t.vals = cut(r, len, ok),
+        (Slot::Level(k, name), Buf::I32(r)) => {
+            let v = cut(r, len, ok);
             if let Some(l) = t.levels.get_mut(*k) {
                 l.arrays.insert(name, v);
             }
         }
+        // Scratch arrays live for one call.
         _ => {}
     }
 }
@@ -556,8 +571,10 @@ impl Bound {
         };
         for (n, (a, writes)) in k.arrays.iter().enumerate() {
             if *a.tensor == *output.name || matches!(a.slot, Slot::Scratch(..)) {
-                let mut buf = take_array(output, a).ok_or_else(|| RunError::Missing(a.c_name()))?;
-                let len = buf.len() as i64;
+                let len = output_len(output, a) as i64;
+                let in_order = k.filled_in_order.contains(a);
+                let mut buf =
+                    take_array(output, a, in_order).ok_or_else(|| RunError::Missing(a.c_name()))?;
                 // A result reused from an earlier run keeps a little of the
                 // room it grew into: a kernel reserving ahead of a row's
                 // appends (`lower/ahead.rs`) may ask for a few entries more
@@ -619,12 +636,17 @@ impl Bound {
     }
 
     /// Hand the result's arrays back to `output`, cut to the lengths the
-    /// kernel produced.
-    fn finish(mut self, k: &super::CompiledKernel, output: &mut Tensor) {
+    /// kernel produced, after calls that all succeeded (`ok`) or not.
+    fn finish(mut self, k: &super::CompiledKernel, output: &mut Tensor, ok: bool) {
         let bufs = std::mem::take(&mut self.growable.bufs);
         for (n, buf) in bufs {
             let a = &k.arrays[n as usize].0;
-            put_array(output, a, buf, self.slots[n as usize].len.max(0) as usize);
+            let len = self.slots[n as usize].len.max(0) as usize;
+            // SAFETY: arrays get room as it comes only where
+            // `filled_in_order` proved the kernel stores every element
+            // below the length it leaves, which a call that succeeded
+            // reports in `len`.
+            unsafe { put_array(output, a, buf, len, ok) };
         }
     }
 }
@@ -791,7 +813,7 @@ pub fn run_share(
 ) -> Result<(), RunError> {
     let mut bound = Bound::new(k, inputs, output)?;
     let status = bound.call(k, share);
-    bound.finish(k, output);
+    bound.finish(k, output, matches!(status, Ok(0)));
     if status? != 0 {
         return Err(RunError::OutOfMemory);
     }
@@ -902,7 +924,7 @@ pub fn run_rows(
         }
         Err(_) => 1,
     };
-    bound.finish(k, output);
+    bound.finish(k, output, shares.is_ok() && status == 0);
     shares?;
     if status != 0 {
         return Err(RunError::OutOfMemory);

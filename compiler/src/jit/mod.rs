@@ -4,12 +4,14 @@
 mod call;
 mod count;
 mod placement;
+mod room;
 mod shares;
 mod translate;
 mod vector;
 
 pub(crate) use call::Code;
 pub use call::{run_kernel, run_rows, run_share, RunError, Share};
+pub use room::poison_unzeroed_room;
 
 use crate::ir::{passes, ArrayRef, Function, ParamRef};
 use cranelift_codegen::ir::{types, AbiParam, UserFuncName};
@@ -49,6 +51,9 @@ pub struct CompiledKernel {
     pub params: Vec<ParamRef>,
     /// The result arrays its appends grow (`Function::grown_by_appends`).
     pub grown_by_appends: std::collections::BTreeSet<ArrayRef>,
+    /// The result arrays it fills in order, whose room needs no zeros
+    /// (`Function::filled_in_order`).
+    pub filled_in_order: std::collections::BTreeSet<ArrayRef>,
     pub compile_time: Duration,
     pub tier: Tier,
     /// How the outermost loop may be shared among threads (`ir::Parallel`).
@@ -80,6 +85,7 @@ impl CompiledKernel {
             arrays: f.arrays(),
             params: f.params(),
             grown_by_appends: f.grown_by_appends(),
+            filled_in_order: f.filled_in_order(),
             compile_time,
             tier,
             parallel: f.parallel,
@@ -436,6 +442,7 @@ fn compile_now(f: &Function, start: Instant) -> Result<CompiledKernel, String> {
         arrays,
         params,
         grown_by_appends: f.grown_by_appends(),
+        filled_in_order: f.filled_in_order(),
         compile_time: start.elapsed(),
         tier: Tier::Cranelift,
         parallel: f.parallel,

@@ -101,6 +101,7 @@ pub fn check(
     data: &BTreeMap<String, CooTensor>,
     out_dims: &[usize],
 ) -> Result<(), String> {
+    tensor_compiler::jit::poison_unzeroed_room(true);
     let a = parse_assignment(expr).map_err(|e| e.to_string())?;
     let formats = formats_rest_dense(&a, specs, data, out_dims.len());
     let ctx = |e: String| format!("{expr} with {specs:?}: {e}");

@@ -58,6 +58,9 @@ pub fn worker_main() {
     let Ok(seeds) = std::env::var(SEEDS_ENV) else {
         return;
     };
+    // Room a kernel should fill before it ends is poison, not zeros that
+    // could pass for the answer.
+    tensor_compiler::jit::poison_unzeroed_room(true);
     let out = std::env::var(OUT_ENV).expect("DIFFERENTIAL_OUT names the output file");
     let (a, b) = seeds
         .split_once("..")
