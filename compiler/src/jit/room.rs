@@ -137,8 +137,8 @@ impl<T: Element> Room<T> {
                 v.truncate(len);
                 v
             }
-            Room::Unzeroed { v, initialized } => {
-                let len = len.min(v.len()).max(initialized);
+            Room::Unzeroed { v, .. } => {
+                let len = len.min(v.len());
                 let mut v = std::mem::ManuallyDrop::new(v);
                 // SAFETY: the layouts agree (see `new`), and elements
                 // `0..len` are initialized: below `initialized` they were

@@ -146,6 +146,21 @@ pub fn check(
             "{expr} with {specs:?}: wrong result: {e}\n{}",
             prepared.kernel.function
         )
+    })?;
+    // Again into the arrays the first run left, as timed runs and the
+    // editor's reruns do: their contents are kept, their spare room is
+    // poison (`jit::poison_unzeroed_room`). Not where the kernel adds
+    // into what the result held (`+=`): a second run adds twice.
+    if prepared.kernel.assignment.accumulate && prepared.kernel.prior.is_none() {
+        return Ok(());
+    }
+    prepared.run().map_err(|e| ctx(e.to_string()))?;
+    let again = prepared.result().map_err(|e| ctx(e.to_string()))?;
+    close(&again, &want).map_err(|e| {
+        format!(
+            "{expr} with {specs:?}: wrong result of a second run into the first's arrays: {e}\n{}",
+            prepared.kernel.function
+        )
     })
 }
 
