@@ -42,6 +42,28 @@ fn cc_command() -> Vec<String> {
     cc::compiler().unwrap().command.clone()
 }
 
+/// Build the program of the C files `sources` into `exe` with the
+/// machine's compiler (`-std=c99 -O2`, then `flags`, linked with `-lm`);
+/// a failed build fails the test with the compiler's messages.
+fn build_program(exe: &Path, sources: &[PathBuf], flags: &[&str]) {
+    let cc = cc_command();
+    let build = Command::new(&cc[0])
+        .args(&cc[1..])
+        .args(["-std=c99", "-O2"])
+        .args(flags)
+        .arg("-o")
+        .arg(exe)
+        .args(sources)
+        .arg("-lm")
+        .output()
+        .unwrap();
+    assert!(
+        build.status.success(),
+        "{}",
+        String::from_utf8_lossy(&build.stderr)
+    );
+}
+
 /// Compile `text` as a user would: `cc -std=c99 -O2 -Wall -Werror -c`.
 fn compiles_cleanly(dir: &Path, name: &str, text: &str) -> Result<(), String> {
     let src = dir.join(format!("{name}.c"));
@@ -1033,21 +1055,11 @@ int main(void) {
 }
 "#;
     std::fs::write(dir.join("gen/main.c"), main).unwrap();
-    let cc = cc_command();
     let exe = dir.join("gen/spmv");
-    let build = Command::new(&cc[0])
-        .args(&cc[1..])
-        .args(["-std=c99", "-O2", "-Wall", "-Werror", "-o"])
-        .arg(&exe)
-        .arg(dir.join("gen/main.c"))
-        .arg(dir.join("gen/kernel.c"))
-        .arg("-lm")
-        .output()
-        .unwrap();
-    assert!(
-        build.status.success(),
-        "{}",
-        String::from_utf8_lossy(&build.stderr)
+    build_program(
+        &exe,
+        &[dir.join("gen/main.c"), dir.join("gen/kernel.c")],
+        &["-Wall", "-Werror"],
     );
     let run = Command::new(&exe).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "7 0 22 3");
@@ -1119,21 +1131,11 @@ int main(void) {
 }
 "#;
     std::fs::write(dir.join("gen/main.c"), main).unwrap();
-    let cc = cc_command();
     let exe = dir.join("gen/spmv");
-    let build = Command::new(&cc[0])
-        .args(&cc[1..])
-        .args(["-std=c99", "-O2", "-Wall", "-Werror", "-o"])
-        .arg(&exe)
-        .arg(dir.join("gen/main.c"))
-        .arg(dir.join("gen/kernel.c"))
-        .arg("-lm")
-        .output()
-        .unwrap();
-    assert!(
-        build.status.success(),
-        "{}",
-        String::from_utf8_lossy(&build.stderr)
+    build_program(
+        &exe,
+        &[dir.join("gen/main.c"), dir.join("gen/kernel.c")],
+        &["-Wall", "-Werror"],
     );
     let run = Command::new(&exe).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "7 0 22 3");
@@ -1229,19 +1231,7 @@ int main(int argc, char **argv) {
 }
 "#;
     std::fs::write(&src, format!("{text}\n{main}")).unwrap();
-    let cc = cc_command();
-    let out = Command::new(&cc[0])
-        .args(&cc[1..])
-        .args(["-std=c99", "-O2", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    build_program(&exe, &[src], &[]);
     exe
 }
 

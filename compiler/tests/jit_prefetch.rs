@@ -10,9 +10,12 @@
 
 mod common;
 use common::*;
-use tensor_compiler::execute::prepare;
+use std::collections::BTreeMap;
+use tensor_compiler::coo::CooTensor;
+use tensor_compiler::execute::{prepare, Prepared};
+use tensor_compiler::format::TensorFormat;
 use tensor_compiler::ir::passes::{for_codegen, Backend};
-use tensor_compiler::notation::parse_assignment;
+use tensor_compiler::notation::{parse_assignment, Assignment};
 
 #[test]
 fn prefetching_kernels_keep_their_registers() {
@@ -25,17 +28,11 @@ fn prefetching_kernels_keep_their_registers() {
         let data = random_data(&[("B", vec![m, n], density), ("D", vec![n, k], 1.0)], seed);
         for f in ["COO", "CSR", "DCSR"] {
             let formats = formats_rest_dense(&a, &[("B", f)], &data, 2);
-            let mut jit = prepare("kernel", &a, &formats, &data, &[m, k], None).unwrap();
+            let jit = prepare("kernel", &a, &formats, &data, &[m, k], None).unwrap();
             let code = for_codegen(&jit.kernel.function, Backend::Cranelift).to_string();
             assert!(code.contains("prefetch"), "{f}: no prefetch\n{code}");
-            jit.run().unwrap();
-            let mut interpreted = prepare("kernel", &a, &formats, &data, &[m, k], None).unwrap();
-            interpreted.run_interpreted().unwrap();
-            let bits = |p: &tensor_compiler::execute::Prepared| {
-                let t = p.result().unwrap();
-                t.vals.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
-            };
-            assert_eq!(bits(&jit), bits(&interpreted), "{f} at density {density}");
+            let what = format!("{f} at density {density}");
+            agrees_with_the_interpreter(jit, &a, &formats, &data, &[m, k], &what);
         }
     }
 }
@@ -57,18 +54,12 @@ fn row_streams_asked_by_calls_keep_their_registers() {
         let data = random_data(&[("A", vec![n, n], density), ("x", vec![n], 1.0)], seed);
         for f in ["CSR", "CSC", "DCSR"] {
             let formats = formats_rest_dense(&a, &[("A", f)], &data, 1);
-            let mut jit = prepare("kernel", &a, &formats, &data, &[n], None).unwrap();
+            let jit = prepare("kernel", &a, &formats, &data, &[n], None).unwrap();
             let code = for_codegen(&jit.kernel.function, Backend::Cranelift).to_string();
             assert_eq!(code.contains("long_rows"), copies, "{f}\n{code}");
             assert_eq!(code.contains("prefetch"), copies, "{f}\n{code}");
-            jit.run().unwrap();
-            let mut interpreted = prepare("kernel", &a, &formats, &data, &[n], None).unwrap();
-            interpreted.run_interpreted().unwrap();
-            let bits = |p: &tensor_compiler::execute::Prepared| {
-                let t = p.result().unwrap();
-                t.vals.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
-            };
-            assert_eq!(bits(&jit), bits(&interpreted), "{f} at density {density}");
+            let what = format!("{f} at density {density}");
+            agrees_with_the_interpreter(jit, &a, &formats, &data, &[n], &what);
         }
     }
 }
@@ -94,16 +85,29 @@ fn short_fibres_ask_once_per_aligned_strip() {
     );
     for f in ["CSF", "COO"] {
         let formats = formats_rest_dense(&a, &[("B", f)], &data, 2);
-        let mut jit = prepare("kernel", &a, &formats, &data, &[m, r], None).unwrap();
+        let jit = prepare("kernel", &a, &formats, &data, &[m, r], None).unwrap();
         let code = for_codegen(&jit.kernel.function, Backend::Cranelift).to_string();
         assert!(code.contains("if strip % 8 == 0 {"), "{f}\n{code}");
-        jit.run().unwrap();
-        let mut interpreted = prepare("kernel", &a, &formats, &data, &[m, r], None).unwrap();
-        interpreted.run_interpreted().unwrap();
-        let bits = |p: &tensor_compiler::execute::Prepared| {
-            let t = p.result().unwrap();
-            t.vals.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
-        };
-        assert_eq!(bits(&jit), bits(&interpreted), "{f}");
+        agrees_with_the_interpreter(jit, &a, &formats, &data, &[m, r], f);
     }
+}
+
+/// Run the prepared kernel `jit`, and the same kernel in the IR
+/// interpreter: their results' values must agree bit for bit.
+fn agrees_with_the_interpreter(
+    mut jit: Prepared,
+    a: &Assignment,
+    formats: &BTreeMap<String, TensorFormat>,
+    data: &BTreeMap<String, CooTensor>,
+    dims: &[usize],
+    what: &str,
+) {
+    jit.run().unwrap();
+    let mut interpreted = prepare("kernel", a, formats, data, dims, None).unwrap();
+    interpreted.run_interpreted().unwrap();
+    let bits = |p: &Prepared| {
+        let t = p.result().unwrap();
+        t.vals.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+    };
+    assert_eq!(bits(&jit), bits(&interpreted), "{what}");
 }
