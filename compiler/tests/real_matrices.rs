@@ -278,6 +278,7 @@ fn ttv_and_innerprod_on_real_tensors() {
 /// the real order-3 tensors, on both tiers against plain loops.
 #[test]
 fn ttv_into_sparse_results_on_real_tensors() {
+    tensor_compiler::jit::poison_unzeroed_room(true);
     let r = Registry::builtin();
     let a = parse_assignment("A(i,j) = B(i,j,k) * c(k)").unwrap();
     let cc = tensor_compiler::backend::cc::compiler().is_ok();
@@ -308,6 +309,62 @@ fn ttv_into_sparse_results_on_real_tensors() {
                     &want,
                     &format!("{what}, cc tier"),
                 );
+            }
+        }
+    }
+}
+
+/// A + B into a sparse result built from empty in every run, as
+/// `tensorc --fresh-result` and the bench time it, B being A plus the
+/// diagonal above A's (`bench/run.py`'s pattern), with A, B and the result
+/// in CSR, COO and DCSR, on both tiers: two fresh runs, then two into the
+/// arrays the run before left. The room of the result's coordinates and
+/// values comes unzeroed there (`ir::filled`), here poisoned
+/// (`jit::poison_unzeroed_room`), so an element the kernel leaves unwritten
+/// shows; against the dense sum.
+#[test]
+fn adds_into_fresh_sparse_results_on_real_matrices() {
+    use tensor_compiler::execute::ResultArrays;
+    tensor_compiler::jit::poison_unzeroed_room(true);
+    let r = Registry::builtin();
+    let a = parse_assignment("C(i,j) = A(i,j) + B(i,j)").unwrap();
+    let cc = tensor_compiler::backend::cc::compiler().is_ok();
+    for path in fixtures()
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "mtx"))
+    {
+        let m = read_tensor(&path).unwrap(); // ok: test code, a panic is a failed test
+        let (rows, cols) = (m.dims[0], m.dims[1]);
+        let mut b = m.clone();
+        for i in 0..rows.min(cols.saturating_sub(1)) {
+            b.push(&[i as u32, i as u32 + 1], 1.0);
+        }
+        let want: Vec<f64> = m
+            .to_dense()
+            .iter()
+            .zip(b.to_dense())
+            .map(|(x, y)| x + y)
+            .collect();
+        for f in ["CSR", "COO", "DCSR"] {
+            let what = format!("{}: A + B in {f}", path.display());
+            let formats = ["A", "B", "C"]
+                .into_iter()
+                .map(|n| (n.to_string(), parse_format(f, 2, &r).unwrap()))
+                .collect();
+            let data = [("A".to_string(), m.clone()), ("B".to_string(), b.clone())]
+                .into_iter()
+                .collect();
+            let mut p = prepare("add", &a, &formats, &data, &[rows, cols], None).unwrap();
+            let tiers = [false, true].into_iter().filter(|&c| !c || cc);
+            for on_cc in tiers {
+                if on_cc {
+                    p.compiled = tensor_compiler::backend::cc::compile(&p.kernel.function).unwrap();
+                }
+                for arrays in [ResultArrays::Fresh, ResultArrays::Reused] {
+                    p.time(2, arrays).unwrap();
+                    let how = format!("{what}, cc tier {on_cc}, {arrays:?}");
+                    assert_close(&p.result().unwrap().to_dense(), &want, &how);
+                }
             }
         }
     }
