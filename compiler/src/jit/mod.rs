@@ -218,15 +218,48 @@ fn arguments(f: &Function, kernel: &Function) -> (Vec<(ArrayRef, bool)>, Vec<Par
     (f.arrays(), params)
 }
 
+/// Cranelift's working memory for a compile: its context (the register
+/// allocator's tables among them) and the function builder's. Kept between
+/// compiles (`Workspace::take`, `give_back`), as a fresh one allocates and
+/// grows every table anew.
+struct Workspace {
+    ctx: Context,
+    fctx: FunctionBuilderContext,
+}
+
+/// Workspaces of finished compiles, at most one per compiling thread that
+/// ran at once (the language server's compiles may overlap).
+static WORKSPACES: Mutex<Vec<Workspace>> = Mutex::new(Vec::new());
+
+impl Workspace {
+    fn take() -> Workspace {
+        let spare = WORKSPACES.lock().ok().and_then(|mut w| w.pop());
+        spare.unwrap_or_else(|| Workspace {
+            ctx: Context::new(),
+            fctx: FunctionBuilderContext::new(),
+        })
+    }
+
+    /// Cleared of its function, back to the pool.
+    fn give_back(mut self) {
+        self.ctx.clear();
+        if let Ok(mut w) = WORKSPACES.lock() {
+            w.push(self);
+        }
+    }
+}
+
 /// Translate `f` into a fresh module with the argument block `arrays` and
-/// `params`; returns the module, the context (with the compiled code when
-/// `disasm` asked for it) and the function's id.
+/// `params`, in `ws` (whose context then holds the compiled code, with its
+/// disassembly when `disasm` asked for it); returns the module and the
+/// function's id.
 fn build(
     f: &Function,
     arrays: &[(ArrayRef, bool)],
     params: &[ParamRef],
     disasm: bool,
-) -> Result<(JITModule, Context, cranelift_module::FuncId), String> {
+    ws: &mut Workspace,
+) -> Result<(JITModule, cranelift_module::FuncId), String> {
     let isa = host_isa(Opt::for_function(f))?;
     let (mut grows, mut prefetches) = (false, false);
     crate::ir::walk_block(&f.body, &mut |s| {
@@ -242,12 +275,13 @@ fn build(
     }
     let mut module = JITModule::new(builder);
     let ptr_ty = module.target_config().pointer_type();
-    let mut ctx: Context = module.make_context();
+    let Workspace { ctx, fctx } = ws;
+    ctx.clear();
     ctx.set_disasm(disasm);
+    ctx.func.signature = module.make_signature();
     ctx.func.signature.params.push(AbiParam::new(ptr_ty));
     ctx.func.signature.returns.push(AbiParam::new(types::I64));
     ctx.func.name = UserFuncName::testcase(f.name.as_bytes());
-    let mut fctx = FunctionBuilderContext::new();
     let mut import = |used: bool, t: &Trampoline| -> Result<_, String> {
         if !used {
             return Ok(None);
@@ -260,7 +294,7 @@ fn build(
     let grow = import(grows, &GROW)?;
     let prefetch = import(prefetches, &PREFETCH)?;
     {
-        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
         translate::Translator::translate(&mut b, f, ptr_ty, arrays, params, grow, prefetch)?;
         b.finalize(module.target_config());
     }
@@ -268,9 +302,9 @@ fn build(
         .declare_function(&f.name, Linkage::Local, &ctx.func.signature)
         .map_err(|e| format!("declare: {e}"))?;
     module
-        .define_function(id, &mut ctx)
+        .define_function(id, ctx)
         .map_err(|e| format!("cranelift: {e:?}"))?;
-    Ok((module, ctx, id))
+    Ok((module, id))
 }
 
 /// A `preserve_all` function kernels call in a block of their loops: it
@@ -423,9 +457,11 @@ fn compile_now(f: &Function, start: Instant) -> Result<CompiledKernel, String> {
     let split = shares::split(f);
     let kernel = split.as_ref().map_or(f, |(k, _)| k);
     let (arrays, params) = arguments(f, kernel);
-    let (mut module, mut ctx, id) = build(kernel, &arrays, &params, false)?;
-    let placing = ctx.compiled_code().and_then(placing);
-    module.clear_context(&mut ctx);
+    let mut ws = Workspace::take();
+    let built = build(kernel, &arrays, &params, false, &mut ws);
+    let placing = ws.ctx.compiled_code().and_then(placing);
+    let (mut module, id) = built?;
+    ws.give_back();
     module
         .finalize_definitions()
         .map_err(|e| format!("finalize: {e}"))?;
@@ -476,11 +512,11 @@ pub fn disassemble(f: &Function) -> Result<String, String> {
     let split = shares::split(f);
     let kernel = split.as_ref().map_or(f, |(k, _)| k);
     let (arrays, params) = arguments(f, kernel);
-    let (module, ctx, _) = build(kernel, &arrays, &params, true)?;
-    let text = ctx
-        .compiled_code()
-        .and_then(|c| c.vcode.clone())
-        .ok_or("Cranelift kept no disassembly")?;
+    let mut ws = Workspace::take();
+    let (module, _) = build(kernel, &arrays, &params, true, &mut ws)?;
+    let text = ws.ctx.compiled_code().and_then(|c| c.vcode.clone());
+    ws.give_back();
+    let text = text.ok_or("Cranelift kept no disassembly")?;
     // Never finalized: nothing of it can run.
     drop(module);
     Ok(match split {
