@@ -376,7 +376,7 @@ fn rows_asked_for_ahead_agree() {
 }
 
 /// Dense rows summed in strips of registers across the loop that adds
-/// into them (`ir::strips`, C only): row lengths below one strip, of whole
+/// into them (`ir::strips`): row lengths below one strip, of whole
 /// strips and with a remainder, from CSR, CSF, dense and blocked operands,
 /// and a second term reading the result's row elsewhere (not stripped).
 /// The cc tier must give the Cranelift tier's answer to the bit, and the

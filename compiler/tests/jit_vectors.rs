@@ -1,5 +1,6 @@
 //! Kernels whose innermost loops the Cranelift tier runs in vector lanes
-//! (rows of a dense operand, diagonals, dense element-wise loops), at every
+//! (rows of a dense operand, diagonals, dense element-wise loops, rows
+//! summed in strips of vector pairs), at every
 //! trip count around the vector width, against the IR interpreter: the
 //! lanes do the scalar loop's operations in its order, so the answers must
 //! be the same bit for bit, remainder iterations included.
@@ -9,6 +10,7 @@ use common::*;
 use std::collections::BTreeMap;
 use tensor_compiler::coo::CooTensor;
 use tensor_compiler::execute::prepare;
+use tensor_compiler::ir::passes;
 use tensor_compiler::notation::parse_assignment;
 
 fn same_bits(
@@ -17,10 +19,46 @@ fn same_bits(
     data: &BTreeMap<String, CooTensor>,
     out_dims: &[usize],
 ) {
+    same_bits_made_for(expr, specs, data, out_dims, Made::ForTheData);
+}
+
+/// What the Cranelift kernel is made for.
+#[derive(Clone, Copy, PartialEq)]
+enum Made {
+    ForTheData,
+    /// As if for data of 16M entries in every tensor, with its rows summed
+    /// in strips where it has rows to (`ir::strips`, which the Cranelift
+    /// tier takes only for large data): whether it must have them.
+    AsIfLarge {
+        strips: bool,
+    },
+}
+
+fn same_bits_made_for(
+    expr: &str,
+    specs: &[(&str, &str)],
+    data: &BTreeMap<String, CooTensor>,
+    out_dims: &[usize],
+    made: Made,
+) {
     let a = parse_assignment(expr).unwrap();
     let formats = formats_rest_dense(&a, specs, data, out_dims.len());
     let mut jit = prepare("kernel", &a, &formats, data, out_dims, None)
         .unwrap_or_else(|e| panic!("{expr}: {e}"));
+    if let Made::AsIfLarge { strips } = made {
+        let f = &mut jit.kernel.function;
+        f.lengths = data
+            .keys()
+            .map(|t| (tensor_compiler::ir::ArrayRef::vals(t), 1 << 24))
+            .collect();
+        let g = passes::for_codegen(f, passes::Backend::Cranelift);
+        assert_eq!(
+            g.to_string().contains("strip_sum"),
+            strips,
+            "{expr} {specs:?}\n{g}"
+        );
+        jit.compiled = tensor_compiler::jit::compile(f).unwrap();
+    }
     jit.run().unwrap_or_else(|e| panic!("{expr}: {e}"));
     let mut interpreted = prepare("kernel", &a, &formats, data, out_dims, None).unwrap();
     interpreted
@@ -68,6 +106,48 @@ fn mttkrp_at_every_row_width() {
             &d,
             &[4, cols],
         );
+    }
+}
+
+/// Rows summed in strips of registers (`ir::strips`), which the Cranelift
+/// tier holds two elements to a vector (`jit::pairs`), in kernels made as
+/// if for large data (the only ones that have them): rows of whole strips
+/// of 16 and the elements past them, summed over one loop (SpDM, MTTKRP
+/// from COO, its rows taken a run at a time). Over a slice's fibers and
+/// their entries (MTTKRP from CSF) the Cranelift tier keeps no strips.
+#[test]
+fn rows_summed_in_vector_pairs_at_every_strip_width() {
+    for cols in [7, 8, 9, 15, 16, 17, 23, 24, 25, 31, 32, 33, 40, 41] {
+        let d = random_data(
+            &[("B", vec![9, 8], 0.4), ("C", vec![8, cols], 1.0)],
+            100 + cols as u64,
+        );
+        for f in ["CSR", "COO", "DCSR"] {
+            same_bits_made_for(
+                "A(i,k) = B(i,j) * C(j,k)",
+                &[("B", f)],
+                &d,
+                &[9, cols],
+                Made::AsIfLarge { strips: true },
+            );
+        }
+        let d = random_data(
+            &[
+                ("B", vec![4, 5, 6], 0.3),
+                ("P", vec![5, cols], 1.0),
+                ("Q", vec![6, cols], 1.0),
+            ],
+            200 + cols as u64,
+        );
+        for (f, strips) in [("CSF", false), ("COO", true)] {
+            same_bits_made_for(
+                "A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)",
+                &[("B", f)],
+                &d,
+                &[4, cols],
+                Made::AsIfLarge { strips },
+            );
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! Clean-up passes run on a kernel's loop IR before either backend sees it,
 //! so the C a user reads and the code the JIT runs stay the same program,
-//! but for where loops ask for rows ahead and the C's row strips
-//! (`Backend`).
+//! but for where loops ask for rows ahead and where rows are summed in
+//! strips (`Backend`).
 
 use super::*;
 
@@ -9,7 +9,8 @@ use super::*;
 /// program but for where a loop asks for rows ahead
 /// (`prefetch::strip_for_calls`: once per strip of positions where a
 /// prefetch is a call), for dense rows summed in strips of registers
-/// (`ir::strips`, the C only), and for the hints of the streams a loop
+/// (`ir::strips`: everywhere in the C, under Cranelift where the data is
+/// large), and for the hints of the streams a loop
 /// reads (`ir::streams`: before each row and inside COO's loop in the C,
 /// per strip of rows by calls under Cranelift), and for the elements a
 /// loop gathers at scattered coordinates (`ir::gathers`, the C only).
@@ -34,11 +35,12 @@ pub fn for_codegen(f: &Function, backend: Backend) -> Function {
     super::prefetch::prefetch_rows(&mut g);
     match backend {
         Backend::C => {
-            super::strips::sum_rows_in_strips(&mut g);
+            super::strips::sum_rows_in_strips(&mut g, backend);
             super::streams::prefetch_streams(&mut g);
             super::gathers::prefetch_gathers(&mut g);
         }
         Backend::Cranelift => {
+            super::strips::sum_rows_in_strips(&mut g, backend);
             super::streams::ask_rows_by_calls(&mut g);
             super::prefetch::strip_for_calls(&mut g);
         }

@@ -169,6 +169,16 @@ fn strip_block(b: &mut Block, vars: &mut Vec<VarInfo>, large: &BTreeSet<ArrayRef
             .drain(..n)
             .filter(|s| matches!(s, Stmt::Prefetch { array, .. } if large.contains(array)))
             .collect();
+        // A loop that only asked ahead, for arrays not worth asking for
+        // (`ir::strips` gives the hints a loop of their own), is dropped.
+        if n > 0
+            && asks.is_empty()
+            && body
+                .iter()
+                .all(|s| matches!(s, Stmt::Let(..) | Stmt::Comment(_)))
+        {
+            continue;
+        }
         match !asks.is_empty() && bounds_fixed(&lo, &hi, &body) {
             true => out.extend(strips(var, lo, hi, asks, body, vars)),
             false => out.push(Stmt::For { var, lo, hi, body }),

@@ -22,7 +22,7 @@
 //! then apply; otherwise the loop stays as it was.
 
 use super::runs::add_into;
-use super::strips::{in_strips, inlined};
+use super::strips::{in_strips, inlined, Strips};
 use super::*;
 use std::collections::BTreeSet;
 
@@ -32,17 +32,23 @@ pub(super) fn over_runs(
     s: &Stmt,
     vars: &mut Vec<VarInfo>,
     repeating: &[ArrayRef],
+    strips: &Strips,
 ) -> Option<Vec<Stmt>> {
     // Variables made for a rewrite that then does not apply go again.
     let mark = vars.len();
-    let runs = runs_of(s, vars, repeating);
+    let runs = runs_of(s, vars, repeating, strips);
     if runs.is_none() {
         vars.truncate(mark);
     }
     runs
 }
 
-fn runs_of(s: &Stmt, vars: &mut Vec<VarInfo>, repeating: &[ArrayRef]) -> Option<Vec<Stmt>> {
+fn runs_of(
+    s: &Stmt,
+    vars: &mut Vec<VarInfo>,
+    repeating: &[ArrayRef],
+    strips: &Strips,
+) -> Option<Vec<Stmt>> {
     let Stmt::For {
         var: p,
         lo,
@@ -78,6 +84,7 @@ fn runs_of(s: &Stmt, vars: &mut Vec<VarInfo>, repeating: &[ArrayRef]) -> Option<
             body: entry,
         },
         vars,
+        strips,
     )?;
     let load = |v: VarId| Expr::Load(crd.clone(), Box::new(Expr::Var(v)));
     let mut run = vec![
@@ -235,9 +242,10 @@ fn settles(cond: &Expr, then: &Block) -> bool {
 mod tests {
     use super::super::strips::{add_into_row, sum_rows_in_strips};
     use super::*;
+    use crate::ir::passes::Backend;
 
     fn stripped(mut f: Function) -> bool {
-        sum_rows_in_strips(&mut f);
+        sum_rows_in_strips(&mut f, Backend::C);
         f.vars.iter().any(|v| v.name.starts_with("strip_sum"))
     }
 
@@ -295,7 +303,7 @@ mod tests {
     #[test]
     fn coo_entries_go_a_run_at_a_time_with_the_fill_before_the_run() {
         let mut f = coo(false);
-        sum_rows_in_strips(&mut f);
+        sum_rows_in_strips(&mut f, Backend::C);
         let text = f.to_string();
         let (fill, strips) = (
             text.find("if r >= next").unwrap(),
@@ -316,7 +324,7 @@ mod tests {
     fn a_fill_whose_variable_is_read_before_it_stays_in_the_loop() {
         assert!(!stripped(coo(true)));
         let mut f = coo(true);
-        sum_rows_in_strips(&mut f);
+        sum_rows_in_strips(&mut f, Backend::C);
         assert!(!f.vars.iter().any(|v| v.name == "run_at"), "{f}");
     }
 }

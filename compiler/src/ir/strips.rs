@@ -20,14 +20,12 @@
 //! The C compiler keeps the sums in vector registers (gcc pairs the scalar
 //! sums of consecutive elements itself): SpDM into 32 columns on the 3-D
 //! stencil, standalone, 141-153 ms before and 109-117 after, MKL's time.
-//! Only the C gets it (`passes::for_codegen`). The Cranelift tier keeps
-//! scalars apart, a register each; with the sums of two elements in one
-//! `f64x2` it ran SpDM 10-15% faster, but compiled 0.6-1 ms slower
-//! (register allocation of the strips' nests), past the 2 ms a first run
-//! may wait. A row that stays put across several loops (MTTKRP from CSF:
-//! a slice's fibers and their entries all add into the slice's row) is
-//! summed across them all: 14.4 -> 11.4 ms on the bench's NELL-2-like
-//! tensor.
+//! A row that stays put across several loops (MTTKRP from CSF: a slice's
+//! fibers and their entries all add into the slice's row) is summed
+//! across them all: 14.4 -> 11.4 ms on the bench's NELL-2-like tensor.
+//!
+//! The Cranelift tier holds two sums in one `f64x2` (`jit::pairs`), and
+//! takes the strips where they pay for their compile (`Strips::for_backend`).
 //!
 //! Exact, to the bit: each element of the row receives the same additions
 //! in the same order, starting from the value it held. Sound because the
@@ -42,11 +40,88 @@ use std::collections::BTreeSet;
 
 /// Elements of a row summed at once: 16 `f64`s, four AVX2 registers. 8 and
 /// 32 measured the same within noise on SpDM (32 columns); 16 serves rank
-/// 16 (MTTKRP's usual) whole. One strip of 8 follows the strips of 16
-/// where 8 elements or more remain (rows of 8, 24, 40).
+/// 16 (MTTKRP's usual) whole. In the C one strip of 8 follows the strips
+/// of 16 where 8 elements or more remain (rows of 8, 24, 40).
 const WIDTH: i64 = 16;
 
-pub fn sum_rows_in_strips(f: &mut Function) {
+/// Where a backend takes the strips.
+pub(super) struct Strips {
+    /// One strip of `WIDTH / 2` after the whole ones, where it fits.
+    half_strip: bool,
+    /// Only a row that stays put across one loop (SpDM, COO's runs), not
+    /// across a level's loops and the loops inside (MTTKRP from CSF).
+    one_level: bool,
+    /// Only where the loop reads, at its position, one of these value
+    /// arrays (`None`: anywhere).
+    reading: Option<BTreeSet<ArrayRef>>,
+}
+
+/// Stored entries a sparse operand must hold, in the data a kernel is made
+/// for, for the Cranelift tier to sum its rows in strips.
+///
+/// The strips' nests cost Cranelift 0.4-0.9 ms of compile, a first run
+/// waits for that: SpDM from CSR (the `compile_time` example, no data)
+/// 0.82 -> 1.24 ms, from COO on the bench's 3-D stencil 1.3 -> 2.2 ms
+/// with its runs, MTTKRP from COO on the NELL-2-like tensor 1.25 -> 2.0.
+/// What they save grows with the entries: a fifth of every run, measured
+/// in alternating processes: SpDM into 32 columns on the 3-D stencil
+/// (9.2M entries) 106 -> 83 ms, MTTKRP from COO on the NELL-2-shaped
+/// tensor (10M) 105 -> 85 ms. From 1M entries with rows of 16 a run takes
+/// 5 ms and more, and saves its first run the compile.
+pub(super) const CRANELIFT_MIN_ENTRIES: usize = 1 << 20;
+
+impl Strips {
+    /// The C: everywhere, with the half strip. Cranelift: strips of
+    /// `WIDTH` only, across one loop, where `f`'s data is large
+    /// (`CRANELIFT_MIN_ENTRIES`). Across the loops of a CSF level (MTTKRP,
+    /// 1.2 entries a fiber) Cranelift compiled 2.6-3.0 ms against 1.5, for
+    /// runs 0.8-0.95x as long; a half strip cost 0.2 ms of compile more.
+    pub(super) fn for_backend(f: &Function, backend: super::passes::Backend) -> Strips {
+        match backend {
+            super::passes::Backend::C => Strips {
+                half_strip: true,
+                one_level: false,
+                reading: None,
+            },
+            super::passes::Backend::Cranelift => Strips {
+                half_strip: false,
+                one_level: true,
+                reading: Some(
+                    f.lengths
+                        .iter()
+                        .filter(|(_, n)| *n >= CRANELIFT_MIN_ENTRIES)
+                        .map(|(a, _)| a.clone())
+                        .collect(),
+                ),
+            },
+        }
+    }
+
+    /// Whether the loops of nest `n` are ones to sum across.
+    fn levels_fit(&self, n: &Nest) -> bool {
+        !self.one_level || n.levels.len() == 1
+    }
+
+    /// Whether the nest `n` gets strips.
+    fn take(&self, n: &Nest) -> bool {
+        if !self.levels_fit(n) {
+            return false;
+        }
+        let Some(large) = &self.reading else {
+            return true;
+        };
+        let p = n.levels.last().map(|l| l.var);
+        let mut reads = false;
+        n.term.walk(&mut |x| {
+            reads |= matches!(x, Expr::Load(a, i)
+                if Some(&**i) == p.map(Expr::Var).as_ref() && large.contains(a));
+        });
+        reads
+    }
+}
+
+pub fn sum_rows_in_strips(f: &mut Function, backend: super::passes::Backend) {
+    let strips = Strips::for_backend(f, backend);
     // Runs of at least two entries: a run here saves a strip of a dense
     // row's loads and stores, not one store (`runs::shortest_run`).
     let repeating: Vec<ArrayRef> = f
@@ -56,22 +131,27 @@ pub fn sum_rows_in_strips(f: &mut Function) {
         .map(|r| r.array.clone())
         .collect();
     let mut body = std::mem::take(&mut f.body);
-    in_block(&mut body, &mut f.vars, &repeating);
+    in_block(&mut body, &mut f.vars, &repeating, &strips);
     f.body = body;
 }
 
-fn in_block(block: &mut Block, vars: &mut Vec<VarInfo>, repeating: &[ArrayRef]) {
+fn in_block(block: &mut Block, vars: &mut Vec<VarInfo>, repeating: &[ArrayRef], strips: &Strips) {
     for mut s in std::mem::take(block) {
-        if let Some(strips) = in_strips(&s, vars) {
-            block.extend(strips);
+        if nest(&s).is_some_and(|n| !strips.levels_fit(&n)) {
+            // Nor across its inner loops alone (a CSF fiber's entries).
+            block.push(s);
             continue;
         }
-        if let Some(runs) = super::row_runs::over_runs(&s, vars, repeating) {
+        if let Some(stripped) = in_strips(&s, vars, strips) {
+            block.extend(stripped);
+            continue;
+        }
+        if let Some(runs) = super::row_runs::over_runs(&s, vars, repeating, strips) {
             block.extend(runs);
             continue;
         }
         for inner in nested_blocks_mut(&mut s) {
-            in_block(inner, vars, repeating);
+            in_block(inner, vars, repeating, strips);
         }
         block.push(s);
     }
@@ -296,8 +376,11 @@ fn hints_alone(levels: &[Level]) -> Option<Stmt> {
     inner
 }
 
-pub(super) fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>) -> Option<Vec<Stmt>> {
+pub(super) fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>, strips: &Strips) -> Option<Vec<Stmt>> {
     let n = nest(s)?;
+    if !strips.take(&n) {
+        return None;
+    }
     let kb = fresh_var(vars, "strip", Ty::I64);
     let sums: Vec<VarId> = (0..WIDTH)
         .map(|w| fresh_var(vars, &format!("strip_sum{w}"), Ty::F64))
@@ -332,18 +415,20 @@ pub(super) fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>) -> Option<Vec<Stmt>> 
             cond: fits(WIDTH),
             body: strip(&n, kb, &sums),
         },
+    ]);
+    if strips.half_strip {
         // After the whole strips, at most one of half their width.
-        Stmt::If {
+        out.push(Stmt::If {
             cond: fits(WIDTH / 2),
             then: strip(&n, kb, &sums[..WIDTH as usize / 2]),
             els: Vec::new(),
-        },
-        Stmt::If {
-            cond: Expr::lt(Expr::Var(kb), n.row_hi.clone()),
-            then: vec![rest],
-            els: Vec::new(),
-        },
-    ]);
+        });
+    }
+    out.extend([Stmt::If {
+        cond: Expr::lt(Expr::Var(kb), n.row_hi.clone()),
+        then: vec![rest],
+        els: Vec::new(),
+    }]);
     Some(out)
 }
 
@@ -390,6 +475,7 @@ pub(super) fn add_into_row(e: &mut Emitter, base: Expr, a: Expr, j: Expr) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ir::passes::Backend;
 
     /// `for p in 0..P { let j = crd[p]; for k in 0..K { C[row(p)*K + k]
     /// += A[p] * D[j*K + k] } }`, the row given by `row` (of `p` and of
@@ -416,14 +502,14 @@ mod tests {
     }
 
     fn stripped(mut f: Function) -> bool {
-        sum_rows_in_strips(&mut f);
+        sum_rows_in_strips(&mut f, Backend::C);
         f.vars.iter().any(|v| v.name.starts_with("strip_sum"))
     }
 
     #[test]
     fn a_row_that_stays_put_is_summed_in_strips() {
         let mut f = nest(|_, i| i, false);
-        sum_rows_in_strips(&mut f);
+        sum_rows_in_strips(&mut f, Backend::C);
         let text = f.to_string();
         // Lanes read one address plus constant offsets.
         assert!(
@@ -437,11 +523,10 @@ mod tests {
         assert!(text.contains("for k in strip..D2_dimension"), "{text}");
     }
 
-    #[test]
-    fn a_row_summed_over_fibers_and_their_entries_is_one_strip() {
-        // for q { let k = crd1[q]; for p in pos[q]..pos[q+1] { let j =
-        // crd2[p]; for k' { C[i*K + k'] += A[p] * D[j*K + k'] } } }: the
-        // row stays put across both loops (MTTKRP from CSF).
+    /// for q { let k = crd1[q]; for p in pos[q]..pos[q+1] { let j =
+    /// crd2[p]; for k' { C[i*K + k'] += A[p] * D[j*K + k'] } } }: the row
+    /// stays put across both loops (MTTKRP from CSF).
+    fn fibers() -> Function {
         let (crd, pos, a) = (
             ArrayRef::level("A", 2, "crd"),
             ArrayRef::level("A", 2, "pos"),
@@ -459,8 +544,13 @@ mod tests {
                 add_into_row(e, base, Expr::load(a.clone(), p), j);
             });
         });
-        let mut f = e.finish("k");
-        sum_rows_in_strips(&mut f);
+        e.finish("k")
+    }
+
+    #[test]
+    fn a_row_summed_over_fibers_and_their_entries_is_one_strip() {
+        let mut f = fibers();
+        sum_rows_in_strips(&mut f, Backend::C);
         let text = f.to_string();
         let (sum, fibers) = (
             text.find("let strip_sum0").expect("stripped"),
@@ -483,5 +573,30 @@ mod tests {
             !stripped(nest(|_, i| i, true)),
             "the loop reads C elsewhere"
         );
+    }
+
+    /// Cranelift: strips of 16 alone, across one loop, where the values
+    /// read at its position are known to be many.
+    #[test]
+    fn cranelift_takes_strips_where_the_data_is_large() {
+        let made_for = |mut f: Function, array: &str, n: usize| {
+            f.lengths = vec![(ArrayRef::vals(array), n)];
+            sum_rows_in_strips(&mut f, Backend::Cranelift);
+            f.to_string()
+        };
+        let large = made_for(nest(|_, i| i, false), "A", CRANELIFT_MIN_ENTRIES);
+        assert!(large.contains("while strip + 16 <="), "{large}");
+        assert!(!large.contains("if strip + 8 <="), "no half strip: {large}");
+        for (array, n) in [("A", CRANELIFT_MIN_ENTRIES - 1), ("D", 1 << 24)] {
+            // Few entries, or only the dense operand large.
+            let text = made_for(nest(|_, i| i, false), array, n);
+            assert!(!text.contains("strip"), "{array} {n}: {text}");
+        }
+        // Across a level's fibers, nor across each fiber alone.
+        let text = made_for(fibers(), "A", 1 << 24);
+        assert!(!text.contains("strip"), "{text}");
+        let mut c = fibers();
+        sum_rows_in_strips(&mut c, Backend::C);
+        assert!(c.to_string().contains("if strip + 8 <="), "{c}");
     }
 }

@@ -3,6 +3,7 @@
 
 mod call;
 mod count;
+mod pairs;
 mod placement;
 mod room;
 mod shares;

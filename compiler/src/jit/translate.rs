@@ -103,6 +103,8 @@ pub struct Translator<'a, 'b> {
     /// grown arrays a loop that cannot grow them (no `reserve` inside)
     /// accesses anywhere, which every access would reload otherwise.
     loaded_bases: Vec<(ArrayRef, Value)>,
+    /// Variables held two to a vector (`jit::pairs`).
+    pub(super) pairs: super::pairs::Pairs,
 }
 
 fn flags() -> MemFlagsData {
@@ -200,10 +202,16 @@ impl<'a, 'b> Translator<'a, 'b> {
             fail,
             regions,
             hoisted: Vec::new(),
+            pairs: super::pairs::find(&f.body),
             b,
         };
-        for v in &f.vars {
-            let var = t.b.declare_var(cl_ty(v.ty));
+        for (id, v) in f.vars.iter().enumerate() {
+            let ty = if t.pairs.is_first(id as crate::ir::VarId) {
+                types::F64X2
+            } else {
+                cl_ty(v.ty)
+            };
+            let var = t.b.declare_var(ty);
             t.vars.push(var);
         }
         // Pointers and parameters are loaded once, as plain values: only the
@@ -561,7 +569,8 @@ impl<'a, 'b> Translator<'a, 'b> {
             ok
         };
         let mut found: Vec<Expr> = Vec::new();
-        for s in body {
+        // Paired statements load their own vectors (`jit::pairs`).
+        for s in body.iter().filter(|s| !self.pairs.names_any(s)) {
             for e in crate::ir::stmt_exprs(s) {
                 collect_loads(e, &mut |l| {
                     if invariant(l)
@@ -595,6 +604,11 @@ impl<'a, 'b> Translator<'a, 'b> {
                     .collect();
                 k += group.len();
                 self.reserve(&group, len, *ahead)?;
+                continue;
+            }
+            if self.pairs.names_any(&stmts[k]) {
+                self.paired(&stmts[k], stmts.get(k + 1))?;
+                k += 2;
                 continue;
             }
             self.stmt(&stmts[k])?;
@@ -670,10 +684,12 @@ impl<'a, 'b> Translator<'a, 'b> {
                 let lo = self.expr(lo)?;
                 let hi = self.expr(hi)?;
                 let var_info = std::mem::take(&mut self.var_info);
+                let pairs = body.iter().any(|s| self.pairs.names_any(s));
                 let vectorized = match (
                     super::vector::plan(*var_id, body, &var_info, Sums::Refused),
                     super::count::plan(*var_id, body),
                 ) {
+                    _ if pairs => Ok(false),
                     (Some(plan), _) => self.vector_loop(&plan, var, lo, hi, body).map(|()| true),
                     (None, Some(count)) => self.count_loop(&count, var, lo, hi).map(|()| true),
                     (None, None) => Ok(false),

@@ -263,7 +263,7 @@ fn float_op(op: BinOp) -> bool {
 
 /// Vector accesses: never trapping (validated positions), but only
 /// element-aligned, so not `aligned`.
-fn vector_flags() -> MemFlagsData {
+pub(super) fn vector_flags() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
 }
 
