@@ -256,12 +256,19 @@ fn strips(
         then: calls,
         els: vec![],
     });
-    each.push(Stmt::For {
-        var: p,
-        lo: Expr::Var(strip),
-        hi: Expr::Var(strip_end),
-        body,
-    });
+    // A loop that only asked ahead (`ir::strips` gives a nest's hints a
+    // loop of their own) has nothing left to run but its calls.
+    let effects = body
+        .iter()
+        .any(|s| !matches!(s, Stmt::Let(..) | Stmt::Comment(_)));
+    if effects {
+        each.push(Stmt::For {
+            var: p,
+            lo: Expr::Var(strip),
+            hi: Expr::Var(strip_end),
+            body,
+        });
+    }
     each.push(Stmt::Set(strip, Expr::Var(strip_end)));
     vec![
         Stmt::Let(strip_hi, hi),
@@ -456,6 +463,27 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("A2_crd[p + 16]"), "{text}");
+    }
+
+    /// A loop left with nothing but its asks (`ir::strips` puts a
+    /// nest's hints in a loop of their own) keeps its calls, not an empty
+    /// loop over the positions.
+    #[test]
+    fn a_loop_of_asks_alone_keeps_only_its_calls() {
+        let mut f = spdm_like(Expr::param(ParamRef::level("D", 1, "N")));
+        f.lengths = vec![(ArrayRef::vals("D"), 1 << 20)];
+        prefetch_rows(&mut f);
+        let Some(Stmt::For { body, .. }) = f.body.last_mut() else {
+            panic!("{f}")
+        };
+        body.retain(|s| !matches!(s, Stmt::For { .. }));
+        strip_for_calls(&mut f);
+        let text = f.to_string();
+        assert!(
+            text.contains("prefetch D_vals[A2_crd[strip + 16 ..+ 8]"),
+            "{text}"
+        );
+        assert!(!text.contains("for p in"), "{text}");
     }
 
     /// An array not known to pass `MIN_BYTES` is not asked for: the
