@@ -383,9 +383,10 @@ impl<'a, 'b> Translator<'a, 'b> {
                     flags().with_readonly()
                 };
                 match a.elem() {
-                    // One `movslq` from memory (a load and a `sextend`
-                    // lowered as two instructions).
-                    ElemTy::I32 => self.b.ins().sload32(f, addr, 0),
+                    ElemTy::I32 => {
+                        let v = self.b.ins().load(types::I32, f, addr, 0);
+                        self.b.ins().sextend(types::I64, v)
+                    }
                     ElemTy::F64 => self.b.ins().load(types::F64, f, addr, 0),
                 }
             }
