@@ -70,6 +70,14 @@ pub fn on_cc_tier() -> bool {
     std::env::var("DIFFERENTIAL_TIER").is_ok_and(|t| t == "cc")
 }
 
+/// `DIFFERENTIAL_AS_IF_LARGE=1` compiles each case's kernel as if made for
+/// data of 16M entries in every operand: what the Cranelift tier does only
+/// on large data (rows summed in strips, `ir::strips`; asks for rows ahead
+/// by calls, `ir::prefetch`) then runs on every case's small data.
+pub fn as_if_large() -> bool {
+    std::env::var_os("DIFFERENTIAL_AS_IF_LARGE").is_some_and(|v| v == "1")
+}
+
 /// Run `case` and judge it. Panics are caught and reported as crashes.
 pub fn judge(case: &Case) -> Outcome {
     match catch_unwind(AssertUnwindSafe(|| attempt(case))) {
@@ -120,6 +128,18 @@ fn attempt(case: &Case) -> Outcome {
         Ok(p) => p,
         Err(e) => return error_outcome(e.to_string()),
     };
+    if as_if_large() {
+        let f = &mut prepared.kernel.function;
+        f.lengths = case
+            .inputs
+            .iter()
+            .map(|o| (tensor_compiler::ir::ArrayRef::vals(&o.name), 1 << 24))
+            .collect();
+        match tensor_compiler::jit::compile(f) {
+            Ok(k) => prepared.compiled = k,
+            Err(e) => return Outcome::new(Class::Crash, format!("as if large: {e}")),
+        }
+    }
     if on_cc_tier() {
         // The emitted C must compile: a compiler error is a defect.
         match tensor_compiler::backend::cc::compile(&prepared.kernel.function) {
