@@ -54,6 +54,9 @@ pub(super) struct Strips {
     /// Only where the loop reads, at its position, one of these value
     /// arrays (`None`: anywhere).
     reading: Option<BTreeSet<ArrayRef>>,
+    /// The nest's prefetch hints stay in the strips' loop instead of a
+    /// loop of their own before the strips.
+    hints_in_strips: bool,
 }
 
 /// Stored entries a sparse operand must hold, in the data a kernel is made
@@ -63,25 +66,34 @@ pub(super) struct Strips {
 /// waits for that: SpDM from CSR (the `compile_time` example, no data)
 /// 0.82 -> 1.24 ms, from COO on the bench's 3-D stencil 1.3 -> 2.2 ms
 /// with its runs, MTTKRP from COO on the NELL-2-like tensor 1.25 -> 2.0.
-/// What they save grows with the entries: a fifth of every run, measured
-/// in alternating processes: SpDM into 32 columns on the 3-D stencil
-/// (9.2M entries) 106 -> 83 ms, MTTKRP from COO on the NELL-2-shaped
-/// tensor (10M) 105 -> 85 ms. From 1M entries with rows of 16 a run takes
-/// 5 ms and more, and saves its first run the compile.
+/// What they save grows with the entries, measured in alternating
+/// processes: MTTKRP from COO on the NELL-2-shaped tensor (10M entries)
+/// 105 -> 85 ms, SpDM from COO into 32 columns on the uniform random
+/// matrix (2M) 59 -> 36 ms, on the power-law one 167 -> 159, on the 3-D
+/// stencil 111 -> 108. From 1M entries with rows of 16 a run takes 5 ms
+/// and more, and saves its first run the compile.
 pub(super) const CRANELIFT_MIN_ENTRIES: usize = 1 << 20;
 
 impl Strips {
-    /// The C: everywhere, with the half strip. Cranelift: strips of
-    /// `WIDTH` only, across one loop, where `f`'s data is large
-    /// (`CRANELIFT_MIN_ENTRIES`). Across the loops of a CSF level (MTTKRP,
-    /// 1.2 entries a fiber) Cranelift compiled 2.6-3.0 ms against 1.5, for
-    /// runs 0.8-0.95x as long; a half strip cost 0.2 ms of compile more.
+    /// The C: everywhere, with the half strip, the hints apart (in the
+    /// strips' loop they cost gcc's code its registers). Cranelift:
+    /// strips of `WIDTH` only, across one loop, where `f`'s data is large
+    /// (`CRANELIFT_MIN_ENTRIES`), the hints in the strips' loop. Across
+    /// the loops of a CSF level (MTTKRP, 1.2 entries a fiber) Cranelift
+    /// compiled 2.6-3.0 ms against 1.5, for runs 0.8-0.95x as long; a half
+    /// strip cost 0.2 ms of compile more. Its hints are calls that keep
+    /// every register (`prefetch::strip_for_calls`); apart, one loop of
+    /// them before each run's strips, they asked too late for rows at
+    /// scattered coordinates: SpDM from COO into 32 columns on the
+    /// uniform random matrix ran 43 ms without strips, 56 with them and
+    /// the hints apart, 36 with the hints inside (alternating processes).
     pub(super) fn for_backend(f: &Function, backend: super::passes::Backend) -> Strips {
         match backend {
             super::passes::Backend::C => Strips {
                 half_strip: true,
                 one_level: false,
                 reading: None,
+                hints_in_strips: false,
             },
             super::passes::Backend::Cranelift => Strips {
                 half_strip: false,
@@ -93,6 +105,7 @@ impl Strips {
                         .map(|(a, _)| a.clone())
                         .collect(),
                 ),
+                hints_in_strips: true,
             },
         }
     }
@@ -408,19 +421,23 @@ pub(super) fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>, strips: &Strips) -> O
         }],
         &|_| true,
     );
-    let mut out: Vec<Stmt> = hints_alone(&n.levels).into_iter().collect();
+    let inside = strips.hints_in_strips;
+    let mut out: Vec<Stmt> = match inside {
+        true => Vec::new(),
+        false => hints_alone(&n.levels).into_iter().collect(),
+    };
     out.extend([
         Stmt::Let(kb, n.row_lo.clone()),
         Stmt::While {
             cond: fits(WIDTH),
-            body: strip(&n, kb, &sums),
+            body: strip(&n, kb, &sums, inside),
         },
     ]);
     if strips.half_strip {
         // After the whole strips, at most one of half their width.
         out.push(Stmt::If {
             cond: fits(WIDTH / 2),
-            then: strip(&n, kb, &sums[..WIDTH as usize / 2]),
+            then: strip(&n, kb, &sums[..WIDTH as usize / 2], false),
             els: Vec::new(),
         });
     }
@@ -433,9 +450,9 @@ pub(super) fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>, strips: &Strips) -> O
 }
 
 /// One strip of `sums.len()` elements from `kb`: the sums loaded from the
-/// row, added into over the outer loop (without its prefetch hints),
-/// stored back, and `kb` past them.
-fn strip(n: &Nest, kb: VarId, sums: &[VarId]) -> Block {
+/// row, added into over the outer loop (with its prefetch hints where
+/// `hints`), stored back, and `kb` past them.
+fn strip(n: &Nest, kb: VarId, sums: &[VarId], hints: bool) -> Block {
     let element = |w: i64| Expr::add(Expr::add(n.base.clone(), Expr::Var(kb)), Expr::Int(w));
     let mut block: Block = sums
         .iter()
@@ -447,7 +464,7 @@ fn strip(n: &Nest, kb: VarId, sums: &[VarId]) -> Block {
         .zip(0..)
         .map(|(&s, w)| Stmt::Set(s, Expr::add(Expr::Var(s), lane(&n.term, n.row, kb, w))))
         .collect();
-    let not_hint = |s: &Stmt| !matches!(s, Stmt::Prefetch { .. });
+    let not_hint = |s: &Stmt| hints || !matches!(s, Stmt::Prefetch { .. });
     block.push(within_levels(&n.levels, adds, &not_hint));
     block.extend(
         sums.iter()
@@ -592,6 +609,15 @@ mod tests {
             let text = made_for(nest(|_, i| i, false), array, n);
             assert!(!text.contains("strip"), "{array} {n}: {text}");
         }
+        // The hints stay in the strips' loop (calls keep no register).
+        let mut hinted = nest(|_, i| i, false);
+        super::super::prefetch::prefetch_rows(&mut hinted);
+        let text = made_for(hinted, "A", CRANELIFT_MIN_ENTRIES);
+        let (strips, ask) = (
+            text.find("while strip + 16 <=").unwrap(),
+            text.find("prefetch D_vals"),
+        );
+        assert!(ask.is_some_and(|a| a > strips), "{text}");
         // Across a level's fibers, nor across each fiber alone.
         let text = made_for(fibers(), "A", 1 << 24);
         assert!(!text.contains("strip"), "{text}");
