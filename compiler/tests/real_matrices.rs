@@ -9,6 +9,7 @@ use tensor_compiler::coo::CooTensor;
 use tensor_compiler::execute::prepare;
 use tensor_compiler::format::{parse_format, CoordMap, Registry};
 use tensor_compiler::io::read_tensor;
+use tensor_compiler::ir::passes;
 use tensor_compiler::notation::parse_assignment;
 use tensor_compiler::storage::{pack, unpack, validate};
 use tensor_compiler::threads::Threads;
@@ -440,6 +441,21 @@ fn run_dense_on(
     out_dims: &[usize],
     threads: usize,
 ) -> Vec<f64> {
+    run_dense_made(expr, formats, data, out_dims, threads, false).0
+}
+
+/// `run_dense_on`, the Cranelift kernel made as if for data of 16M
+/// entries in every operand when `as_if_large` (what that tier does only
+/// on large data); and whether the kernel run sums rows in strips
+/// (`ir::strips`).
+fn run_dense_made(
+    expr: &str,
+    formats: &[(&str, &str, usize)],
+    data: &[(&str, &CooTensor)],
+    out_dims: &[usize],
+    threads: usize,
+    as_if_large: bool,
+) -> (Vec<f64>, bool) {
     let r = Registry::builtin();
     let a = parse_assignment(expr).unwrap(); // ok: test code, a panic is a failed test
     let formats = formats
@@ -453,6 +469,17 @@ fn run_dense_on(
     let mut p =
         prepare("k", &a, &formats, &data, out_dims, None).unwrap_or_else(|e| panic!("{expr}: {e}"));
     p.threads = Threads::exactly(threads);
+    if as_if_large {
+        let f = &mut p.kernel.function;
+        f.lengths = data
+            .keys()
+            .map(|t| (tensor_compiler::ir::ArrayRef::vals(t), 1 << 24))
+            .collect();
+        p.compiled = tensor_compiler::jit::compile(f).unwrap_or_else(|e| panic!("{expr}: {e}"));
+    }
+    let stripped = passes::for_codegen(&p.kernel.function, passes::Backend::Cranelift)
+        .to_string()
+        .contains("strip_sum");
     p.run().unwrap_or_else(|e| panic!("{expr}: {e}"));
     let got = p.result().unwrap_or_else(|e| panic!("{expr}: {e}"));
     if !a.accumulate && a.rhs.accesses().iter().all(|x| x.tensor != a.lhs.tensor) {
@@ -476,7 +503,7 @@ fn run_dense_on(
             "{expr}: result coordinates out of order"
         );
     }
-    got.to_dense()
+    (got.to_dense(), stripped)
 }
 
 /// Sparse results on the real matrices against plain loops over their
@@ -486,6 +513,7 @@ fn run_dense_on(
 /// tier's vector loop with its remainder).
 #[test]
 fn sparse_results_and_dense_rows_on_real_matrices() {
+    let mut coo_strips = 0;
     for path in fixtures()
         .into_iter()
         .filter(|p| p.extension().is_some_and(|e| e == "mtx"))
@@ -589,7 +617,39 @@ fn sparse_results_and_dense_rows_on_real_matrices() {
                 assert_close(&got, &want, &what);
             }
         }
+        // The Cranelift tier's strips of 16 sums in vector pairs, as made
+        // for large data: 37 columns, two whole strips and 5 past them
+        // (COO only where its rows repeat: `ir::row_runs`).
+        let k = 37;
+        let dv: Vec<f64> = (0..n * k)
+            .map(|x| ((x * 7 % 19) as f64 - 9.0) / 4.0)
+            .collect();
+        let d = CooTensor::from_dense(vec![n, k], &dv);
+        let mut want = vec![0.0; m * k];
+        for e in 0..b.nnz() {
+            let c = b.coord(e);
+            for col in 0..k {
+                want[c[0] as usize * k + col] += b.vals[e] * dv[c[1] as usize * k + col];
+            }
+        }
+        for f in ["CSR", "COO", "DCSR"] {
+            for threads in [1, 3] {
+                let (got, stripped) = run_dense_made(
+                    "A(i,l) = B(i,j) * D(j,l)",
+                    &[("A", "dense", 2), ("B", f, 2), ("D", "dense", 2)],
+                    &[("B", &b), ("D", &d)],
+                    &[m, k],
+                    threads,
+                    true,
+                );
+                let what = format!("{name}: SpDM in strips with B in {f} on {threads} threads");
+                assert!(stripped || f == "COO", "{what}: no strips");
+                coo_strips += usize::from(stripped && f == "COO");
+                assert_close(&got, &want, &what);
+            }
+        }
     }
+    assert!(coo_strips > 0, "no real matrix ran COO's rows in strips");
 }
 
 /// Kernel shapes that read an access more than once, and scalars summed

@@ -171,12 +171,7 @@ fn strip_block(b: &mut Block, vars: &mut Vec<VarInfo>, large: &BTreeSet<ArrayRef
             .collect();
         // A loop that only asked ahead, for arrays not worth asking for
         // (`ir::strips` gives the hints a loop of their own), is dropped.
-        if n > 0
-            && asks.is_empty()
-            && body
-                .iter()
-                .all(|s| matches!(s, Stmt::Let(..) | Stmt::Comment(_)))
-        {
+        if n > 0 && asks.is_empty() && values_only(&body) {
             continue;
         }
         match !asks.is_empty() && bounds_fixed(&lo, &hi, &body) {
@@ -185,6 +180,13 @@ fn strip_block(b: &mut Block, vars: &mut Vec<VarInfo>, large: &BTreeSet<ArrayRef
         }
     }
     *b = out;
+}
+
+/// Whether `body` only declares values (and comments): a loop of it, its
+/// asks taken out, does nothing.
+fn values_only(body: &Block) -> bool {
+    body.iter()
+        .all(|s| matches!(s, Stmt::Let(..) | Stmt::Comment(_)))
 }
 
 /// Whether `body` assigns no variable of the loop's bounds.
@@ -258,10 +260,7 @@ fn strips(
     });
     // A loop that only asked ahead (`ir::strips` gives a nest's hints a
     // loop of their own) has nothing left to run but its calls.
-    let effects = body
-        .iter()
-        .any(|s| !matches!(s, Stmt::Let(..) | Stmt::Comment(_)));
-    if effects {
+    if !values_only(&body) {
         each.push(Stmt::For {
             var: p,
             lo: Expr::Var(strip),

@@ -16,7 +16,7 @@
 //! stores reads the stored array only at the elements it stores.
 
 use super::translate::Translator;
-use super::vector::vector_flags;
+use super::vector::{float_op, vector_flags};
 use crate::ir::{ArrayRef, BinOp, Block, ElemTy, Expr, Stmt, VarId};
 use cranelift_codegen::ir::{types, InstBuilder, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -214,15 +214,6 @@ pub(super) fn lanes<'e>(e: &'e Expr, f: &'e Expr, pairs: &Pairs) -> Option<Lanes
     })
 }
 
-/// Operations with an `f64x2` form. Where one operand differs by lane the
-/// operation is on floats (only `f64` elements and variables pair).
-fn float_op(op: BinOp) -> bool {
-    matches!(
-        op,
-        BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Min | BinOp::Max
-    )
-}
-
 impl Translator<'_, '_> {
     /// `s` and `t`, adjacent statements naming paired variables, as one.
     pub(super) fn paired(&mut self, s: &Stmt, t: Option<&Stmt>) -> Result<(), String> {
@@ -281,16 +272,7 @@ impl Translator<'_, '_> {
             }
             Lanes::Bin(op, x, y) => {
                 let (x, y) = (self.lanes(x)?, self.lanes(y)?);
-                let ins = self.b.ins();
-                match op {
-                    BinOp::Add => ins.fadd(x, y),
-                    BinOp::Sub => ins.fsub(x, y),
-                    BinOp::Mul => ins.fmul(x, y),
-                    BinOp::Div => ins.fdiv(x, y),
-                    BinOp::Min => ins.fmin(x, y),
-                    BinOp::Max => ins.fmax(x, y),
-                    _ => return Err("vector pair: not a float operation".into()),
-                }
+                self.vector_float_op(*op, x, y)?
             }
             Lanes::Neg(x) => {
                 let x = self.lanes(x)?;

@@ -254,7 +254,7 @@ impl Plan<'_> {
     }
 }
 
-fn float_op(op: BinOp) -> bool {
+pub(super) fn float_op(op: BinOp) -> bool {
     matches!(
         op,
         BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Min | BinOp::Max
@@ -271,6 +271,25 @@ impl Translator<'_, '_> {
     /// The vector part of `for var in lo..hi { body }`: runs while eight
     /// elements remain and leaves `var` at the first iteration it did not
     /// run, for the scalar loop to finish.
+    /// `x op y` on vectors of `f64`, for the operations `float_op` admits.
+    pub(super) fn vector_float_op(
+        &mut self,
+        op: BinOp,
+        x: Value,
+        y: Value,
+    ) -> Result<Value, String> {
+        let ins = self.b.ins();
+        Ok(match op {
+            BinOp::Add => ins.fadd(x, y),
+            BinOp::Sub => ins.fsub(x, y),
+            BinOp::Mul => ins.fmul(x, y),
+            BinOp::Div => ins.fdiv(x, y),
+            BinOp::Min => ins.fmin(x, y),
+            BinOp::Max => ins.fmax(x, y),
+            _ => return Err(format!("vector lanes: {op:?} is not a float operation")),
+        })
+    }
+
     pub(super) fn vector_loop(
         &mut self,
         plan: &Plan,
@@ -450,16 +469,7 @@ impl Translator<'_, '_> {
             }
             Expr::Bin(op, a, b) => {
                 let (x, y) = (self.vexpr(plan, lanes, a)?, self.vexpr(plan, lanes, b)?);
-                let ins = self.b.ins();
-                match op {
-                    BinOp::Add => ins.fadd(x, y),
-                    BinOp::Sub => ins.fsub(x, y),
-                    BinOp::Mul => ins.fmul(x, y),
-                    BinOp::Div => ins.fdiv(x, y),
-                    BinOp::Min => ins.fmin(x, y),
-                    BinOp::Max => ins.fmax(x, y),
-                    _ => return Err("vector loop: not a float operation".into()),
-                }
+                self.vector_float_op(*op, x, y)?
             }
             Expr::Cmp(op, a, b) => {
                 let (x, y) = (self.vexpr(plan, lanes, a)?, self.vexpr(plan, lanes, b)?);
