@@ -4,7 +4,9 @@
 //! (FILTER: only kernels whose label contains it, e.g. `PLUS`; RUNS
 //! compiles each, 15 by default: more for a profiler to sample.)
 //! `PASSES=1` adds Cranelift's pass timings, `CODEGEN_IR=1` the loop IR
-//! Cranelift's translator is given (after `passes::for_codegen`).
+//! Cranelift's translator is given (after `passes::for_codegen`),
+//! `AS_IF_LARGE=1` compiles every kernel as if made for 16M entries in each
+//! operand (what the Cranelift tier does only on large data: strips).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -125,7 +127,13 @@ fn main() {
             .map(|(n, _, o)| (n.to_string(), vec![100; *o]))
             .collect();
         let t0 = Instant::now();
-        let k = compile("kernel", &a, &formats, &dims).unwrap();
+        let mut k = compile("kernel", &a, &formats, &dims).unwrap();
+        if std::env::var_os("AS_IF_LARGE").is_some_and(|v| v == "1") {
+            k.function.lengths = specs
+                .iter()
+                .map(|(n, ..)| (tensor_compiler::ir::ArrayRef::vals(n), 1 << 24))
+                .collect();
+        }
         let lower_ms = t0.elapsed().as_secs_f64() * 1e3;
         // CPU time of this thread, not wall time: the figures hold on a busy machine.
         let cpu_ms = || {

@@ -264,7 +264,7 @@ pub fn prepare(
         }
     }
     let entries: BTreeMap<String, usize> = data.iter().map(|(k, v)| (k.clone(), v.nnz())).collect();
-    let kernel = lower::compile_for_entries(name, a, formats, &dims, &entries)?;
+    let mut kernel = lower::compile_for_entries(name, a, formats, &dims, &entries)?;
     let mut inputs = Vec::new();
     let mut hint = 0usize;
     let out_name = &a.lhs.tensor;
@@ -292,6 +292,7 @@ pub fn prepare(
         hint += t.vals.len();
         inputs.push(t);
     }
+    kernel.function.lines_of_their_own = sampled_coordinates(&inputs);
     let out_format = &formats[&a.lhs.tensor];
     // A result assembled through a coordinate buffer: the kernel writes the
     // buffer; the result is packed from it after each run.
@@ -335,6 +336,24 @@ pub fn prepare(
         threads: Threads::default(),
         shares: Vec::new(),
     })
+}
+
+/// The arrays of stored coordinates of the packed `inputs`, sampled
+/// (`Function::lines_of_their_own`).
+fn sampled_coordinates(inputs: &[Tensor]) -> Vec<(crate::ir::ArrayRef, f64)> {
+    let mut out = Vec::new();
+    for t in inputs {
+        for (k, (format, storage)) in t.format.levels.iter().zip(&t.levels).enumerate() {
+            let Some(name) = format.coordinate_array() else {
+                continue;
+            };
+            let values = storage.arrays.get(name).map_or(&[][..], |v| v.as_slice());
+            if let Some(share) = crate::ir::gathers::lines_of_their_own(values) {
+                out.push((crate::ir::ArrayRef::level(&t.name, k, name), share));
+            }
+        }
+    }
+    out
 }
 
 impl Prepared {

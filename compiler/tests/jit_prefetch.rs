@@ -92,6 +92,40 @@ fn short_fibres_ask_once_per_aligned_strip() {
     }
 }
 
+/// SpDM over more than 65,536 stored entries, its dense rows past 4 MiB:
+/// the coordinates are sampled once on the packed operand
+/// (`Function::clustered`). A banded matrix's columns follow each other,
+/// and its Cranelift kernel asks for no row; a random matrix's are
+/// scattered, and it asks. Both against the interpreter, bit for bit.
+#[test]
+fn rows_at_clustered_coordinates_are_not_asked_for() {
+    let (m, n, k) = (20_000, 20_000, 40);
+    let a = parse_assignment("C(i,l) = B(i,j) * D(j,l)").unwrap();
+    let mut banded = CooTensor::new(vec![m, n]);
+    for i in 0..m as u32 {
+        for j in i.saturating_sub(2)..(i + 3).min(n as u32) {
+            banded.push(&[i, j], 1.0 + f64::from(i % 7) - f64::from(j % 5) * 0.25);
+        }
+    }
+    let mut data = random_data(&[("B", vec![m, n], 0.0005), ("D", vec![n, k], 1.0)], 7);
+    let scattered = data["B"].clone();
+    for (matrix, b, asks) in [("banded", banded, false), ("random", scattered, true)] {
+        data.insert("B".into(), b);
+        for f in ["COO", "CSR"] {
+            let formats = formats_rest_dense(&a, &[("B", f)], &data, 2);
+            let jit = prepare("kernel", &a, &formats, &data, &[m, k], None).unwrap();
+            let code = for_codegen(&jit.kernel.function, Backend::Cranelift).to_string();
+            assert_eq!(
+                code.contains("prefetch D_vals"),
+                asks,
+                "{matrix} {f}\n{code}"
+            );
+            let what = format!("{matrix} in {f}");
+            agrees_with_the_interpreter(jit, &a, &formats, &data, &[m, k], &what);
+        }
+    }
+}
+
 /// Run the prepared kernel `jit`, and the same kernel in the IR
 /// interpreter: their results' values must agree bit for bit.
 fn agrees_with_the_interpreter(

@@ -365,6 +365,12 @@ pub trait LevelFormat: fmt::Debug + Send + Sync {
     }
     /// Names of the index arrays this level owns.
     fn arrays(&self) -> Vec<&'static str>;
+    /// The array of `arrays` holding one stored coordinate per position,
+    /// in position order, if the level has one (sampled on the data a
+    /// kernel is made for: `Function::lines_of_their_own`).
+    fn coordinate_array(&self) -> Option<&'static str> {
+        None
+    }
     /// Parameters an output level of this format needs before assembly,
     /// given its coordinate extent and an estimate of its size.
     fn output_params(&self, extent: usize, size_hint: usize) -> Vec<(&'static str, i64)> {

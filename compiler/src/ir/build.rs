@@ -292,6 +292,7 @@ impl Emitter {
             shares: None,
             runs: Vec::new(),
             lengths: Vec::new(),
+            lines_of_their_own: Vec::new(),
         }
     }
 

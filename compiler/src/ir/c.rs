@@ -557,3 +557,79 @@ pub fn source(f: &Function, header_name: &str) -> String {
         definitions(f, &l)
     )
 }
+
+#[cfg(test)]
+mod tests {
+    /// The C's `tensor_scattered` (run time) and `gathers::lines_of_their_own`
+    /// (the data a Cranelift kernel is made for) sample alike: the C calls
+    /// scattered exactly what has more than 3 in 4 samples on lines of
+    /// their own. Skipped without a C compiler.
+    #[test]
+    fn the_c_samples_coordinates_as_the_compiler_does() {
+        let Ok(cc) = crate::backend::cc::compiler() else {
+            eprintln!("skipped: no C compiler");
+            return;
+        };
+        let mut x = 99u64;
+        let mut random = |bound: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((x >> 33) % bound) as i32
+        };
+        // Near each other, at random, and mixtures about the 3 in 4 line.
+        let arrays: Vec<Vec<i32>> = vec![
+            (0..70_000).map(|i| i / 3).collect(),
+            (0..100_000).map(|_| random(1 << 20)).collect(),
+            (0..80_000)
+                .map(|i| if i % 4 == 0 { i } else { random(1 << 24) })
+                .collect(),
+            (0..80_000)
+                .map(|i| if i % 5 == 0 { i } else { random(1 << 24) })
+                .collect(),
+            (0..65_000).map(|_| random(1 << 20)).collect(),
+        ];
+        let dir = std::env::temp_dir().join(format!("tensor_sample_{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut main = String::from("#include <stdio.h>\n#include <stdlib.h>\n");
+        main += super::TYPES;
+        main += super::HELPERS;
+        main += "int main(int argc, char **argv) {\n  for (int a = 1; a < argc; a++) {\n    FILE *f = fopen(argv[a], \"rb\");\n    static int32_t crd[1 << 20];\n    int64_t n = (int64_t)fread(crd, sizeof *crd, 1 << 20, f);\n    fclose(f);\n    printf(\"%d\\n\", tensor_scattered(crd, n));\n  }\n  return 0;\n}\n";
+        std::fs::write(dir.join("sample.c"), main).unwrap();
+        let exe = dir.join("sample");
+        let built = std::process::Command::new(&cc.command[0])
+            .args(&cc.command[1..])
+            .args(["-std=c99", "-O1", "-o"])
+            .arg(&exe)
+            .arg(dir.join("sample.c"))
+            .output()
+            .unwrap();
+        assert!(
+            built.status.success(),
+            "{}",
+            String::from_utf8_lossy(&built.stderr)
+        );
+        let files: Vec<_> = (0..arrays.len())
+            .map(|k| dir.join(format!("crd{k}")))
+            .collect();
+        for (a, file) in arrays.iter().zip(&files) {
+            let bytes: Vec<u8> = a.iter().flat_map(|c| c.to_le_bytes()).collect();
+            std::fs::write(file, bytes).unwrap();
+        }
+        let out = std::process::Command::new(&exe)
+            .args(&files)
+            .output()
+            .unwrap();
+        let by_c: Vec<bool> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l == "1")
+            .collect();
+        let by_rust: Vec<bool> = arrays
+            .iter()
+            .map(|a| super::super::gathers::lines_of_their_own(a).is_some_and(|s| s > 0.75))
+            .collect();
+        std::fs::remove_dir_all(&dir).ok();
+        assert_eq!(by_c, by_rust);
+        assert_eq!(by_rust, [false, true, true, true, false]);
+    }
+}

@@ -184,6 +184,7 @@ mod tests {
             shares: None,
             runs: Vec::new(),
             lengths: Vec::new(),
+            lines_of_their_own: Vec::new(),
         }
     }
 

@@ -13,7 +13,7 @@ mod case_steps;
 mod clip;
 mod early_steps;
 mod filled;
-mod gathers;
+pub mod gathers;
 pub mod interp;
 pub mod min_compare;
 pub mod passes;
@@ -314,6 +314,15 @@ pub struct Function {
     /// for rows ahead through calls only in arrays known to be large
     /// (`prefetch::strip_for_calls`).
     pub lengths: Vec<(ArrayRef, usize)>,
+    /// The inputs' arrays of stored coordinates (`coordinate_array` of
+    /// a level) sampled in the data the kernel was made for, each with the
+    /// share of its samples on cache lines of their own
+    /// (`gathers::lines_of_their_own`): low where the coordinates follow
+    /// each other and the hardware prefetchers fetch the rows they choose.
+    /// The Cranelift tier asks for no row chosen by coordinates that
+    /// follow each other (`prefetch::strip_for_calls`). Arrays not sampled
+    /// (short, or no data) are not here.
+    pub lines_of_their_own: Vec<(ArrayRef, f64)>,
 }
 
 /// The variables holding the bounds `[begin, end)` of a call's share of

@@ -382,6 +382,7 @@ mod tests {
                 stored,
             }],
             lengths: Vec::new(),
+            lines_of_their_own: Vec::new(),
         }
     }
 

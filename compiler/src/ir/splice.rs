@@ -55,6 +55,7 @@ pub fn join(first: &Function, second: &Function, temp: &Temporary<'_>) -> Functi
         shares: None,
         runs: Vec::new(),
         lengths: Vec::new(),
+        lines_of_their_own: Vec::new(),
     }
 }
 

@@ -75,6 +75,11 @@ impl LevelFormat for Compressed {
     fn arrays(&self) -> Vec<&'static str> {
         vec!["pos", "crd"]
     }
+    fn coordinate_array(&self) -> Option<&'static str> {
+        // Interleaved with another level's, an AoS array is no run of one
+        // level's coordinates.
+        (!self.layout.is_aos()).then_some("crd")
+    }
     fn pack(&self, input: &PackInput) -> Result<PackOutput, String> {
         let mut pos = vec![0i32; input.parent_size + 1];
         let mut columns: Vec<Vec<i32>> = vec![Vec::new(); self.stride()];

@@ -85,6 +85,11 @@ impl LevelFormat for Singleton {
             vec!["crd"]
         }
     }
+    fn coordinate_array(&self) -> Option<&'static str> {
+        // Interleaved with another level's, an AoS array is no run of one
+        // level's coordinates.
+        (!self.layout.is_aos()).then_some("crd")
+    }
     fn pack(&self, input: &PackInput) -> Result<PackOutput, String> {
         // One child per parent position; parents without entries (padding,
         // as in ELL) get -1 when padded (skipped), else coordinate 0 and an
