@@ -122,17 +122,17 @@ static inline void tensor_prefetch(const void *p, int64_t bytes) {
 #define tensor_prefetch_from(base, at, bytes) \
   tensor_prefetch((const void *)((uintptr_t)(base) + (uintptr_t)(at) * sizeof *(base)), (bytes))
 
-/* Whether the `n` coordinates at `crd` are scattered (`ir::gathers`): in 8
-   windows of 64 spread over them, more than 3 in 4 fall on cache lines of
-   `double` elements that no other coordinate of their window falls on.
+/* Of `n` coordinates at `crd`, how many of 8 windows of 64 spread over
+   them fall on cache lines of `double` elements that no other coordinate
+   of their window falls on; -1 for fewer than 65,536 (not sampled: their
+   loops are short, and the sample would cost more than it could save).
    Coordinates that follow each other (stencils, banded and FEM matrices)
    share lines: 5-40% of the samples are lines of their own there, 99% on
-   power-law and uniform random matrices. Fewer than 65,536 coordinates are
-   not sampled: their loops are short, and the sample would cost more than
-   it could save. */
-static inline int tensor_scattered(const int32_t *crd, int64_t n) {
-  enum { WINDOW = 64, WINDOWS = 8 };
-  if (n < 65536) return 0;
+   power-law and uniform random matrices. */
+enum { TENSOR_SAMPLE_WINDOW = 64, TENSOR_SAMPLE_WINDOWS = 8 };
+static inline int64_t tensor_sampled_lines(const int32_t *crd, int64_t n) {
+  enum { WINDOW = TENSOR_SAMPLE_WINDOW, WINDOWS = TENSOR_SAMPLE_WINDOWS };
+  if (n < 65536) return -1;
   int64_t lines = 0;
   for (int64_t k = 0; k < WINDOWS; k++) {
     const int32_t *c = crd + (n - WINDOW) / (WINDOWS - 1) * k;
@@ -146,7 +146,21 @@ static inline int tensor_scattered(const int32_t *crd, int64_t n) {
     lines++;
     for (int a = 1; a < WINDOW; a++) lines += line[a] != line[a - 1];
   }
-  return lines * 4 > (int64_t)3 * WINDOW * WINDOWS;
+  return lines;
+}
+
+/* Whether the coordinates at `crd` are scattered (`ir::gathers`): more
+   than 3 in 4 samples on lines of their own. */
+static inline int tensor_scattered(const int32_t *crd, int64_t n) {
+  return tensor_sampled_lines(crd, n) * 4 > 3 * TENSOR_SAMPLE_WINDOW * TENSOR_SAMPLE_WINDOWS;
+}
+
+/* Whether the coordinates at `crd` follow each other (`ir::prefetch`): at
+   most 1 in 4 samples on lines of their own. The rows they choose come in
+   an order the hardware fetches in time, and asking for them only costs. */
+static inline int tensor_coordinates_follow(const int32_t *crd, int64_t n) {
+  int64_t lines = tensor_sampled_lines(crd, n);
+  return lines >= 0 && lines * 4 <= TENSOR_SAMPLE_WINDOW * TENSOR_SAMPLE_WINDOWS;
 }
 
 /* Make room for `want` elements of array `slot` ahead of a loop that
@@ -181,6 +195,9 @@ struct Layout {
     /// Coordinate arrays of `prefetch_gather` statements, each with the
     /// arrays gathered at them (`ir::gathers`).
     gathered: BTreeMap<ArrayRef, BTreeSet<ArrayRef>>,
+    /// Coordinate arrays of `prefetch` statements, each with the arrays
+    /// whose rows they choose (`ir::prefetch`).
+    rows_chosen: BTreeMap<ArrayRef, BTreeSet<ArrayRef>>,
 }
 
 impl Layout {
@@ -188,6 +205,7 @@ impl Layout {
         let (mut grown, mut prefetched, mut coords) =
             (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
         let mut gathered: BTreeMap<ArrayRef, BTreeSet<ArrayRef>> = BTreeMap::new();
+        let mut rows_chosen: BTreeMap<ArrayRef, BTreeSet<ArrayRef>> = BTreeMap::new();
         walk_block(&f.body, &mut |s| match s {
             Stmt::Reserve { array, .. } => {
                 grown.insert(array.clone());
@@ -197,6 +215,10 @@ impl Layout {
             } => {
                 prefetched.insert(array.clone());
                 coords.insert(c.clone());
+                rows_chosen
+                    .entry(c.clone())
+                    .or_default()
+                    .insert(array.clone());
             }
             Stmt::PrefetchStream { array, .. } => {
                 prefetched.insert(array.clone());
@@ -217,6 +239,7 @@ impl Layout {
             prefetched,
             coords,
             gathered,
+            rows_chosen,
         }
     }
 }
@@ -453,17 +476,29 @@ fn definitions(f: &Function, l: &Layout) -> String {
             );
         }
     }
-    // Sampled only where some array gathered at the coordinates is large.
-    for (c, arrays) in &l.gathered {
+    // Sampled only where some array gathered at the coordinates, or with
+    // rows chosen by them, is large.
+    let any_large = |arrays: &BTreeSet<ArrayRef>| {
         let large: Vec<String> = arrays
             .iter()
             .map(|a| format!("{}_large", a.c_name()))
             .collect();
+        large.join(" || ")
+    };
+    for (c, arrays) in &l.gathered {
         let _ = writeln!(
             out,
             "  const int {0}_scattered = ({1}) && tensor_scattered({0}, {0}_count);",
             c.c_name(),
-            large.join(" || ")
+            any_large(arrays)
+        );
+    }
+    for (c, arrays) in &l.rows_chosen {
+        let _ = writeln!(
+            out,
+            "  const int {0}_follows = ({1}) && tensor_coordinates_follow({0}, {0}_count);",
+            c.c_name(),
+            any_large(arrays)
         );
     }
     let vars = c_vars(&body, &taken_names(l, &sym));
@@ -560,10 +595,12 @@ pub fn source(f: &Function, header_name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    /// The C's `tensor_scattered` (run time) and `gathers::lines_of_their_own`
-    /// (the data a Cranelift kernel is made for) sample alike: the C calls
-    /// scattered exactly what has more than 3 in 4 samples on lines of
-    /// their own. Skipped without a C compiler.
+    /// The C's `tensor_scattered` and `tensor_coordinates_follow` (run
+    /// time) and `gathers::lines_of_their_own` (the data a Cranelift kernel
+    /// is made for) sample alike: the C calls scattered exactly what has
+    /// more than 3 in 4 samples on lines of their own, and following each
+    /// other what has at most `gathers::FOLLOWING_LINES`. Skipped without
+    /// a C compiler.
     #[test]
     fn the_c_samples_coordinates_as_the_compiler_does() {
         let Ok(cc) = crate::backend::cc::compiler() else {
@@ -577,7 +614,8 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             ((x >> 33) % bound) as i32
         };
-        // Near each other, at random, and mixtures about the 3 in 4 line.
+        // Near each other, at random, mixtures about the 3 in 4 line, and
+        // too few to sample.
         let arrays: Vec<Vec<i32>> = vec![
             (0..70_000).map(|i| i / 3).collect(),
             (0..100_000).map(|_| random(1 << 20)).collect(),
@@ -587,6 +625,10 @@ mod tests {
             (0..80_000)
                 .map(|i| if i % 5 == 0 { i } else { random(1 << 24) })
                 .collect(),
+            // About half: neither scattered nor following each other.
+            (0..80_000)
+                .map(|i| if i % 2 == 0 { i / 2 } else { random(1 << 24) })
+                .collect(),
             (0..65_000).map(|_| random(1 << 20)).collect(),
         ];
         let dir = std::env::temp_dir().join(format!("tensor_sample_{}", std::process::id()));
@@ -594,7 +636,7 @@ mod tests {
         let mut main = String::from("#include <stdio.h>\n#include <stdlib.h>\n");
         main += super::TYPES;
         main += super::HELPERS;
-        main += "int main(int argc, char **argv) {\n  for (int a = 1; a < argc; a++) {\n    FILE *f = fopen(argv[a], \"rb\");\n    static int32_t crd[1 << 20];\n    int64_t n = (int64_t)fread(crd, sizeof *crd, 1 << 20, f);\n    fclose(f);\n    printf(\"%d\\n\", tensor_scattered(crd, n));\n  }\n  return 0;\n}\n";
+        main += "int main(int argc, char **argv) {\n  for (int a = 1; a < argc; a++) {\n    FILE *f = fopen(argv[a], \"rb\");\n    static int32_t crd[1 << 20];\n    int64_t n = (int64_t)fread(crd, sizeof *crd, 1 << 20, f);\n    fclose(f);\n    printf(\"%d %d\\n\", tensor_scattered(crd, n), tensor_coordinates_follow(crd, n));\n  }\n  return 0;\n}\n";
         std::fs::write(dir.join("sample.c"), main).unwrap();
         let exe = dir.join("sample");
         let built = std::process::Command::new(&cc.command[0])
@@ -620,16 +662,21 @@ mod tests {
             .args(&files)
             .output()
             .unwrap();
-        let by_c: Vec<bool> = String::from_utf8_lossy(&out.stdout)
+        let by_c: Vec<String> = String::from_utf8_lossy(&out.stdout)
             .lines()
-            .map(|l| l == "1")
+            .map(str::to_string)
             .collect();
-        let by_rust: Vec<bool> = arrays
+        let by_rust: Vec<String> = arrays
             .iter()
-            .map(|a| super::super::gathers::lines_of_their_own(a).is_some_and(|s| s > 0.75))
+            .map(|a| {
+                let share = super::super::gathers::lines_of_their_own(a);
+                let scattered = share.is_some_and(|s| s > 0.75);
+                let follows = share.is_some_and(|s| s <= super::super::gathers::FOLLOWING_LINES);
+                format!("{} {}", u8::from(scattered), u8::from(follows))
+            })
             .collect();
         std::fs::remove_dir_all(&dir).ok();
         assert_eq!(by_c, by_rust);
-        assert_eq!(by_rust, [false, true, true, true, false]);
+        assert_eq!(by_rust, ["0 1", "1 0", "1 0", "1 0", "0 0", "0 0"]);
     }
 }

@@ -73,6 +73,14 @@ pub fn lines_of_their_own(crd: &[i32]) -> Option<f64> {
     Some(lines as f64 / (WINDOW * WINDOWS) as f64)
 }
 
+/// The largest share of sampled coordinates on lines of their own
+/// (`lines_of_their_own`) at which they count as following each other
+/// (`ir::prefetch`: no row they choose is asked for; the C's
+/// `tensor_coordinates_follow`). The bench's stencils, banded and FEM matrices sample 0.05-0.15;
+/// the sorted middle coordinates of its Facebook-shaped tensor 0.56, where
+/// MTTKRP from COO ran 1.24x as long without the asks for their rows.
+pub const FOLLOWING_LINES: f64 = 0.25;
+
 /// How many positions ahead to ask: about a miss to memory at a few
 /// cycles a position (32 measured on the power-law matrix; the rows there
 /// hold 3 entries, so the asks run a few rows ahead).

@@ -117,12 +117,6 @@ const STRIP: i64 = DISTANCE / 2;
 /// (MTTKRP with factors of 1 MB, fibres of 2 entries: 23 -> 33 ms). A loop whose body
 /// changes its bounds keeps no asks either: a call per position costs
 /// more than it hides.
-/// The largest share of sampled coordinates on lines of their own
-/// (`Function::lines_of_their_own`) at which they count as following each
-/// other. The bench's stencils, banded and FEM matrices sample 0.05-0.15;
-/// the sorted middle coordinates of its Facebook-shaped tensor 0.56, where
-/// MTTKRP from COO ran 1.24x as long without the asks for their rows.
-const FOLLOWING_LINES: f64 = 0.25;
 
 pub fn strip_for_calls(f: &mut Function) {
     let asked = Asked {
@@ -130,7 +124,7 @@ pub fn strip_for_calls(f: &mut Function) {
         clustered: f
             .lines_of_their_own
             .iter()
-            .filter(|(_, share)| *share <= FOLLOWING_LINES)
+            .filter(|(_, share)| *share <= super::gathers::FOLLOWING_LINES)
             .map(|(a, _)| a.clone())
             .collect(),
     };

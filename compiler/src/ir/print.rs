@@ -379,10 +379,10 @@ impl<'a> Printer<'a> {
                 let (at, stride) = (self.expr(at), self.expr(stride));
                 let text = match (c, *positions) {
                     (true, 1) => format!(
-                        "if ({a}_large && {at} < {c_}_count) tensor_prefetch(&{a}[{c_}[{at}] * {stride}], {n} * sizeof *{a});"
+                        "if ({a}_large && !{c_}_follows && {at} < {c_}_count) tensor_prefetch(&{a}[{c_}[{at}] * {stride}], {n} * sizeof *{a});"
                     ),
                     (true, k) => format!(
-                        "if ({a}_large) for (int64_t prefetch_q = {at}; prefetch_q < {at} + {k} && prefetch_q < {c_}_count; prefetch_q++) tensor_prefetch(&{a}[{c_}[prefetch_q] * {stride}], {n} * sizeof *{a});"
+                        "if ({a}_large && !{c_}_follows) for (int64_t prefetch_q = {at}; prefetch_q < {at} + {k} && prefetch_q < {c_}_count; prefetch_q++) tensor_prefetch(&{a}[{c_}[prefetch_q] * {stride}], {n} * sizeof *{a});"
                     ),
                     (false, 1) => format!("prefetch {a}[{c_}[{at}] * {stride}]; {n}"),
                     (false, k) => format!("prefetch {a}[{c_}[{at} ..+ {k}] * {stride}]; {n}"),
