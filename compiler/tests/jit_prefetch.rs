@@ -126,6 +126,33 @@ fn rows_at_clustered_coordinates_are_not_asked_for() {
     }
 }
 
+/// COO SpMV over an `x` past 4 MiB and more than 65,536 entries: where
+/// the columns sampled are scattered, the Cranelift kernel asks for the
+/// elements of `x` it gathers, once per strip of positions
+/// (`ir::gathers::ask_gathers_by_calls`); where they follow each other (a
+/// banded matrix) it does not. Against the interpreter, bit for bit.
+#[test]
+fn gathers_at_scattered_coordinates_are_asked_for() {
+    let n = 600_000;
+    let a = parse_assignment("y(i) = A(i,j) * x(j)").unwrap();
+    let mut banded = CooTensor::new(vec![n, n]);
+    for i in 0..n as u32 {
+        for j in i.saturating_sub(1)..(i + 2).min(n as u32) {
+            banded.push(&[i, j], 0.5 + f64::from(i % 3) - f64::from(j % 4) * 0.125);
+        }
+    }
+    let mut data = random_data(&[("A", vec![n, n], 2e-7), ("x", vec![n], 1.0)], 8);
+    let scattered = data["A"].clone();
+    for (matrix, m, asks) in [("banded", banded, false), ("random", scattered, true)] {
+        data.insert("A".into(), m);
+        let formats = formats_rest_dense(&a, &[("A", "COO")], &data, 1);
+        let jit = prepare("kernel", &a, &formats, &data, &[n], None).unwrap();
+        let code = for_codegen(&jit.kernel.function, Backend::Cranelift).to_string();
+        assert_eq!(code.contains("prefetch x_vals"), asks, "{matrix}\n{code}");
+        agrees_with_the_interpreter(jit, &a, &formats, &data, &[n], matrix);
+    }
+}
+
 /// Run the prepared kernel `jit`, and the same kernel in the IR
 /// interpreter: their results' values must agree bit for bit.
 fn agrees_with_the_interpreter(

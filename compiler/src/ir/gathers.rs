@@ -36,8 +36,10 @@
 //! matrix. Arrays the data the kernel is made for shows to be small get
 //! no asks and no copy (`Function::lengths`).
 //!
-//! The C only (`passes::for_codegen`): Cranelift has no prefetch
-//! instruction, and a call per position costs more than a miss.
+//! Cranelift has no prefetch instruction, and a call per position costs
+//! more than a miss: its kernels ask only where the data they are made
+//! for shows the coordinates scattered, by calls once per strip of
+//! positions (`ask_gathers_by_calls`).
 
 use super::streams::counted_positions;
 use super::{nested_blocks_mut, walk_block, ArrayRef, Block, ElemTy, Expr, Function};
@@ -119,6 +121,83 @@ fn in_block(block: &mut Block, skip: &BTreeSet<ArrayRef>) {
         }
     }
 }
+
+/// The Cranelift tier's form of the asks, where the data the kernel is
+/// made for shows the coordinates scattered (`Function::lines_of_their_own`
+/// more than 3 in 4, the C's run-time test) and the gathered array large:
+/// an innermost `for` over positions that reads `let c = crd[p]` and an
+/// `f64` input at `c` starts with `Prefetch { x, crd, p + CALL_DISTANCE, 1 }`
+/// for one element, which `prefetch::strip_for_calls` asks once per strip
+/// of positions through a call that keeps every register. Cranelift has
+/// no prefetch instruction, and a call per position costs more than a
+/// miss. Only `for` loops: the unrolled `while` of CSR's rows steps two
+/// positions at once.
+pub fn ask_gathers_by_calls(f: &mut Function) {
+    let scattered: BTreeSet<ArrayRef> = f
+        .lines_of_their_own
+        .iter()
+        .filter(|(_, share)| *share > SCATTERED_LINES)
+        .map(|(a, _)| a.clone())
+        .collect();
+    if scattered.is_empty() {
+        return;
+    }
+    let large = super::prefetch::large_arrays(f);
+    let written = f.written_arrays();
+    gathers_by_calls_in(&mut f.body, &scattered, &large, &written);
+}
+
+fn gathers_by_calls_in(
+    block: &mut Block,
+    scattered: &BTreeSet<ArrayRef>,
+    large: &BTreeSet<ArrayRef>,
+    written: &BTreeSet<ArrayRef>,
+) {
+    for s in block.iter_mut() {
+        if let Stmt::For { var, body, .. } = s {
+            if !super::has_loops(body) {
+                let p = *var;
+                let mut asks = Vec::new();
+                for t in body.iter() {
+                    let Stmt::Let(c, Expr::Load(crd, i)) = t else {
+                        continue;
+                    };
+                    if **i != Expr::Var(p) || !scattered.contains(crd) {
+                        continue;
+                    }
+                    for array in gathered_at(*c, body, written) {
+                        if large.contains(&array) {
+                            asks.push(Stmt::Prefetch {
+                                array,
+                                coords: crd.clone(),
+                                at: Expr::add(Expr::Var(p), Expr::Int(CALL_DISTANCE)),
+                                positions: 1,
+                                stride: Expr::Int(1),
+                                len: Expr::Int(1),
+                            });
+                        }
+                    }
+                }
+                body.splice(0..0, asks);
+                continue;
+            }
+        }
+        for inner in nested_blocks_mut(s) {
+            gathers_by_calls_in(inner, scattered, large, written);
+        }
+    }
+}
+
+/// How many positions ahead the Cranelift tier asks. Its asks go out once
+/// per strip of 8 positions, a burst that needs more lead than the C's
+/// ask at every position: COO SpMV on the bench's power-law matrix (`x`
+/// of 8 MB), Cranelift tier, median ms 12-13 asking 16 ahead, 10.4-11.4
+/// at 32, 9.4-9.7 at 64, 9.4-9.5 at 128 (12-14 without asks).
+const CALL_DISTANCE: i64 = 64;
+
+/// The share of sampled coordinates on lines of their own above which
+/// they count as scattered (the C's `tensor_scattered`).
+const SCATTERED_LINES: f64 = 0.75;
 
 /// Add to the body of an innermost loop over `positions` an ask after each
 /// `let c = crd[p]` (an index array the kernel only reads, `p` a position

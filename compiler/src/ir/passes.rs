@@ -13,7 +13,9 @@ use super::*;
 /// large), and for the hints of the streams a loop
 /// reads (`ir::streams`: before each row and inside COO's loop in the C,
 /// per strip of rows by calls under Cranelift), and for the elements a
-/// loop gathers at scattered coordinates (`ir::gathers`, the C only).
+/// loop gathers at scattered coordinates (`ir::gathers`: tested at run
+/// time in the C, on the data the kernel is made for under Cranelift,
+/// asked by calls).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
     /// The emitted C, as the cc tier builds it and users ship it.
@@ -42,6 +44,7 @@ pub fn for_codegen(f: &Function, backend: Backend) -> Function {
         Backend::Cranelift => {
             super::strips::sum_rows_in_strips(&mut g, backend);
             super::streams::ask_rows_by_calls(&mut g);
+            super::gathers::ask_gathers_by_calls(&mut g);
             super::prefetch::strip_for_calls(&mut g);
         }
     }

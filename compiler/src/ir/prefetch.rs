@@ -87,10 +87,11 @@ pub const MIN_BYTES: i64 = 4 << 20;
 const STRIP: i64 = DISTANCE / 2;
 
 /// For a backend that prefetches through a call: every loop that asks for
-/// the rows of the position `DISTANCE` ahead at each iteration runs in
-/// strips that end at multiples of `STRIP` positions instead, each strip
-/// that starts at one asking once for the rows `DISTANCE` ahead of its
-/// own:
+/// the rows of the position `DISTANCE` ahead at each iteration (or any
+/// fixed number ahead: `gathers::ask_gathers_by_calls` asks further) runs
+/// in strips that end at multiples of `STRIP` positions instead, each
+/// strip that starts at one asking once for the rows `DISTANCE` ahead of
+/// its own:
 ///
 /// ```text
 /// let strip_hi = hi; let strip = lo
@@ -191,10 +192,9 @@ fn strip_block(b: &mut Block, vars: &mut Vec<VarInfo>, asked: &Asked) {
             out.push(s);
             continue;
         };
-        let ahead = Expr::add(Expr::Var(var), Expr::Int(DISTANCE));
         let n = body
             .iter()
-            .take_while(|s| matches!(s, Stmt::Prefetch { at, positions: 1, .. } if *at == ahead))
+            .take_while(|s| matches!(s, Stmt::Prefetch { at, positions: 1, .. } if ahead_of(var, at).is_some()))
             .count();
         let asks: Vec<Stmt> = body.drain(..n).filter(|s| asked.keeps(s)).collect();
         // A loop that only asked ahead, for arrays not worth asking for
@@ -208,6 +208,17 @@ fn strip_block(b: &mut Block, vars: &mut Vec<VarInfo>, asked: &Asked) {
         }
     }
     *b = out;
+}
+
+/// How many positions past `p` the ask at `at` (`p + k`) asks for.
+fn ahead_of(p: VarId, at: &Expr) -> Option<i64> {
+    match at {
+        Expr::Bin(BinOp::Add, a, b) if **a == Expr::Var(p) => match **b {
+            Expr::Int(k) => Some(k),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// Whether `body` only declares values (and comments): a loop of it, its
@@ -266,15 +277,17 @@ fn strips(
         if let Stmt::Prefetch {
             array,
             coords,
+            at,
             stride,
             len,
             ..
         } = ask
         {
+            let ahead = ahead_of(p, &at).unwrap_or(DISTANCE);
             calls.push(Stmt::Prefetch {
                 array,
                 coords,
-                at: Expr::add(Expr::Var(strip), Expr::Int(DISTANCE)),
+                at: Expr::add(Expr::Var(strip), Expr::Int(ahead)),
                 positions: STRIP,
                 stride,
                 len,

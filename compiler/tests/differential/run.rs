@@ -71,9 +71,10 @@ pub fn on_cc_tier() -> bool {
 }
 
 /// `DIFFERENTIAL_AS_IF_LARGE=1` compiles each case's kernel as if made for
-/// data of 16M entries in every operand: what the Cranelift tier does only
-/// on large data (rows summed in strips, `ir::strips`; asks for rows ahead
-/// by calls, `ir::prefetch`) then runs on every case's small data.
+/// data of 16M entries in every operand, with scattered coordinates: what
+/// the Cranelift tier does only on large data (rows summed in strips,
+/// `ir::strips`; asks for rows ahead by calls, `ir::prefetch`; asks for
+/// gathered elements, `ir::gathers`) then runs on every case's small data.
 pub fn as_if_large() -> bool {
     std::env::var_os("DIFFERENTIAL_AS_IF_LARGE").is_some_and(|v| v == "1")
 }
@@ -134,6 +135,17 @@ fn attempt(case: &Case) -> Outcome {
             .inputs
             .iter()
             .map(|o| (tensor_compiler::ir::ArrayRef::vals(&o.name), 1 << 24))
+            .collect();
+        // Every index array an input owns, sampled as scattered.
+        f.lines_of_their_own = f
+            .arrays()
+            .into_iter()
+            .filter(|(a, written)| {
+                !written
+                    && matches!(a.slot, tensor_compiler::ir::Slot::Level(..))
+                    && case.inputs.iter().any(|o| *o.name == *a.tensor)
+            })
+            .map(|(a, _)| (a, 1.0))
             .collect();
         match tensor_compiler::jit::compile(f) {
             Ok(k) => prepared.compiled = k,
