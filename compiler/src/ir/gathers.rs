@@ -84,9 +84,13 @@ pub fn lines_of_their_own(crd: &[i32]) -> Option<f64> {
 pub const FOLLOWING_LINES: f64 = 0.25;
 
 /// How many positions ahead to ask: about a miss to memory at a few
-/// cycles a position (32 measured on the power-law matrix; the rows there
-/// hold 3 entries, so the asks run a few rows ahead).
-const DISTANCE: i64 = 32;
+/// cycles a position (the rows of the power-law matrix hold 3 entries, so
+/// the asks run many rows ahead). In-process alternation on that matrix,
+/// cc tier, against 32 ahead: CSR SpMV 0.89x the time at 64 and at 128,
+/// COO 0.88x at both. The Cranelift tier's asks, once per strip of 8
+/// positions, on COO SpMV there: 12-13 ms asking 16 ahead, 10.4-11.4 at
+/// 32, 9.4-9.7 at 64, 9.4-9.5 at 128 (12-14 without asks).
+const DISTANCE: i64 = 64;
 
 pub fn prefetch_gathers(f: &mut Function) {
     // Once: a kernel printed again (`ir::c::function` runs the passes)
@@ -126,7 +130,7 @@ fn in_block(block: &mut Block, skip: &BTreeSet<ArrayRef>) {
 /// made for shows the coordinates scattered (`Function::lines_of_their_own`
 /// more than 3 in 4, the C's run-time test) and the gathered array large:
 /// an innermost `for` over positions that reads `let c = crd[p]` and an
-/// `f64` input at `c` starts with `Prefetch { x, crd, p + CALL_DISTANCE, 1 }`
+/// `f64` input at `c` starts with `Prefetch { x, crd, p + DISTANCE, 1 }`
 /// for one element, which `prefetch::strip_for_calls` asks once per strip
 /// of positions through a call that keeps every register. Cranelift has
 /// no prefetch instruction, and a call per position costs more than a
@@ -170,7 +174,7 @@ fn gathers_by_calls_in(
                             asks.push(Stmt::Prefetch {
                                 array,
                                 coords: crd.clone(),
-                                at: Expr::add(Expr::Var(p), Expr::Int(CALL_DISTANCE)),
+                                at: Expr::add(Expr::Var(p), Expr::Int(DISTANCE)),
                                 positions: 1,
                                 stride: Expr::Int(1),
                                 len: Expr::Int(1),
@@ -187,13 +191,6 @@ fn gathers_by_calls_in(
         }
     }
 }
-
-/// How many positions ahead the Cranelift tier asks. Its asks go out once
-/// per strip of 8 positions, a burst that needs more lead than the C's
-/// ask at every position: COO SpMV on the bench's power-law matrix (`x`
-/// of 8 MB), Cranelift tier, median ms 12-13 asking 16 ahead, 10.4-11.4
-/// at 32, 9.4-9.7 at 64, 9.4-9.5 at 128 (12-14 without asks).
-const CALL_DISTANCE: i64 = 64;
 
 /// The share of sampled coordinates on lines of their own above which
 /// they count as scattered (the C's `tensor_scattered`).
@@ -315,8 +312,8 @@ mod tests {
             "{text}"
         );
         for ask in [
-            "if (A2_crd_scattered && pA2 + 32 < A2_crd_count) tensor_prefetch(&x_vals[A2_crd[pA2 + 32]], sizeof *x_vals);",
-            "if (A2_crd_scattered && pA2n + 32 < A2_crd_count) tensor_prefetch(&x_vals[A2_crd[pA2n + 32]], sizeof *x_vals);",
+            "if (A2_crd_scattered && pA2 + 64 < A2_crd_count) tensor_prefetch(&x_vals[A2_crd[pA2 + 64]], sizeof *x_vals);",
+            "if (A2_crd_scattered && pA2n + 64 < A2_crd_count) tensor_prefetch(&x_vals[A2_crd[pA2n + 64]], sizeof *x_vals);",
         ] {
             assert_eq!(text.matches(ask).count(), 1, "{ask}: {text}");
         }
