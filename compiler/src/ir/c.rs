@@ -670,7 +670,7 @@ mod tests {
             .iter()
             .map(|a| {
                 let share = super::super::gathers::lines_of_their_own(a);
-                let scattered = share.is_some_and(|s| s > 0.75);
+                let scattered = share.is_some_and(|s| s > super::super::gathers::SCATTERED_LINES);
                 let follows = share.is_some_and(|s| s <= super::super::gathers::FOLLOWING_LINES);
                 format!("{} {}", u8::from(scattered), u8::from(follows))
             })

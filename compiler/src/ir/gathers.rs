@@ -78,10 +78,16 @@ pub fn lines_of_their_own(crd: &[i32]) -> Option<f64> {
 /// The largest share of sampled coordinates on lines of their own
 /// (`lines_of_their_own`) at which they count as following each other
 /// (`ir::prefetch`: no row they choose is asked for; the C's
-/// `tensor_coordinates_follow`). The bench's stencils, banded and FEM matrices sample 0.05-0.15;
-/// the sorted middle coordinates of its Facebook-shaped tensor 0.56, where
-/// MTTKRP from COO ran 1.24x as long without the asks for their rows.
+/// `tensor_coordinates_follow`). The bench's stencils, banded and FEM
+/// matrices sample 0.05-0.15; the sorted middle coordinates of its
+/// Facebook-shaped tensor 0.56, where MTTKRP from COO ran 1.24x as long
+/// without the asks for their rows.
 pub const FOLLOWING_LINES: f64 = 0.25;
+
+/// The share of sampled coordinates on lines of their own above which
+/// they count as scattered (the C's `tensor_scattered`): the Cranelift
+/// tier asks for the elements gathered at them (`ask_gathers_by_calls`).
+pub const SCATTERED_LINES: f64 = 0.75;
 
 /// How many positions ahead to ask: about a miss to memory at a few
 /// cycles a position (the rows of the power-law matrix hold 3 entries, so
@@ -191,10 +197,6 @@ fn gathers_by_calls_in(
         }
     }
 }
-
-/// The share of sampled coordinates on lines of their own above which
-/// they count as scattered (the C's `tensor_scattered`).
-const SCATTERED_LINES: f64 = 0.75;
 
 /// Add to the body of an innermost loop over `positions` an ask after each
 /// `let c = crd[p]` (an index array the kernel only reads, `p` a position

@@ -114,11 +114,10 @@ const STRIP: i64 = DISTANCE / 2;
 /// The same iterations in the same order; only where the hints are asked
 /// changes. Asks are kept only for arrays `f.lengths` knows to pass
 /// `MIN_BYTES`, at coordinates not known to follow each other
-/// (`f.lines_of_their_own`, `Asked`): the strips cost where nothing is fetched
-/// (MTTKRP with factors of 1 MB, fibres of 2 entries: 23 -> 33 ms). A loop whose body
-/// changes its bounds keeps no asks either: a call per position costs
-/// more than it hides.
-
+/// (`f.lines_of_their_own`, `Asked`): the strips cost where nothing is
+/// fetched (MTTKRP with factors of 1 MB, fibres of 2 entries: 23 -> 33
+/// ms). A loop whose body changes its bounds keeps no asks either: a call
+/// per position costs more than it hides.
 pub fn strip_for_calls(f: &mut Function) {
     let asked = Asked {
         large: large_arrays(f),
