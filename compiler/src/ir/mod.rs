@@ -320,8 +320,9 @@ pub struct Function {
     /// (`gathers::lines_of_their_own`): low where the coordinates follow
     /// each other and the hardware prefetchers fetch the rows they choose.
     /// The Cranelift tier asks for no row chosen by coordinates that
-    /// follow each other (`prefetch::strip_for_calls`). Arrays not sampled
-    /// (short, or no data) are not here.
+    /// follow each other (`prefetch::strip_for_calls`), and asks for the
+    /// elements gathered at scattered ones (`gathers::ask_gathers_by_calls`).
+    /// Arrays not sampled (short, or no data) are not here.
     pub lines_of_their_own: Vec<(ArrayRef, f64)>,
 }
 
