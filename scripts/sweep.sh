@@ -14,9 +14,11 @@
 # compiler/tests/differential/templates.rs); DIFFERENTIAL_TIER=cc runs the
 # kernels on the cc tier (the emitted C under the system C compiler, objects
 # cached in target/sweep-cc-cache) instead of Cranelift;
-# DIFFERENTIAL_AS_IF_LARGE=1 compiles every kernel as if made for 16M
-# entries in each operand (what Cranelift does only on large data: rows
-# summed in strips, asks by calls, on every case). The report is also
+# DIFFERENTIAL_AS_IF_LARGE=1 compiles every kernel as if made for large
+# data (Function::make_as_if_large: 16M entries in each operand, its
+# coordinates scattered), so what Cranelift does only there (rows summed in
+# strips, asks by calls for rows and gathered elements) runs on every case.
+# The report is also
 # written to target/sweep-report.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -5,8 +5,8 @@
 //! compiles each, 15 by default: more for a profiler to sample.)
 //! `PASSES=1` adds Cranelift's pass timings, `CODEGEN_IR=1` the loop IR
 //! Cranelift's translator is given (after `passes::for_codegen`),
-//! `AS_IF_LARGE=1` compiles every kernel as if made for 16M entries in each
-//! operand (what the Cranelift tier does only on large data: strips).
+//! `AS_IF_LARGE=1` compiles every kernel as if made for large data
+//! (`Function::make_as_if_large`: what the Cranelift tier does only there).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -129,10 +129,7 @@ fn main() {
         let t0 = Instant::now();
         let mut k = compile("kernel", &a, &formats, &dims).unwrap();
         if std::env::var_os("AS_IF_LARGE").is_some_and(|v| v == "1") {
-            k.function.lengths = specs
-                .iter()
-                .map(|(n, ..)| (tensor_compiler::ir::ArrayRef::vals(n), 1 << 24))
-                .collect();
+            k.function.make_as_if_large();
         }
         let lower_ms = t0.elapsed().as_secs_f64() * 1e3;
         // CPU time of this thread, not wall time: the figures hold on a busy machine.

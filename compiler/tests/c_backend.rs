@@ -716,22 +716,10 @@ fn spdm_with_prefetched_rows_on_real_matrices() {
         let b = tensor_compiler::io::read_tensor(&path).unwrap();
         let (m, n) = (b.dims[0], b.dims[1]);
         let k = (4 << 20) / 8 / n + 1;
-        let dv: Vec<f64> = (0..n * k)
-            .map(|x| ((x * 5 % 17) as f64 - 8.0) / 3.0)
+        let (d, want) = spdm_reference(&b, k, |x| ((x * 5 % 17) as f64 - 8.0) / 3.0);
+        let data: BTreeMap<String, CooTensor> = [("B".to_string(), b), ("D".to_string(), d)]
+            .into_iter()
             .collect();
-        let mut want = vec![0.0; m * k];
-        for e in 0..b.nnz() {
-            let c = b.coord(e);
-            for col in 0..k {
-                want[c[0] as usize * k + col] += b.vals[e] * dv[c[1] as usize * k + col];
-            }
-        }
-        let data: BTreeMap<String, CooTensor> = [
-            ("B".to_string(), b),
-            ("D".to_string(), CooTensor::from_dense(vec![n, k], &dv)),
-        ]
-        .into_iter()
-        .collect();
         for f in ["COO", "CSR"] {
             let what = format!("{}: SpDM with B in {f}", path.display());
             let formats = formats_rest_dense(&a, &[("B", f)], &data, 2);

@@ -47,10 +47,7 @@ fn same_bits_made_for(
         .unwrap_or_else(|e| panic!("{expr}: {e}"));
     if let Made::AsIfLarge { strips } = made {
         let f = &mut jit.kernel.function;
-        f.lengths = data
-            .keys()
-            .map(|t| (tensor_compiler::ir::ArrayRef::vals(t), 1 << 24))
-            .collect();
+        f.make_as_if_large();
         let g = passes::for_codegen(f, passes::Backend::Cranelift);
         assert_eq!(
             g.to_string().contains("strip_sum"),

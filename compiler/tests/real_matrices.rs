@@ -3,7 +3,7 @@
 //! kernels in every format agree with an independent reference.
 
 mod common;
-use common::assert_close;
+use common::{assert_close, spdm_reference};
 use std::path::PathBuf;
 use tensor_compiler::coo::CooTensor;
 use tensor_compiler::execute::prepare;
@@ -13,6 +13,14 @@ use tensor_compiler::ir::passes;
 use tensor_compiler::notation::parse_assignment;
 use tensor_compiler::storage::{pack, unpack, validate};
 use tensor_compiler::threads::Threads;
+
+/// The real matrices among the fixtures, each named by its path.
+fn real_matrices() -> impl Iterator<Item = (String, CooTensor)> {
+    fixtures()
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "mtx"))
+        .map(|p| (p.display().to_string(), read_tensor(&p).unwrap())) // ok: test code, a panic is a failed test
+}
 
 fn fixtures() -> Vec<PathBuf> {
     let base = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
@@ -444,10 +452,9 @@ fn run_dense_on(
     run_dense_made(expr, formats, data, out_dims, threads, false).0
 }
 
-/// `run_dense_on`, the Cranelift kernel made as if for data of 16M
-/// entries in every operand when `as_if_large` (what that tier does only
-/// on large data); and whether the kernel run sums rows in strips
-/// (`ir::strips`).
+/// `run_dense_on`, the Cranelift kernel made as if for large data when
+/// `as_if_large` (`Function::make_as_if_large`: what that tier does only
+/// there); and the loop IR Cranelift translated.
 fn run_dense_made(
     expr: &str,
     formats: &[(&str, &str, usize)],
@@ -455,7 +462,7 @@ fn run_dense_made(
     out_dims: &[usize],
     threads: usize,
     as_if_large: bool,
-) -> (Vec<f64>, bool) {
+) -> (Vec<f64>, String) {
     let r = Registry::builtin();
     let a = parse_assignment(expr).unwrap(); // ok: test code, a panic is a failed test
     let formats = formats
@@ -471,15 +478,10 @@ fn run_dense_made(
     p.threads = Threads::exactly(threads);
     if as_if_large {
         let f = &mut p.kernel.function;
-        f.lengths = data
-            .keys()
-            .map(|t| (tensor_compiler::ir::ArrayRef::vals(t), 1 << 24))
-            .collect();
+        f.make_as_if_large();
         p.compiled = tensor_compiler::jit::compile(f).unwrap_or_else(|e| panic!("{expr}: {e}"));
     }
-    let stripped = passes::for_codegen(&p.kernel.function, passes::Backend::Cranelift)
-        .to_string()
-        .contains("strip_sum");
+    let code = passes::for_codegen(&p.kernel.function, passes::Backend::Cranelift).to_string();
     p.run().unwrap_or_else(|e| panic!("{expr}: {e}"));
     let got = p.result().unwrap_or_else(|e| panic!("{expr}: {e}"));
     if !a.accumulate && a.rhs.accesses().iter().all(|x| x.tensor != a.lhs.tensor) {
@@ -503,7 +505,7 @@ fn run_dense_made(
             "{expr}: result coordinates out of order"
         );
     }
-    (got.to_dense(), stripped)
+    (got.to_dense(), code)
 }
 
 /// Sparse results on the real matrices against plain loops over their
@@ -514,14 +516,9 @@ fn run_dense_made(
 #[test]
 fn sparse_results_and_dense_rows_on_real_matrices() {
     let mut coo_strips = 0;
-    for path in fixtures()
-        .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "mtx"))
-    {
-        let b = read_tensor(&path).unwrap(); // ok: test code, a panic is a failed test
+    for (name, b) in real_matrices() {
         let bt = transposed(&b);
         let (m, n) = (b.dims[0], b.dims[1]);
-        let name = path.display().to_string();
         // SpGEMM: A = B * Bᵀ, m x m.
         let mut rows: Vec<Vec<(usize, f64)>> = vec![Vec::new(); n];
         for e in 0..bt.nnz() {
@@ -591,17 +588,7 @@ fn sparse_results_and_dense_rows_on_real_matrices() {
         }
         // SpDM: B times a dense n x 11 matrix.
         let k = 11;
-        let dv: Vec<f64> = (0..n * k)
-            .map(|x| ((x * 5 % 17) as f64 - 8.0) / 3.0)
-            .collect();
-        let d = CooTensor::from_dense(vec![n, k], &dv);
-        let mut want = vec![0.0; m * k];
-        for e in 0..b.nnz() {
-            let c = b.coord(e);
-            for col in 0..k {
-                want[c[0] as usize * k + col] += b.vals[e] * dv[c[1] as usize * k + col];
-            }
-        }
+        let (d, want) = spdm_reference(&b, k, |x| ((x * 5 % 17) as f64 - 8.0) / 3.0);
         // (each row of A zeroed in the loop just before it is first
         // written, by the thread that owns it: `lower::parallel::fill`)
         for f in ["CSR", "COO", "DCSR"] {
@@ -621,20 +608,10 @@ fn sparse_results_and_dense_rows_on_real_matrices() {
         // for large data: 37 columns, two whole strips and 5 past them
         // (COO only where its rows repeat: `ir::row_runs`).
         let k = 37;
-        let dv: Vec<f64> = (0..n * k)
-            .map(|x| ((x * 7 % 19) as f64 - 9.0) / 4.0)
-            .collect();
-        let d = CooTensor::from_dense(vec![n, k], &dv);
-        let mut want = vec![0.0; m * k];
-        for e in 0..b.nnz() {
-            let c = b.coord(e);
-            for col in 0..k {
-                want[c[0] as usize * k + col] += b.vals[e] * dv[c[1] as usize * k + col];
-            }
-        }
+        let (d, want) = spdm_reference(&b, k, |x| ((x * 7 % 19) as f64 - 9.0) / 4.0);
         for f in ["CSR", "COO", "DCSR"] {
             for threads in [1, 3] {
-                let (got, stripped) = run_dense_made(
+                let (got, code) = run_dense_made(
                     "A(i,l) = B(i,j) * D(j,l)",
                     &[("A", "dense", 2), ("B", f, 2), ("D", "dense", 2)],
                     &[("B", &b), ("D", &d)],
@@ -643,6 +620,7 @@ fn sparse_results_and_dense_rows_on_real_matrices() {
                     true,
                 );
                 let what = format!("{name}: SpDM in strips with B in {f} on {threads} threads");
+                let stripped = code.contains("strip_sum");
                 assert!(stripped || f == "COO", "{what}: no strips");
                 coo_strips += usize::from(stripped && f == "COO");
                 assert_close(&got, &want, &what);
@@ -652,6 +630,41 @@ fn sparse_results_and_dense_rows_on_real_matrices() {
     assert!(coo_strips > 0, "no real matrix ran COO's rows in strips");
 }
 
+/// COO SpMV on the real matrices with the Cranelift kernel made as if for
+/// large data whose coordinates are scattered: where its loop over the
+/// entries is a `for` (rows too short for register runs, `ir::runs`), it
+/// asks for the elements of `x` it gathers, once per strip of positions
+/// (`gathers::ask_gathers_by_calls`); 1 and 3 threads, against plain
+/// loops over the entries. Some matrix must ask.
+#[test]
+fn gathers_asked_by_calls_on_real_matrices() {
+    let mut asked = 0;
+    for (name, b) in real_matrices() {
+        let (m, n) = (b.dims[0], b.dims[1]);
+        let xv: Vec<f64> = (0..n).map(|j| ((j * 3 % 11) as f64 - 5.0) / 2.0).collect();
+        let x = CooTensor::from_dense(vec![n], &xv);
+        let mut want = vec![0.0; m];
+        for e in 0..b.nnz() {
+            let c = b.coord(e);
+            want[c[0] as usize] += b.vals[e] * xv[c[1] as usize];
+        }
+        for threads in [1, 3] {
+            let (got, code) = run_dense_made(
+                "y(i) = B(i,j) * x(j)",
+                &[("y", "dense", 1), ("B", "COO", 2), ("x", "dense", 1)],
+                &[("B", &b), ("x", &x)],
+                &[m],
+                threads,
+                true,
+            );
+            let what = format!("{name}: COO SpMV made for large data on {threads} threads");
+            asked += usize::from(code.contains("prefetch x_vals"));
+            assert_close(&got, &want, &what);
+        }
+    }
+    assert!(asked > 0, "no real matrix's COO SpMV asked for x");
+}
+
 /// Kernel shapes that read an access more than once, and scalars summed
 /// over every row, on the real matrices against plain loops over their
 /// entries: the repeated access walked once (`LExpr::from_notation`), the
@@ -659,13 +672,8 @@ fn sparse_results_and_dense_rows_on_real_matrices() {
 /// COO's register runs two entries at a time (`ir::runs`).
 #[test]
 fn repeated_accesses_and_scalar_sums_on_real_matrices() {
-    for path in fixtures()
-        .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "mtx"))
-    {
-        let b = read_tensor(&path).unwrap(); // ok: test code, a panic is a failed test
+    for (name, b) in real_matrices() {
         let (m, n) = (b.dims[0], b.dims[1]);
-        let name = path.display().to_string();
         let xv: Vec<f64> = (0..n).map(|j| ((j * 7 % 13) as f64 - 6.0) / 4.0).collect();
         let x = CooTensor::from_dense(vec![n], &xv);
         let (mut sum, mut squares) = (0.0, 0.0);

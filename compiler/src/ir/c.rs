@@ -476,30 +476,27 @@ fn definitions(f: &Function, l: &Layout) -> String {
             );
         }
     }
-    // Sampled only where some array gathered at the coordinates, or with
-    // rows chosen by them, is large.
-    let any_large = |arrays: &BTreeSet<ArrayRef>| {
-        let large: Vec<String> = arrays
-            .iter()
-            .map(|a| format!("{}_large", a.c_name()))
-            .collect();
-        large.join(" || ")
-    };
-    for (c, arrays) in &l.gathered {
-        let _ = writeln!(
-            out,
-            "  const int {0}_scattered = ({1}) && tensor_scattered({0}, {0}_count);",
-            c.c_name(),
-            any_large(arrays)
-        );
-    }
-    for (c, arrays) in &l.rows_chosen {
-        let _ = writeln!(
-            out,
-            "  const int {0}_follows = ({1}) && tensor_coordinates_follow({0}, {0}_count);",
-            c.c_name(),
-            any_large(arrays)
-        );
+    // Each coordinate array's samples: whether its coordinates are
+    // scattered (the gathers at them ask) and whether they follow each
+    // other (the rows they choose are not asked for); sampled only where
+    // some array gathered at them, or with rows chosen by them, is large.
+    let samples = [
+        ("scattered", "tensor_scattered", &l.gathered),
+        ("follows", "tensor_coordinates_follow", &l.rows_chosen),
+    ];
+    for (flag, test, by_coords) in samples {
+        for (c, arrays) in by_coords {
+            let large: Vec<String> = arrays
+                .iter()
+                .map(|a| format!("{}_large", a.c_name()))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  const int {0}_{flag} = ({1}) && {test}({0}, {0}_count);",
+                c.c_name(),
+                large.join(" || ")
+            );
+        }
     }
     let vars = c_vars(&body, &taken_names(l, &sym));
     let mut p = Printer::new(&vars, Dialect::C).for_kernel(&sym);

@@ -89,6 +89,16 @@ pub const FOLLOWING_LINES: f64 = 0.25;
 /// tier asks for the elements gathered at them (`ask_gathers_by_calls`).
 pub const SCATTERED_LINES: f64 = 0.75;
 
+/// The coordinate arrays sampled in the data `f` is made for whose share
+/// of samples on lines of their own passes `test`.
+pub(super) fn sampled_where(f: &Function, test: impl Fn(f64) -> bool) -> BTreeSet<ArrayRef> {
+    f.lines_of_their_own
+        .iter()
+        .filter(|(_, share)| test(*share))
+        .map(|(a, _)| a.clone())
+        .collect()
+}
+
 /// How many positions ahead to ask: about a miss to memory at a few
 /// cycles a position (the rows of the power-law matrix hold 3 entries, so
 /// the asks run many rows ahead). In-process alternation on that matrix,
@@ -143,12 +153,7 @@ fn in_block(block: &mut Block, skip: &BTreeSet<ArrayRef>) {
 /// miss. Only `for` loops: the unrolled `while` of CSR's rows steps two
 /// positions at once.
 pub fn ask_gathers_by_calls(f: &mut Function) {
-    let scattered: BTreeSet<ArrayRef> = f
-        .lines_of_their_own
-        .iter()
-        .filter(|(_, share)| *share > SCATTERED_LINES)
-        .map(|(a, _)| a.clone())
-        .collect();
+    let scattered = sampled_where(f, |share| share > SCATTERED_LINES);
     if scattered.is_empty() {
         return;
     }

@@ -582,6 +582,31 @@ impl Function {
             .collect()
     }
 
+    /// Make the data facts say the kernel is made for large data: 16M
+    /// values in every array of values it only reads (`lengths`), and
+    /// every index array it only reads sampled as scattered
+    /// (`lines_of_their_own`). What the Cranelift tier does only on large
+    /// data (rows summed in strips, asks by calls) then runs on any data:
+    /// for tests, sweeps and compile-time measurements.
+    pub fn make_as_if_large(&mut self) {
+        let read: Vec<ArrayRef> = self
+            .arrays()
+            .into_iter()
+            .filter(|(_, written)| !written)
+            .map(|(a, _)| a)
+            .collect();
+        self.lengths = read
+            .iter()
+            .filter(|a| a.slot == Slot::Vals)
+            .map(|a| (a.clone(), 1 << 24))
+            .collect();
+        self.lines_of_their_own = read
+            .into_iter()
+            .filter(|a| matches!(a.slot, Slot::Level(..)))
+            .map(|a| (a, 1.0))
+            .collect();
+    }
+
     /// Arrays the function touches, sorted, with whether it writes them.
     pub fn arrays(&self) -> Vec<(ArrayRef, bool)> {
         let mut out: std::collections::BTreeMap<ArrayRef, bool> = Default::default();

@@ -121,12 +121,9 @@ const STRIP: i64 = DISTANCE / 2;
 pub fn strip_for_calls(f: &mut Function) {
     let asked = Asked {
         large: large_arrays(f),
-        clustered: f
-            .lines_of_their_own
-            .iter()
-            .filter(|(_, share)| *share <= super::gathers::FOLLOWING_LINES)
-            .map(|(a, _)| a.clone())
-            .collect(),
+        clustered: super::gathers::sampled_where(f, |share| {
+            share <= super::gathers::FOLLOWING_LINES
+        }),
     };
     let mut body = std::mem::take(&mut f.body);
     strip_block(&mut body, &mut f.vars, &asked);

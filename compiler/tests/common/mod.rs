@@ -174,3 +174,23 @@ pub fn assert_close(got: &[f64], want: &[f64], what: &str) {
         );
     }
 }
+
+/// SpDM's operand and answer for matrix `b` (m x n): a dense n x `k`
+/// matrix D whose element at row-major position `x` is `value(x)`, and
+/// B·D (m x k, row-major) by plain loops over `b`'s entries.
+pub fn spdm_reference(
+    b: &CooTensor,
+    k: usize,
+    value: impl Fn(usize) -> f64,
+) -> (CooTensor, Vec<f64>) {
+    let (m, n) = (b.dims[0], b.dims[1]);
+    let dv: Vec<f64> = (0..n * k).map(value).collect();
+    let mut want = vec![0.0; m * k];
+    for e in 0..b.nnz() {
+        let c = b.coord(e);
+        for col in 0..k {
+            want[c[0] as usize * k + col] += b.vals[e] * dv[c[1] as usize * k + col];
+        }
+    }
+    (CooTensor::from_dense(vec![n, k], &dv), want)
+}

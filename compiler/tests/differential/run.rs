@@ -131,22 +131,7 @@ fn attempt(case: &Case) -> Outcome {
     };
     if as_if_large() {
         let f = &mut prepared.kernel.function;
-        f.lengths = case
-            .inputs
-            .iter()
-            .map(|o| (tensor_compiler::ir::ArrayRef::vals(&o.name), 1 << 24))
-            .collect();
-        // Every index array an input owns, sampled as scattered.
-        f.lines_of_their_own = f
-            .arrays()
-            .into_iter()
-            .filter(|(a, written)| {
-                !written
-                    && matches!(a.slot, tensor_compiler::ir::Slot::Level(..))
-                    && case.inputs.iter().any(|o| *o.name == *a.tensor)
-            })
-            .map(|(a, _)| (a, 1.0))
-            .collect();
+        f.make_as_if_large();
         match tensor_compiler::jit::compile(f) {
             Ok(k) => prepared.compiled = k,
             Err(e) => return Outcome::new(Class::Crash, format!("as if large: {e}")),
