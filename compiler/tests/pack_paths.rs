@@ -449,6 +449,43 @@ fn matrices_read_row_by_row_convert_through_row_runs() {
     }
 }
 
+#[test]
+fn wide_scattered_sorts_in_two_passes_match_the_reference() {
+    // Past 65,536 keys and 262,144 entries, with keys in no order, the
+    // counting sort scatters through buckets (`storage::buckets`): by
+    // column visiting CSR's rows (CSR -> CSC), and by row over a buffer
+    // filled column by column with duplicates (packing into CSR). Both
+    // against the reference packer, bit for bit.
+    let mut rng = SplitMix(29);
+    let coo = CooTensor::random(&[1500, 90_000], 0.0025, &mut rng);
+    assert!(coo.nnz() > 300_000, "{} entries", coo.nnz());
+    let csr = pack("B", &coo, &format("CSR", 2)).unwrap();
+    let csc = format("CSC", 2);
+    assert_same(
+        &convert(&csr, "U", &csc).unwrap(),
+        &pack_generic("U", &coo, &csc).unwrap(),
+        "CSR -> CSC",
+    );
+    // The transpose, listed column by column, some entries twice.
+    let mut by_columns: Vec<(u32, u32, f64)> = (0..coo.nnz())
+        .map(|e| (coo.coord(e)[1], coo.coord(e)[0], coo.vals[e]))
+        .collect();
+    by_columns.sort_by_key(|&(r, c, _)| (c, r));
+    let mut t = CooTensor::new(vec![90_000, 1500]);
+    for (e, &(r, c, v)) in by_columns.iter().enumerate() {
+        t.push(&[r, c], v);
+        if e % 7 == 0 {
+            t.push(&[r, c], v * 0.25);
+        }
+    }
+    let csr = format("CSR", 2);
+    assert_same(
+        &pack_entries("T", Entries::of(&buffer(&t)).unwrap(), &csr).unwrap(),
+        &pack_generic("T", &t, &csr).unwrap(),
+        "column-ordered buffer -> CSR",
+    );
+}
+
 /// A kernel's result, as the command line and the tests read it
 /// (`Prepared::result`, by the levels' columns), holds the same entries in
 /// the same order as the interpreter's `unpack` of the assembled storage,

@@ -3,6 +3,7 @@
 
 mod alloc;
 mod assemble;
+mod buckets;
 mod convert;
 mod entries;
 mod pack;

@@ -11,6 +11,7 @@
 //! Stable throughout, so duplicates are summed in their input order: the
 //! same sums, bit for bit, as `CooTensor::canonicalize`.
 
+use super::buckets::{self, Buckets};
 use super::scratch::Scratch;
 use crate::format::columns::Column;
 use std::borrow::Cow;
@@ -276,6 +277,13 @@ fn counting_sort(
     let mut out_vals = scratch.floats(n, n);
     match (rest, out_rest.as_mut_slice()) {
         // The common case (matrices) with its one column spelled out.
+        ([col], [out]) if buckets::pays(keys, extent) => {
+            let mut b = Buckets::new(&next, out, &mut out_vals);
+            for ((&k, &c), &v) in keys.iter().zip(col.iter()).zip(vals) {
+                b.push(k, c, v);
+            }
+            b.sort(&mut next);
+        }
         ([col], [out]) => {
             for ((&k, &c), &v) in keys.iter().zip(col.iter()).zip(vals) {
                 let d = next[k as usize] as usize;
@@ -322,13 +330,24 @@ fn counting_sort_rows(
     }
     let mut out = scratch.ints(n);
     let mut out_vals = scratch.floats(n, n);
-    for (r, w) in rows.windows(2).enumerate() {
-        let (lo, hi) = (w[0] as usize, w[1] as usize);
-        for (&k, &v) in keys[lo..hi].iter().zip(&vals[lo..hi]) {
-            let d = next[k as usize] as usize;
-            next[k as usize] += 1;
-            out[d] = r as i32;
-            out_vals[d] = v;
+    if buckets::pays(keys, extent) {
+        let mut b = Buckets::new(&next, &mut out, &mut out_vals);
+        for (r, w) in rows.windows(2).enumerate() {
+            let (lo, hi) = (w[0] as usize, w[1] as usize);
+            for (&k, &v) in keys[lo..hi].iter().zip(&vals[lo..hi]) {
+                b.push(k, r as i32, v);
+            }
+        }
+        b.sort(&mut next);
+    } else {
+        for (r, w) in rows.windows(2).enumerate() {
+            let (lo, hi) = (w[0] as usize, w[1] as usize);
+            for (&k, &v) in keys[lo..hi].iter().zip(&vals[lo..hi]) {
+                let d = next[k as usize] as usize;
+                next[k as usize] += 1;
+                out[d] = r as i32;
+                out_vals[d] = v;
+            }
         }
     }
     next.rotate_right(1);
