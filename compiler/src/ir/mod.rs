@@ -12,6 +12,7 @@ pub mod c;
 mod case_steps;
 mod clip;
 mod early_steps;
+mod fill_checks;
 mod filled;
 pub mod gathers;
 pub mod interp;
@@ -445,6 +446,13 @@ impl Expr {
     }
 
     /// The variables the expression reads.
+    /// Whether the expression reads variable `v`.
+    pub fn uses(&self, v: VarId) -> bool {
+        let mut found = false;
+        self.walk(&mut |x| found |= *x == Expr::Var(v));
+        found
+    }
+
     pub fn vars(&self) -> std::collections::BTreeSet<VarId> {
         let mut out = std::collections::BTreeSet::new();
         self.walk(&mut |x| {

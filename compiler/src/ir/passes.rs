@@ -49,6 +49,7 @@ pub fn for_codegen(f: &Function, backend: Backend) -> Function {
         }
     }
     gather_reserves(&mut g.body);
+    super::fill_checks::check_fill_once(&mut g);
     g
 }
 
@@ -90,12 +91,12 @@ pub fn fold_zero_starts(b: &mut Block) {
             let (t, zero) = (*t, *z == 0.0);
             // Skip `let`s that do not mention `t` to find its first update.
             let mut j = k + 1;
-            while j < b.len() && matches!(&b[j], Stmt::Let(v, e) if *v != t && !uses(e, t)) {
+            while j < b.len() && matches!(&b[j], Stmt::Let(v, e) if *v != t && !e.uses(t)) {
                 j += 1;
             }
             let term = match b.get(j) {
                 Some(Stmt::Set(t2, Expr::Bin(BinOp::Add, l, r)))
-                    if zero && *t2 == t && **l == Expr::Var(t) && !uses(r, t) =>
+                    if zero && *t2 == t && **l == Expr::Var(t) && !r.uses(t) =>
                 {
                     Some((**r).clone())
                 }
@@ -112,12 +113,6 @@ pub fn fold_zero_starts(b: &mut Block) {
     for inner in b.iter_mut().flat_map(nested_blocks_mut) {
         fold_zero_starts(inner);
     }
-}
-
-fn uses(e: &Expr, v: VarId) -> bool {
-    let mut found = false;
-    e.walk(&mut |x| found |= *x == Expr::Var(v));
-    found
 }
 
 /// Drop `let`s and assignments of variables nothing reads. Expressions have

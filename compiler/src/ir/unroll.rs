@@ -55,16 +55,6 @@ fn rewrite_block(b: &mut Block, vars: &mut Vec<VarInfo>) {
     *b = out;
 }
 
-fn uses_var(e: &Expr, v: VarId) -> bool {
-    let mut found = false;
-    e.walk(&mut |x| {
-        if *x == Expr::Var(v) {
-            found = true;
-        }
-    });
-    found
-}
-
 /// The accumulator when `body` is `Let`s of pure expressions followed by a
 /// single `acc = acc + e` (float), with no stores, loops or branches.
 fn reduction(body: &Block, _index: VarId, vars: &[VarInfo]) -> Option<VarId> {
@@ -72,13 +62,13 @@ fn reduction(body: &Block, _index: VarId, vars: &[VarInfo]) -> Option<VarId> {
     let Stmt::Set(acc, Expr::Bin(BinOp::Add, l, r)) = last else {
         return None;
     };
-    if **l != Expr::Var(*acc) || uses_var(r, *acc) || vars.get(*acc as usize)?.ty != Ty::F64 {
+    if **l != Expr::Var(*acc) || r.uses(*acc) || vars.get(*acc as usize)?.ty != Ty::F64 {
         return None;
     }
     let mut declared = Vec::new();
     for s in lets {
         match s {
-            Stmt::Let(v, e) if !uses_var(e, *acc) => declared.push(*v),
+            Stmt::Let(v, e) if !e.uses(*acc) => declared.push(*v),
             _ => return None,
         }
     }

@@ -462,7 +462,7 @@ impl<'p> Lowerer<'p> {
         if let LExpr::Bin(BinOp::Mul, ..) = e {
             if top {
                 let mut fill = Vec::new();
-                self.fill_factors(e, &mut fill);
+                self.fill_factors(st, e, &mut fill);
                 if !fill.is_empty() {
                     let mut nonzero = Expr::Bool(true);
                     for op in fill {
@@ -527,17 +527,23 @@ impl<'p> Lowerer<'p> {
             .any(|op| self.p.operands[*op].format.values_may_hold_fill())
     }
 
-    /// Operands whose values may hold fill among the factors of the
-    /// product `e` (through nested products and negations).
-    fn fill_factors(&self, e: &LExpr, out: &mut Vec<OperandId>) {
+    /// Operands whose values may be fill among the factors of the product
+    /// `e` (through nested products and negations): those whose values
+    /// may hold fill, and those located where they may have no entry,
+    /// whose value there reads 0 (a hashed `x` probed at a coordinate of a
+    /// BCSR block's padding: `-inf * 0` was a NaN the operands do not
+    /// hold).
+    fn fill_factors(&self, st: &State, e: &LExpr, out: &mut Vec<OperandId>) {
         match e {
             LExpr::Bin(BinOp::Mul, a, b) => {
-                self.fill_factors(a, out);
-                self.fill_factors(b, out);
+                self.fill_factors(st, a, out);
+                self.fill_factors(st, b, out);
             }
-            LExpr::Neg(x) => self.fill_factors(x, out),
+            LExpr::Neg(x) => self.fill_factors(st, x, out),
             LExpr::Access(op)
-                if self.p.operands[*op].format.values_may_hold_fill() && !out.contains(op) =>
+                if (self.p.operands[*op].format.values_may_hold_fill()
+                    || st.found[*op] != Expr::Bool(true))
+                    && !out.contains(op) =>
             {
                 out.push(*op)
             }

@@ -87,12 +87,6 @@ pub(super) fn assigns_outside(s: &Stmt) -> bool {
     !sets_outside(s).is_empty()
 }
 
-fn uses_var(e: &Expr, v: VarId) -> bool {
-    let mut found = false;
-    e.walk(&mut |x| found |= *x == Expr::Var(v));
-    found
-}
-
 /// Whether what the loop of a `Partials` kernel carries from one iteration
 /// to the next is only sums: float variables set to 0 before the loop,
 /// only added to in it (`t = t + e`), and after it only stored into or
@@ -106,7 +100,7 @@ pub(super) fn carried_sums_fit(
 ) -> bool {
     sets_outside(the_loop).iter().all(|(t, e)| {
         let t = *t;
-        let sum = matches!(e, Expr::Bin(BinOp::Add, x, r) if **x == Expr::Var(t) && !uses_var(r, t));
+        let sum = matches!(e, Expr::Bin(BinOp::Add, x, r) if **x == Expr::Var(t) && !r.uses(t));
         let float = vars.get(t as usize).is_some_and(|v| v.ty == Ty::F64);
         let starts_at_zero = before.iter().any(|s| matches!(s, Stmt::Let(v, Expr::Float(z)) if *v == t && *z == 0.0));
         let mut stored_only = true;
@@ -116,9 +110,9 @@ pub(super) fn carried_sums_fit(
                     Expr::Bin(BinOp::Add, x, y) if matches!(&**x, Expr::Load(b, j) if b == a && **j == *i) => &**y,
                     v => v,
                 };
-                stored_only &= !uses_var(i, t) && (*value == Expr::Var(t) || !uses_var(value, t));
+                stored_only &= !i.uses(t) && (*value == Expr::Var(t) || !value.uses(t));
             }
-            s => stored_only &= crate::ir::stmt_exprs(s).into_iter().all(|e| !uses_var(e, t)),
+            s => stored_only &= crate::ir::stmt_exprs(s).into_iter().all(|e| !e.uses(t)),
         });
         sum && float && starts_at_zero && stored_only
     })
