@@ -18,6 +18,9 @@
 # data (Function::make_as_if_large: 16M entries in each operand, its
 # coordinates scattered), so what Cranelift does only there (rows summed in
 # strips, asks by calls for rows and gathered elements) runs on every case.
+# DIFFERENTIAL_NON_FINITE=1 stores infinities and NaNs among the operands'
+# values and judges by the oracle that reads an entry an operand does not
+# store as no term (`inf` times fill adds nothing).
 # The report is also
 # written to target/sweep-report.txt.
 set -euo pipefail

@@ -60,16 +60,38 @@ pub fn evaluate(
         Some(t) if a.accumulate => t.to_dense(),
         _ => vec![0.0; size],
     };
-    let mut env: HashMap<String, usize> = HashMap::new();
-    for (lin, slot) in out.iter_mut().enumerate() {
-        let mut rest = lin;
-        for d in (0..free.len()).rev() {
-            env.insert(free[d].clone(), rest % out_dims[d]);
-            rest /= out_dims[d];
-        }
-        *slot += eval(&r, &dense, &var_dims, &mut env);
-    }
+    for_each_point(&free, out_dims, &mut HashMap::new(), &mut |lin, env| {
+        out[lin] += eval(&r, &dense, &var_dims, env)
+    });
     Ok(CooTensor::from_dense(out_dims.to_vec(), &out))
+}
+
+/// Call `f` at every point of the variables `vars` over `extents`, with
+/// its linear index (row-major) and `env` holding its coordinates.
+fn for_each_point(
+    vars: &[String],
+    extents: &[usize],
+    env: &mut HashMap<String, usize>,
+    f: &mut dyn FnMut(usize, &mut HashMap<String, usize>),
+) {
+    let total: usize = extents.iter().product();
+    for lin in 0..total {
+        let mut rest = lin;
+        for d in (0..vars.len()).rev() {
+            env.insert(vars[d].clone(), rest % extents[d]);
+            rest /= extents[d];
+        }
+        f(lin, env);
+    }
+}
+
+/// The linear index of access `acc` of a tensor of `dims` at `env`.
+fn linear(acc: &crate::notation::Access, dims: &[usize], env: &HashMap<String, usize>) -> usize {
+    let mut lin = 0;
+    for (i, n) in acc.indices.iter().zip(dims) {
+        lin = lin * n + env[&i.name];
+    }
+    lin
 }
 
 fn eval(
@@ -91,27 +113,119 @@ fn eval(
         }
         RExpr::Access(acc) => {
             let d = &t[acc.tensor.as_str()];
-            let mut lin = 0;
-            for (i, n) in acc.indices.iter().zip(&d.dims) {
-                lin = lin * n + env[&i.name];
-            }
-            d.data[lin]
+            d.data[linear(acc, &d.dims, env)]
         }
         RExpr::Sum(vars, body) => {
             let extents: Vec<usize> = vars
                 .iter()
                 .map(|v| dims.get(v).copied().unwrap_or(0))
                 .collect();
-            let total: usize = extents.iter().product();
             let mut acc = 0.0;
-            for lin in 0..total {
-                let mut rest = lin;
-                for d in (0..vars.len()).rev() {
-                    env.insert(vars[d].clone(), rest % extents[d]);
-                    rest /= extents[d];
-                }
-                acc += eval(body, t, dims, env);
+            for_each_point(vars, &extents, env, &mut |_, env| {
+                acc += eval(body, t, dims, env)
+            });
+            acc
+        }
+    }
+}
+
+/// `evaluate` reading an entry an operand does not store as no entry
+/// rather than as zero: no term of a product (`inf` times an absent entry
+/// adds nothing, where `evaluate` reads `0 * inf`, a NaN), and nothing in
+/// a sum. The two agree wherever the stored values are finite; this is the
+/// oracle for operands holding infinities and NaNs. Operands named in
+/// `all_stored` store every coordinate (all-dense formats: their zeros
+/// are values, and `0 * inf` is NaN there, as in NumPy).
+pub fn evaluate_stored(
+    a: &Assignment,
+    inputs: &BTreeMap<String, CooTensor>,
+    all_stored: &std::collections::BTreeSet<String>,
+    out_dims: &[usize],
+    initial: Option<&CooTensor>,
+) -> Result<CooTensor, String> {
+    let mut stored: HashMap<&str, (Vec<usize>, Vec<Option<f64>>)> = HashMap::new();
+    for acc in a.rhs.accesses() {
+        let t = inputs
+            .get(&acc.tensor)
+            .ok_or_else(|| format!("no input tensor `{}`", acc.tensor))?;
+        stored.entry(acc.tensor.as_str()).or_insert_with(|| {
+            let absent = all_stored.contains(&acc.tensor).then_some(0.0);
+            let mut slots = vec![absent; t.dims.iter().product()];
+            for e in 0..t.nnz() {
+                let slot = &mut slots[t.linear_index(t.coord(e))];
+                *slot = Some(slot.unwrap_or(0.0) + t.vals[e]);
             }
+            (t.dims.clone(), slots)
+        });
+    }
+    // Dimensions, orders and the result's values as `evaluate` checks and
+    // computes them; only the terms differ.
+    let mut out = evaluate(a, inputs, out_dims, initial)?.to_dense();
+    let dims: HashMap<String, usize> = a
+        .rhs
+        .accesses()
+        .iter()
+        .flat_map(|acc| {
+            let d = &stored[acc.tensor.as_str()].0;
+            acc.indices.iter().zip(d).map(|(i, n)| (i.name.clone(), *n))
+        })
+        .chain(
+            a.lhs
+                .indices
+                .iter()
+                .zip(out_dims)
+                .map(|(i, n)| (i.name.clone(), *n)),
+        )
+        .collect();
+    let r = place_reductions(a);
+    let free: Vec<String> = a.lhs.vars().iter().map(|s| s.to_string()).collect();
+    let start = match initial {
+        Some(t) if a.accumulate => t.to_dense(),
+        _ => vec![0.0; out.len()],
+    };
+    for_each_point(&free, out_dims, &mut HashMap::new(), &mut |lin, env| {
+        out[lin] = start[lin] + eval_stored(&r, &stored, &dims, env).unwrap_or(0.0)
+    });
+    Ok(CooTensor::from_dense(out_dims.to_vec(), &out))
+}
+
+/// A term's value, or `None` where no operand entry takes part.
+fn eval_stored(
+    e: &RExpr,
+    t: &HashMap<&str, (Vec<usize>, Vec<Option<f64>>)>,
+    dims: &HashMap<String, usize>,
+    env: &mut HashMap<String, usize>,
+) -> Option<f64> {
+    match e {
+        RExpr::Const(v) => Some(*v),
+        RExpr::Neg(x) => eval_stored(x, t, dims, env).map(|v| -v),
+        RExpr::Bin(op, a, b) => {
+            let (x, y) = (eval_stored(a, t, dims, env), eval_stored(b, t, dims, env));
+            match (op, x, y) {
+                (BinOp::Mul, Some(x), Some(y)) => Some(x * y),
+                (BinOp::Mul, ..) => None,
+                (BinOp::Add, Some(x), Some(y)) => Some(x + y),
+                (BinOp::Sub, Some(x), Some(y)) => Some(x - y),
+                (BinOp::Sub, None, Some(y)) => Some(-y),
+                (_, x, None) => x,
+                (_, None, y) => y,
+            }
+        }
+        RExpr::Access(acc) => {
+            let (d, slots) = &t[acc.tensor.as_str()];
+            slots[linear(acc, d, env)]
+        }
+        RExpr::Sum(vars, body) => {
+            let extents: Vec<usize> = vars
+                .iter()
+                .map(|v| dims.get(v).copied().unwrap_or(0))
+                .collect();
+            let mut acc = None;
+            for_each_point(vars, &extents, env, &mut |_, env| {
+                if let Some(v) = eval_stored(body, t, dims, env) {
+                    acc = Some(acc.unwrap_or(0.0) + v);
+                }
+            });
             acc
         }
     }

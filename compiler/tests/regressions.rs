@@ -1353,3 +1353,104 @@ fn only_arrays_that_appends_grow_take_a_first_room() {
         &[30, 40],
     ));
 }
+
+/// `y` computed by `expr` over `data` with `formats` (the rest dense), on
+/// the Cranelift tier and by the interpreter, against the oracle that
+/// reads an entry an operand does not store as no term
+/// (`oracle::evaluate_stored`): NaN where it has NaN, the same infinity,
+/// the same finite values.
+fn non_finite_check(
+    expr: &str,
+    specs: &[(&str, &str)],
+    data: &BTreeMap<String, CooTensor>,
+    out_dims: &[usize],
+) {
+    use tensor_compiler::execute::prepare;
+    let a = tensor_compiler::notation::parse_assignment(expr).unwrap();
+    let formats = formats_rest_dense(&a, specs, data, out_dims.len());
+    let all_stored = formats
+        .iter()
+        .filter(|(_, f)| f.is_all_dense())
+        .map(|(n, _)| n.clone())
+        .collect();
+    let want = tensor_compiler::oracle::evaluate_stored(&a, data, &all_stored, out_dims, None)
+        .unwrap()
+        .to_dense();
+    for interpreted in [false, true] {
+        let mut p = prepare("kernel", &a, &formats, data, out_dims, None).unwrap();
+        match interpreted {
+            true => p.run_interpreted().unwrap(),
+            false => {
+                p.run().unwrap();
+            }
+        }
+        let got = p.result().unwrap().to_dense();
+        for (n, (g, w)) in got.iter().zip(&want).enumerate() {
+            let same = g == w || (g.is_nan() && w.is_nan()) || (g - w).abs() <= 1e-12;
+            assert!(
+                same,
+                "{expr} {specs:?}, interpreted {interpreted}: entry {n}: {g} against {w}"
+            );
+        }
+    }
+}
+
+#[test]
+fn padding_converted_to_another_format_is_no_entry() {
+    // DIA read in CSR order for SpGEMM: its copy held the diagonal's
+    // padding as stored zeros, and `0 * NaN` made a NaN (found by
+    // `DIFFERENTIAL_NON_FINITE=1 scripts/sweep.sh`, seed 18668607).
+    let data: BTreeMap<String, CooTensor> = [
+        ("B".to_string(), tensor(&[3, 2], &[(&[1, 1], 1.0)])),
+        ("C".to_string(), tensor(&[2, 6], &[(&[0, 4], f64::NAN)])),
+    ]
+    .into_iter()
+    .collect();
+    for b in ["DIA", "BCSR(2)", "ELL", "compressed,dense"] {
+        non_finite_check(
+            "A(i,j) = B(i,k) * C(k,j)",
+            &[("B", b), ("C", "CSC"), ("A", "COO")],
+            &data,
+            &[3, 6],
+        );
+    }
+}
+
+#[test]
+fn a_sum_of_located_operands_with_no_entry_is_no_factor() {
+    // At an `i` of `C` and no `B`, `(B + D) - D` is `D - D`, located from
+    // the loop over `j`: where `D` has no entry either, the factor has
+    // none, and `NaN * (0 - 0)` must not be a term (seed 18730470).
+    let data: BTreeMap<String, CooTensor> = [
+        ("D".to_string(), tensor(&[6, 4], &[])),
+        (
+            "C".to_string(),
+            tensor(&[2, 4, 6], &[(&[1, 2, 5], f64::NAN)]),
+        ),
+        ("B".to_string(), tensor(&[6, 4, 2], &[(&[5, 2, 0], 1.0)])),
+    ]
+    .into_iter()
+    .collect();
+    non_finite_check(
+        "A(j) = (D(k,j) - -(C(i,j,k))) * ((B(k,j,i) + D(k,j)) + -(D(k,j)))",
+        &[("D", "COO"), ("C", "COO"), ("B", "COO")],
+        &data,
+        &[4],
+    );
+    // A hashed `x` probed in a BCSR block's padding.
+    let data: BTreeMap<String, CooTensor> = [
+        (
+            "A".to_string(),
+            tensor(&[4, 4], &[(&[0, 0], f64::NEG_INFINITY), (&[1, 1], 2.0)]),
+        ),
+        ("x".to_string(), tensor(&[4], &[(&[1], 3.0)])),
+    ]
+    .into_iter()
+    .collect();
+    non_finite_check(
+        "y(i) = A(i,j) * x(j)",
+        &[("A", "BCSR(2)"), ("x", "hash")],
+        &data,
+        &[4],
+    );
+}

@@ -221,11 +221,12 @@ fn guarded_add(s: &Stmt) -> Option<VarId> {
     (**l == Expr::Var(*t) && **zero == Expr::Float(0.0) && tests_fill(c)).then_some(*t)
 }
 
-/// `v != 0.0`, or a conjunction of such tests.
+/// `v != 0.0`, or conjunctions and disjunctions of such tests (a factor
+/// that is a sum has an entry where any of its terms does).
 fn tests_fill(c: &Expr) -> bool {
     match c {
         Expr::Cmp(CmpOp::Ne, v, z) => matches!(**v, Expr::Var(_)) && **z == Expr::Float(0.0),
-        Expr::Bin(BinOp::And, a, b) => tests_fill(a) && tests_fill(b),
+        Expr::Bin(BinOp::And | BinOp::Or, a, b) => tests_fill(a) && tests_fill(b),
         _ => false,
     }
 }

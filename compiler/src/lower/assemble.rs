@@ -449,9 +449,9 @@ impl<'p> Lowerer<'p> {
 
     /// The value of `e`; `known` holds operand values already loaded (read
     /// once, used by a guard and the product). At the top of a product
-    /// whose factors include values that may be fill, the product is 0
-    /// unless each of those is nonzero: fill is no entry, and `0 * inf`
-    /// must not become a NaN the tensor does not hold.
+    /// whose factors may have no entry here, the product is 0 unless every
+    /// factor has one (`factor_presence`): fill is no entry, and `0 * inf`
+    /// must not become a NaN the tensors do not hold.
     fn value_with(
         &mut self,
         st: &State,
@@ -459,21 +459,11 @@ impl<'p> Lowerer<'p> {
         known: &mut BTreeMap<OperandId, Expr>,
         top: bool,
     ) -> Expr {
-        if let LExpr::Bin(BinOp::Mul, ..) = e {
-            if top {
-                let mut fill = Vec::new();
-                self.fill_factors(st, e, &mut fill);
-                if !fill.is_empty() {
-                    let mut nonzero = Expr::Bool(true);
-                    for op in fill {
-                        let v = self.value_with(st, &LExpr::Access(op), known, false);
-                        let v = self.e.bind("fill", v);
-                        known.insert(op, v.clone());
-                        nonzero = Expr::and(nonzero, Expr::ne(v, Expr::Float(0.0)));
-                    }
-                    let product = self.value_with(st, e, known, false);
-                    return Expr::select(nonzero, product, Expr::Float(0.0));
-                }
+        if let (LExpr::Bin(BinOp::Mul, ..), true) = (e, top) {
+            let present = self.factor_presence(st, e, known);
+            if present != Expr::Bool(true) {
+                let product = self.value_with(st, e, known, false);
+                return Expr::select(present, product, Expr::Float(0.0));
             }
         }
         let top_of = |x: &LExpr| {
@@ -527,27 +517,50 @@ impl<'p> Lowerer<'p> {
             .any(|op| self.p.operands[*op].format.values_may_hold_fill())
     }
 
-    /// Operands whose values may be fill among the factors of the product
-    /// `e` (through nested products and negations): those whose values
-    /// may hold fill, and those located where they may have no entry,
-    /// whose value there reads 0 (a hashed `x` probed at a coordinate of a
-    /// BCSR block's padding: `-inf * 0` was a NaN the operands do not
-    /// hold).
-    fn fill_factors(&self, st: &State, e: &LExpr, out: &mut Vec<OperandId>) {
+    /// Where `e`, a product or one of its factors, has an entry here,
+    /// whatever its values: a product where every factor has one, a sum
+    /// where any term does, a constant everywhere. An operand whose values
+    /// may hold fill, or one located where it may have no entry (whose
+    /// value there reads 0: a hashed `x` probed in a BCSR block's
+    /// padding, `D(k,j)` of `(B(k,j,i) + D(k,j)) - D(k,j)` at an `i` of no
+    /// `B`), where its value, bound in `known`, is nonzero; any other has
+    /// one (the case that computes `e` visits it).
+    fn factor_presence(
+        &mut self,
+        st: &State,
+        e: &LExpr,
+        known: &mut BTreeMap<OperandId, Expr>,
+    ) -> Expr {
         match e {
-            LExpr::Bin(BinOp::Mul, a, b) => {
-                self.fill_factors(st, a, out);
-                self.fill_factors(st, b, out);
+            LExpr::Access(op) => {
+                let may_miss = self.p.operands[*op].format.values_may_hold_fill()
+                    || st.found[*op] != Expr::Bool(true);
+                if !may_miss {
+                    return Expr::Bool(true);
+                }
+                let v = match known.get(op) {
+                    Some(v) => v.clone(),
+                    None => {
+                        let v = self.value_with(st, e, known, false);
+                        let v = self.e.bind("fill", v);
+                        known.insert(*op, v.clone());
+                        v
+                    }
+                };
+                Expr::ne(v, Expr::Float(0.0))
             }
-            LExpr::Neg(x) => self.fill_factors(st, x, out),
-            LExpr::Access(op)
-                if (self.p.operands[*op].format.values_may_hold_fill()
-                    || st.found[*op] != Expr::Bool(true))
-                    && !out.contains(op) =>
-            {
-                out.push(*op)
+            LExpr::Const(_) => Expr::Bool(true),
+            LExpr::Neg(x) => self.factor_presence(st, x, known),
+            LExpr::Bin(op, a, b) => {
+                let (a, b) = (
+                    self.factor_presence(st, a, known),
+                    self.factor_presence(st, b, known),
+                );
+                match op {
+                    BinOp::Mul => Expr::and(a, b),
+                    _ => Expr::or(a, b),
+                }
             }
-            _ => {}
         }
     }
 

@@ -10,6 +10,12 @@ use crate::format::TensorFormat;
 /// `t`'s entries stored as `format` under the name `name`: read as columns
 /// (borrowed where `t`'s levels already hold them) and packed directly, so
 /// CSR to CSC is one counting sort and no intermediate coordinate list.
+/// Where `t`'s values hold fill, its zeros are left out (`without_zeros`).
 pub fn convert(t: &Tensor, name: &str, format: &TensorFormat) -> Result<Tensor, StorageError> {
-    pack_entries(name, Entries::of(t)?, format)
+    let entries = Entries::of(t)?;
+    let entries = match t.format.values_may_hold_fill() {
+        true => entries.without_zeros(),
+        false => entries,
+    };
+    pack_entries(name, entries, format)
 }

@@ -58,6 +58,33 @@ impl<'a> Entries<'a> {
         }
     }
 
+    /// Without the entries whose value is zero: read from a format whose
+    /// values hold fill (a DIA diagonal's or a BCSR block's positions with
+    /// no entry), those are fill, not entries, and a copy in another
+    /// format must not turn them into stored zeros (`0 * inf` in a product
+    /// would make a NaN the tensor does not hold). A stored zero is
+    /// dropped with them: the two look alike.
+    pub fn without_zeros(self) -> Entries<'a> {
+        if !self.vals.contains(&0.0) {
+            return self;
+        }
+        let keep: Vec<usize> = (0..self.len()).filter(|&e| self.vals[e] != 0.0).collect();
+        let cols = self
+            .cols
+            .into_iter()
+            .map(|c| {
+                let c = c.into_values();
+                Column::Values(Cow::Owned(keep.iter().map(|&e| c[e]).collect()))
+            })
+            .collect();
+        let vals = Cow::Owned(keep.iter().map(|&e| self.vals[e]).collect());
+        Entries {
+            dims: self.dims,
+            cols,
+            vals,
+        }
+    }
+
     /// Back to a coordinate list, refusing coordinates outside the dimensions.
     pub fn to_coo(&self) -> Result<CooTensor, String> {
         let mut coo = CooTensor::new(self.dims.clone());

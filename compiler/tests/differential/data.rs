@@ -60,12 +60,29 @@ pub fn random(dims: &[usize], rng: &mut Rng) -> CooTensor {
         let e = rng.below(t.nnz());
         t.vals[e] = 0.0;
     }
+    if super::run::non_finite() {
+        make_some_non_finite(&mut t, rng);
+    }
     if rng.chance(0.5) {
         t.canonicalize();
     } else {
         shuffle_entries(&mut t, rng);
     }
     t
+}
+
+/// About one value in eight made infinite or NaN, and the finite ones
+/// positive (`DIFFERENTIAL_NON_FINITE=1`), so that no stored value, nor
+/// any sum of duplicates, is zero: a copy's fill and a stored zero look
+/// alike, and a stored zero times an infinity has no one answer the
+/// kernels are held to.
+fn make_some_non_finite(t: &mut CooTensor, rng: &mut Rng) {
+    for v in t.vals.iter_mut() {
+        *v = if *v == 0.0 { 0.5 } else { v.abs() };
+        if rng.chance(0.125) {
+            *v = *rng.weighted(&[(2, f64::INFINITY), (2, f64::NEG_INFINITY), (1, f64::NAN)]);
+        }
+    }
 }
 
 /// The transpose of a matrix (entries in the order of `t`).
