@@ -1,8 +1,9 @@
 //! Differential testing at scale (see `differential/mod.rs`): 2,000 seeded
 //! cases from templates, each judged against the dense oracle, run both as
 //! compiled and by the bounds-checked IR interpreter (every array access of
-//! the IR the backends translate checked). Fails on any wrong answer or
-//! crash; refusals are allowed here and counted.
+//! the IR the backends translate checked), some again on the cc tier and
+//! with infinities and NaNs among the operands' values. Fails on any wrong
+//! answer or crash; refusals are allowed here and counted.
 //!
 //! `scripts/sweep.sh [N]` runs the ignored `differential_sweep` on N cases
 //! (default 20,000) and prints the same report.
@@ -64,6 +65,24 @@ fn seeded_cases_match_the_oracle_on_the_cc_tier() {
         0..CC_CASES,
         &[("DIFFERENTIAL_TIER", "cc"), ("TENSOR_CACHE_DIR", &dir)],
         " on the cc tier",
+    );
+}
+
+/// Cases the test suite also runs with infinities and NaNs among the
+/// operands' values.
+const NON_FINITE_CASES: u64 = 1_000;
+
+/// Seeded cases whose operands hold infinities and NaNs
+/// (`DIFFERENTIAL_NON_FINITE=1`), against the oracle that reads an entry
+/// an operand does not store as no term: fill (a block's padding, a dense
+/// copy's zeros, an operand located where it has no entry) must never
+/// meet an infinity in a product.
+#[test]
+fn seeded_cases_with_non_finite_values_match_the_oracle() {
+    all_match_the_oracle(
+        0..NON_FINITE_CASES,
+        &[("DIFFERENTIAL_NON_FINITE", "1")],
+        " with non-finite values",
     );
 }
 
