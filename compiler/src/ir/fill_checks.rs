@@ -168,13 +168,25 @@ impl Region {
     }
 
     /// No effect but on variables, no variable declared at its top (it
-    /// would be declared twice), and the sums read only by their own
-    /// additions and the combining.
+    /// would be declared twice), the sums read only by their own additions
+    /// and the combining, and each sum `+0` where the region starts and
+    /// whenever it is set but by an addition (a sum that is `-0` would
+    /// tell an added `-0` from the guard's `+0`).
     fn is_sound(&self, b: &Block) -> bool {
         let statements = &b[self.start..self.end];
         let mut sound = statements.iter().all(|s| !matches!(s, Stmt::Let(..)));
+        for &t in &self.guarded {
+            sound &= b[..self.start]
+                .iter()
+                .all(|s| matches!(s, Stmt::Let(v, _) if *v == t) || !assigns(s, t));
+        }
         walk_block(statements, &mut |s| {
             sound &= !matches!(s, Stmt::Store(..) | Stmt::Reserve { .. });
+            if let Stmt::Set(t, e) = s {
+                let plus_zero = matches!(e, Expr::Float(z) if *z == 0.0 && z.is_sign_positive());
+                let addition = matches!(e, Expr::Bin(BinOp::Add, l, _) if **l == Expr::Var(*t));
+                sound &= !self.guarded.contains(t) || plus_zero || addition;
+            }
             let own = match s {
                 Stmt::Set(t, Expr::Bin(BinOp::Add, l, r)) if **l == Expr::Var(*t) => {
                     let combining = self.guarded.contains(t)
@@ -272,4 +284,70 @@ fn reads(s: &Stmt, v: VarId) -> bool {
         found |= stmt_exprs(s).into_iter().any(|e| e.uses(v));
     });
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `let t = 0.0; [before]; for p in 0..hi { let f = x[p];
+    /// t += f != 0.0 ? a[p] * f : 0.0; [inside] }; y[0] = t`, and its
+    /// variables.
+    fn sum_over(hi: Expr, before: Vec<Stmt>, inside: Vec<Stmt>) -> (Block, Vec<VarInfo>) {
+        let mut vars = Vec::new();
+        let t = fresh_var(&mut vars, "t", Ty::F64);
+        let p = fresh_var(&mut vars, "p", Ty::I64);
+        let f = fresh_var(&mut vars, "f", Ty::F64);
+        let (a, x, y) = (
+            ArrayRef::vals("a"),
+            ArrayRef::vals("x"),
+            ArrayRef::vals("y"),
+        );
+        let term = Expr::mul(Expr::load(a, Expr::Var(p)), Expr::Var(f));
+        let guarded = Expr::select(
+            Expr::ne(Expr::Var(f), Expr::Float(0.0)),
+            term,
+            Expr::Float(0.0),
+        );
+        let mut body = vec![
+            Stmt::Let(f, Expr::load(x, Expr::Var(p))),
+            Stmt::Set(t, Expr::add(Expr::Var(t), guarded)),
+        ];
+        body.extend(inside);
+        let mut b = vec![Stmt::Let(t, Expr::Float(0.0))];
+        b.extend(before);
+        b.push(Stmt::For {
+            var: p,
+            lo: Expr::Int(0),
+            hi,
+            body,
+        });
+        b.push(Stmt::Store(y, Expr::Int(0), Expr::Var(t)));
+        (b, vars)
+    }
+
+    fn checked(mut b: Block, mut vars: Vec<VarInfo>) -> bool {
+        in_block(&mut b, &mut vars);
+        let mut found = false;
+        walk_block(&b, &mut |s| found |= matches!(s, Stmt::Unlikely));
+        found
+    }
+
+    #[test]
+    fn a_long_sum_without_effects_is_checked_once() {
+        let n = Expr::Param(ParamRef::level("a", 0, "N"));
+        let (b, vars) = sum_over(n.clone(), vec![], vec![]);
+        assert!(checked(b, vars));
+        // A store in the loop: the guarded run would store again.
+        let store = Stmt::Store(ArrayRef::vals("z"), Expr::Int(0), Expr::Float(1.0));
+        let (b, vars) = sum_over(n.clone(), vec![], vec![store]);
+        assert!(!checked(b, vars));
+        // A sum set to -0 before the loop tells an added -0 from +0.
+        let negative_zero = Stmt::Set(0, Expr::Float(-0.0));
+        let (b, vars) = sum_over(n, vec![negative_zero], vec![]);
+        assert!(!checked(b, vars));
+        // Over a block's four coordinates the guards stay.
+        let (b, vars) = sum_over(Expr::min(Expr::Int(4), Expr::Var(1)), vec![], vec![]);
+        assert!(!checked(b, vars));
+    }
 }
