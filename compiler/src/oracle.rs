@@ -20,8 +20,41 @@ pub fn evaluate(
     out_dims: &[usize],
     initial: Option<&CooTensor>,
 ) -> Result<CooTensor, String> {
+    let var_dims = index_extents(a, inputs, out_dims)?;
     let mut dense: HashMap<&str, Dense> = HashMap::new();
+    for acc in a.rhs.accesses() {
+        let t = &inputs[&acc.tensor];
+        dense.entry(acc.tensor.as_str()).or_insert_with(|| Dense {
+            dims: t.dims.clone(),
+            data: t.to_dense(),
+        });
+    }
+    let r = place_reductions(a);
+    let free: Vec<String> = a.lhs.vars().iter().map(|s| s.to_string()).collect();
+    let size: usize = out_dims.iter().product();
+    let mut out = match initial {
+        Some(t) if a.accumulate => t.to_dense(),
+        _ => vec![0.0; size],
+    };
+    for_each_point(&free, out_dims, &mut HashMap::new(), &mut |lin, env| {
+        out[lin] += eval(&r, &dense, &var_dims, env)
+    });
+    Ok(CooTensor::from_dense(out_dims.to_vec(), &out))
+}
+
+/// Each index variable's extent, from the operands and `out_dims`; an
+/// error where an operand is missing, has another order than its access,
+/// or two extents of one variable differ.
+fn index_extents(
+    a: &Assignment,
+    inputs: &BTreeMap<String, CooTensor>,
+    out_dims: &[usize],
+) -> Result<HashMap<String, usize>, String> {
     let mut var_dims: HashMap<String, usize> = HashMap::new();
+    let mut note = |name: &str, n: usize| match var_dims.insert(name.to_string(), n) {
+        Some(old) if old != n => Err(format!("index `{name}` ranges over {old} and {n}")),
+        _ => Ok(()),
+    };
     for acc in a.rhs.accesses() {
         let t = inputs
             .get(&acc.tensor)
@@ -35,35 +68,13 @@ pub fn evaluate(
             ));
         }
         for (i, n) in acc.indices.iter().zip(&t.dims) {
-            if let Some(old) = var_dims.insert(i.name.clone(), *n) {
-                if old != *n {
-                    return Err(format!("index `{}` ranges over {old} and {n}", i.name));
-                }
-            }
+            note(&i.name, *n)?;
         }
-        dense.entry(acc.tensor.as_str()).or_insert_with(|| Dense {
-            dims: t.dims.clone(),
-            data: t.to_dense(),
-        });
     }
     for (i, n) in a.lhs.indices.iter().zip(out_dims) {
-        if let Some(old) = var_dims.insert(i.name.clone(), *n) {
-            if old != *n {
-                return Err(format!("index `{}` ranges over {old} and {n}", i.name));
-            }
-        }
+        note(&i.name, *n)?;
     }
-    let r = place_reductions(a);
-    let free: Vec<String> = a.lhs.vars().iter().map(|s| s.to_string()).collect();
-    let size: usize = out_dims.iter().product();
-    let mut out = match initial {
-        Some(t) if a.accumulate => t.to_dense(),
-        _ => vec![0.0; size],
-    };
-    for_each_point(&free, out_dims, &mut HashMap::new(), &mut |lin, env| {
-        out[lin] += eval(&r, &dense, &var_dims, env)
-    });
-    Ok(CooTensor::from_dense(out_dims.to_vec(), &out))
+    Ok(var_dims)
 }
 
 /// Call `f` at every point of the variables `vars` over `extents`, with
@@ -143,11 +154,10 @@ pub fn evaluate_stored(
     out_dims: &[usize],
     initial: Option<&CooTensor>,
 ) -> Result<CooTensor, String> {
+    let dims = index_extents(a, inputs, out_dims)?;
     let mut stored: HashMap<&str, (Vec<usize>, Vec<Option<f64>>)> = HashMap::new();
     for acc in a.rhs.accesses() {
-        let t = inputs
-            .get(&acc.tensor)
-            .ok_or_else(|| format!("no input tensor `{}`", acc.tensor))?;
+        let t = &inputs[&acc.tensor];
         stored.entry(acc.tensor.as_str()).or_insert_with(|| {
             let absent = all_stored.contains(&acc.tensor).then_some(0.0);
             let mut slots = vec![absent; t.dims.iter().product()];
@@ -158,33 +168,14 @@ pub fn evaluate_stored(
             (t.dims.clone(), slots)
         });
     }
-    // Dimensions, orders and the result's values as `evaluate` checks and
-    // computes them; only the terms differ.
-    let mut out = evaluate(a, inputs, out_dims, initial)?.to_dense();
-    let dims: HashMap<String, usize> = a
-        .rhs
-        .accesses()
-        .iter()
-        .flat_map(|acc| {
-            let d = &stored[acc.tensor.as_str()].0;
-            acc.indices.iter().zip(d).map(|(i, n)| (i.name.clone(), *n))
-        })
-        .chain(
-            a.lhs
-                .indices
-                .iter()
-                .zip(out_dims)
-                .map(|(i, n)| (i.name.clone(), *n)),
-        )
-        .collect();
     let r = place_reductions(a);
     let free: Vec<String> = a.lhs.vars().iter().map(|s| s.to_string()).collect();
-    let start = match initial {
+    let mut out = match initial {
         Some(t) if a.accumulate => t.to_dense(),
-        _ => vec![0.0; out.len()],
+        _ => vec![0.0; out_dims.iter().product()],
     };
     for_each_point(&free, out_dims, &mut HashMap::new(), &mut |lin, env| {
-        out[lin] = start[lin] + eval_stored(&r, &stored, &dims, env).unwrap_or(0.0)
+        out[lin] += eval_stored(&r, &stored, &dims, env).unwrap_or(0.0)
     });
     Ok(CooTensor::from_dense(out_dims.to_vec(), &out))
 }

@@ -170,6 +170,7 @@ fn spmv_with_a_sparse_x_on_real_matrices_with_and_without_its_dense_copy() {
     // Both kernels, on every fixture that takes them, against plain loops.
     let r = Registry::builtin();
     let mut paths_taken = std::collections::BTreeSet::new();
+    let mut checked_sums = false;
     let a_expr = parse_assignment("y(i) = A(i,j) * x(j)").unwrap();
     for path in fixtures()
         .into_iter()
@@ -203,6 +204,13 @@ fn spmv_with_a_sparse_x_on_real_matrices_with_and_without_its_dense_copy() {
                 let mut p = prepare("spmv", &a_expr, &formats, &data, &[a.dims[0]], None).unwrap();
                 let what = format!("{} A {fa} x {fx}, {part}", path.display());
                 paths_taken.insert((fx, p.kernel.conversions.iter().any(|c| c.source == "x")));
+                // The dense copy's sums run unguarded, checked once
+                // (`ir::fill_checks`): their saved starting values show it.
+                let made = tensor_compiler::ir::passes::for_codegen(
+                    &p.kernel.function,
+                    tensor_compiler::ir::passes::Backend::Cranelift,
+                );
+                checked_sums |= made.to_string().contains("_before");
                 p.run().unwrap();
                 assert_close(&p.result().unwrap().to_dense(), &want, &what);
             }
@@ -216,6 +224,7 @@ fn spmv_with_a_sparse_x_on_real_matrices_with_and_without_its_dense_copy() {
             );
         }
     }
+    assert!(checked_sums, "no kernel checked its sums once");
 }
 
 /// The order-3 real tensors, each with TTV's vector `c` and the dense

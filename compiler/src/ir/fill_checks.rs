@@ -265,17 +265,11 @@ fn drop_guards(s: &mut Stmt, sums: &BTreeSet<VarId>) {
 /// The variables `statements` set that live before them (not declared in
 /// them), in a fixed order.
 fn set_before(statements: &[Stmt]) -> Vec<VarId> {
-    let (mut set, mut declared) = (BTreeSet::new(), BTreeSet::new());
-    walk_block(statements, &mut |s| match s {
-        Stmt::Set(v, _) => {
-            set.insert(*v);
-        }
-        Stmt::Let(v, _) | Stmt::For { var: v, .. } => {
-            declared.insert(*v);
-        }
-        _ => {}
-    });
-    set.difference(&declared).copied().collect()
+    let set: BTreeSet<VarId> = sets_outside(statements)
+        .into_iter()
+        .map(|(v, _)| v)
+        .collect();
+    set.into_iter().collect()
 }
 
 fn reads(s: &Stmt, v: VarId) -> bool {

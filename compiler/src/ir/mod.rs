@@ -548,6 +548,21 @@ pub fn loaded_arrays(b: &[Stmt]) -> std::collections::BTreeSet<ArrayRef> {
     out
 }
 
+/// The assignments in `b` to variables it does not declare itself (the
+/// state it carries out, or across iterations of a loop), in order.
+pub fn sets_outside(b: &[Stmt]) -> Vec<(VarId, Expr)> {
+    let (mut declared, mut sets) = (std::collections::BTreeSet::new(), Vec::new());
+    walk_block(b, &mut |x| match x {
+        Stmt::Let(v, _) | Stmt::For { var: v, .. } => {
+            declared.insert(*v);
+        }
+        Stmt::Set(v, e) => sets.push((*v, e.clone())),
+        _ => {}
+    });
+    sets.retain(|(v, _)| !declared.contains(v));
+    sets
+}
+
 /// Whether `b` holds a loop, at any depth.
 pub fn has_loops(b: &[Stmt]) -> bool {
     let mut found = false;

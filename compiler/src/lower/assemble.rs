@@ -531,37 +531,24 @@ impl<'p> Lowerer<'p> {
         e: &LExpr,
         known: &mut BTreeMap<OperandId, Expr>,
     ) -> Expr {
-        match e {
-            LExpr::Access(op) => {
-                let may_miss = self.p.operands[*op].format.values_may_hold_fill()
-                    || st.found[*op] != Expr::Bool(true);
-                if !may_miss {
-                    return Expr::Bool(true);
-                }
-                let v = match known.get(op) {
-                    Some(v) => v.clone(),
-                    None => {
-                        let v = self.value_with(st, e, known, false);
-                        let v = self.e.bind("fill", v);
-                        known.insert(*op, v.clone());
-                        v
-                    }
-                };
-                Expr::ne(v, Expr::Float(0.0))
-            }
-            LExpr::Const(_) => Expr::Bool(true),
-            LExpr::Neg(x) => self.factor_presence(st, x, known),
-            LExpr::Bin(op, a, b) => {
-                let (a, b) = (
-                    self.factor_presence(st, a, known),
-                    self.factor_presence(st, b, known),
-                );
-                match op {
-                    BinOp::Mul => Expr::and(a, b),
-                    _ => Expr::or(a, b),
-                }
+        for op in e.operands() {
+            let may_miss = self.p.operands[op].format.values_may_hold_fill()
+                || st.found[op] != Expr::Bool(true);
+            if may_miss && !known.contains_key(&op) {
+                let v = self.value_with(st, &LExpr::Access(op), known, false);
+                let v = self.e.bind("fill", v);
+                known.insert(op, v);
             }
         }
+        // Bound above exactly where the operand may miss; every constant
+        // has an entry (`0 * inf` of a written 0 is NaN, as in NumPy).
+        e.presence_where(
+            &|op| match known.get(&op) {
+                Some(v) => Expr::ne(v.clone(), Expr::Float(0.0)),
+                None => Expr::Bool(true),
+            },
+            &|_| true,
+        )
     }
 
     /// The value operand `op` stores at its resolved position.

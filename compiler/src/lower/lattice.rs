@@ -25,13 +25,24 @@ impl LExpr {
     /// extent 0 becomes the constant 0, and a sparse result of it stored
     /// a zero at every coordinate it visited.
     pub fn presence(&self, found: &dyn Fn(OperandId) -> crate::ir::Expr) -> crate::ir::Expr {
+        self.presence_where(found, &|c| c != 0.0)
+    }
+
+    /// `presence` with each constant's own: `constant(c)` says whether
+    /// constant `c` has an entry.
+    pub fn presence_where(
+        &self,
+        found: &dyn Fn(OperandId) -> crate::ir::Expr,
+        constant: &dyn Fn(f64) -> bool,
+    ) -> crate::ir::Expr {
         use crate::ir::Expr;
+        let go = |x: &LExpr| x.presence_where(found, constant);
         match self {
             LExpr::Access(i) => found(*i),
-            LExpr::Const(c) => Expr::Bool(*c != 0.0),
-            LExpr::Neg(x) => x.presence(found),
-            LExpr::Bin(BinOp::Mul, a, b) => Expr::and(a.presence(found), b.presence(found)),
-            LExpr::Bin(_, a, b) => Expr::or(a.presence(found), b.presence(found)),
+            LExpr::Const(c) => Expr::Bool(constant(*c)),
+            LExpr::Neg(x) => go(x),
+            LExpr::Bin(BinOp::Mul, a, b) => Expr::and(go(a), go(b)),
+            LExpr::Bin(_, a, b) => Expr::or(go(a), go(b)),
         }
     }
 

@@ -4,7 +4,6 @@
 //! decides the mode (`parallel::mode`); these confirm it on the code.
 
 use crate::ir::{ArrayRef, BinOp, Expr, Slot, Stmt, Ty, VarId};
-use std::collections::BTreeSet;
 
 /// Whether what the loop of a `Stitch` kernel carries from one row to the
 /// next is only integer counters (positions appended so far, the
@@ -68,19 +67,9 @@ pub(super) fn rows_body_fits(body: &[Stmt], out: &str) -> bool {
     ok
 }
 
-/// The assignments in `s` to variables it does not declare itself (state
-/// it carries out, or across iterations when `s` is a loop).
+/// The assignments in `s` to variables it does not declare itself.
 fn sets_outside(s: &Stmt) -> Vec<(VarId, Expr)> {
-    let (mut declared, mut sets) = (BTreeSet::new(), Vec::new());
-    crate::ir::walk_block(&vec![s.clone()], &mut |x| match x {
-        Stmt::Let(v, _) | Stmt::For { var: v, .. } => {
-            declared.insert(*v);
-        }
-        Stmt::Set(v, e) => sets.push((*v, e.clone())),
-        _ => {}
-    });
-    sets.retain(|(v, _)| !declared.contains(v));
-    sets
+    crate::ir::sets_outside(std::slice::from_ref(s))
 }
 
 pub(super) fn assigns_outside(s: &Stmt) -> bool {
