@@ -48,9 +48,6 @@ const WIDTH: i64 = 16;
 pub(super) struct Strips {
     /// One strip of `WIDTH / 2` after the whole ones, where it fits.
     half_strip: bool,
-    /// Only a row that stays put across one loop (SpDM, COO's runs), not
-    /// across a level's loops and the loops inside (MTTKRP from CSF).
-    one_level: bool,
     /// Only where the loop reads, at its position, one of these value
     /// arrays (`None`: anywhere).
     reading: Option<BTreeSet<ArrayRef>>,
@@ -77,11 +74,14 @@ pub(super) const CRANELIFT_MIN_ENTRIES: usize = 1 << 20;
 impl Strips {
     /// The C: everywhere, with the half strip, the hints apart (in the
     /// strips' loop they cost gcc's code its registers). Cranelift:
-    /// strips of `WIDTH` only, across one loop, where `f`'s data is large
-    /// (`CRANELIFT_MIN_ENTRIES`), the hints in the strips' loop. Across
-    /// the loops of a CSF level (MTTKRP, 1.2 entries a fiber) Cranelift
-    /// compiled 2.6-3.0 ms against 1.5, for runs 0.8-0.95x as long; a half
-    /// strip cost 0.2 ms of compile more. Its hints are calls that keep
+    /// whole strips only (a half strip cost 0.2 ms of compile more), where
+    /// `f`'s data is large (`CRANELIFT_MIN_ENTRIES`), the hints in the
+    /// strips' loop. Across the loops of a CSF level (MTTKRP: a slice's
+    /// fibers, 1.2 entries each, and their entries) they cost 1.0 ms of
+    /// compile more than no strips (1.5 -> 2.5 ms) and save more in
+    /// every run: on the NELL-2-like tensor (1.45M entries) 11.1 -> 8.9
+    /// ms, on the NELL-2-shaped one (10M) 70.6 -> 61.5 ms (medians of
+    /// 8-10 alternating rounds). Its hints are calls that keep
     /// every register (`prefetch::strip_for_calls`); apart, one loop of
     /// them before each run's strips, they asked too late for rows at
     /// scattered coordinates: SpDM from COO into 32 columns on the
@@ -91,13 +91,11 @@ impl Strips {
         match backend {
             super::passes::Backend::C => Strips {
                 half_strip: true,
-                one_level: false,
                 reading: None,
                 hints_in_strips: false,
             },
             super::passes::Backend::Cranelift => Strips {
                 half_strip: false,
-                one_level: true,
                 reading: Some(
                     f.lengths
                         .iter()
@@ -110,16 +108,9 @@ impl Strips {
         }
     }
 
-    /// Whether the loops of nest `n` are ones to sum across.
-    fn levels_fit(&self, n: &Nest) -> bool {
-        !self.one_level || n.levels.len() == 1
-    }
-
-    /// Whether the nest `n` gets strips.
+    /// Whether the nest `n` gets strips: where its innermost loop reads,
+    /// at its position, one of the `reading` value arrays.
     fn take(&self, n: &Nest) -> bool {
-        if !self.levels_fit(n) {
-            return false;
-        }
         let Some(large) = &self.reading else {
             return true;
         };
@@ -150,11 +141,6 @@ pub fn sum_rows_in_strips(f: &mut Function, backend: super::passes::Backend) {
 
 fn in_block(block: &mut Block, vars: &mut Vec<VarInfo>, repeating: &[ArrayRef], strips: &Strips) {
     for mut s in std::mem::take(block) {
-        if nest(&s).is_some_and(|n| !strips.levels_fit(&n)) {
-            // Nor across its inner loops alone (a CSF fiber's entries).
-            block.push(s);
-            continue;
-        }
         if let Some(stripped) = in_strips(&s, vars, strips) {
             block.extend(stripped);
             continue;
@@ -554,7 +540,10 @@ mod tests {
         let i = e.let_var("i", Expr::Int(3));
         e.for_("q", Expr::Int(0), Expr::Int(4), |e, q| {
             let lo = e.let_var("lo", Expr::load(pos.clone(), q.clone()));
-            let hi = e.let_var("hi", Expr::load(pos.clone(), Expr::add(q, Expr::Int(1))));
+            let hi = e.let_var(
+                "hi",
+                Expr::load(pos.clone(), Expr::add(q.clone(), Expr::Int(1))),
+            );
             e.for_("p", lo, hi, |e, p| {
                 let j = e.let_var("j", Expr::load(crd.clone(), p.clone()));
                 let base = Expr::mul(i.clone(), width.clone());
@@ -592,8 +581,8 @@ mod tests {
         );
     }
 
-    /// Cranelift: strips of 16 alone, across one loop, where the values
-    /// read at its position are known to be many.
+    /// Cranelift: strips of 16 alone, where the values read at the
+    /// innermost loop's position are known to be many.
     #[test]
     fn cranelift_takes_strips_where_the_data_is_large() {
         let made_for = |mut f: Function, array: &str, n: usize| {
@@ -618,9 +607,12 @@ mod tests {
             text.find("prefetch D_vals"),
         );
         assert!(ask.is_some_and(|a| a > strips), "{text}");
-        // Across a level's fibers, nor across each fiber alone.
-        let text = made_for(fibers(), "A", 1 << 24);
+        // Across a level's fibers and their entries, as in the C.
+        let text = made_for(fibers(), "A", CRANELIFT_MIN_ENTRIES - 1);
         assert!(!text.contains("strip"), "{text}");
+        let text = made_for(fibers(), "A", CRANELIFT_MIN_ENTRIES);
+        let (sum, across) = (text.find("let strip_sum0"), text.find("for q in"));
+        assert!(sum.is_some_and(|s| across.is_some_and(|q| s < q)), "{text}");
         let mut c = fibers();
         sum_rows_in_strips(&mut c, Backend::C);
         assert!(c.to_string().contains("if strip + 8 <="), "{c}");
