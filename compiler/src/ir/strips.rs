@@ -24,6 +24,15 @@
 //! fibers and their entries all add into the slice's row) is summed
 //! across them all: 14.4 -> 11.4 ms on the bench's NELL-2-like tensor.
 //!
+//! A row of at most `c < WIDTH` elements (`for r in 0..min(c, ..)`: the
+//! rows of a BCSR block, clipped at the last block by `ir::clip`) takes
+//! one strip of `c`. Where the row loop computes what it adds in
+//! statements of its own (BCSR's sum over a block's columns, a loop), each
+//! lane runs a copy of them with variables of its own: BCSR(4) SpMV on the
+//! 1M-row 2-D stencil, cc tier, 10.0 -> 9.0 ms (alternating processes),
+//! 13.2 -> 11.9 in one process (`examples/ab_kernels.rs`); SciPy's BSR
+//! ran 10.2 in bench report q.
+//!
 //! The Cranelift tier holds two sums in one `f64x2` (`jit::pairs`), and
 //! takes the strips where they pay for their compile (`Strips::for_backend`).
 //!
@@ -116,9 +125,15 @@ impl Strips {
         };
         let p = n.levels.last().map(|l| l.var);
         let mut reads = false;
-        n.term.walk(&mut |x| {
-            reads |= matches!(x, Expr::Load(a, i)
-                if Some(&**i) == p.map(Expr::Var).as_ref() && large.contains(a));
+        let mut look = |e: &Expr| {
+            e.walk(&mut |x| {
+                reads |= matches!(x, Expr::Load(a, i)
+                    if Some(&**i) == p.map(Expr::Var).as_ref() && large.contains(a));
+            })
+        };
+        look(&n.term);
+        walk_block(&n.prelude, &mut |s| {
+            stmt_exprs(s).into_iter().for_each(&mut look)
         });
         reads
     }
@@ -179,8 +194,13 @@ struct Nest<'a> {
     array: &'a ArrayRef,
     /// The stored element's position less `row`, the same across the nest.
     base: Expr,
-    /// What each iteration adds, with the row loop's own `let`s inlined.
+    /// What each iteration adds, with the row loop's own `let`s inlined;
+    /// or, where `prelude` is not empty, as the row loop's store reads it.
     term: Expr,
+    /// The row loop's statements before its store where they are more than
+    /// `let`s (BCSR's sum over a block's columns, a loop): each lane of a
+    /// strip runs a copy of its own, its variables renamed.
+    prelude: Block,
 }
 
 fn nest(s: &Stmt) -> Option<Nest<'_>> {
@@ -240,11 +260,20 @@ fn row_loop<'a>(outer: &'a Stmt, last: &'a Stmt, levels: &[Level]) -> Option<Nes
         return None;
     }
     let (last, lets) = row_body.split_last()?;
-    if !lets.iter().all(|s| matches!(s, Stmt::Let(..))) {
+    let straight = lets.iter().all(|s| matches!(s, Stmt::Let(..)));
+    if !straight && !computes_values_only(lets) {
         return None;
     }
     let (array, index, term) = add_into(last)?;
-    let index = inlined(index, lets);
+    let top_lets: Block = lets
+        .iter()
+        .filter(|s| matches!(s, Stmt::Let(..)))
+        .cloned()
+        .collect();
+    let index = inlined(index, &top_lets);
+    if !straight && index.vars().iter().any(|v| declared(lets).contains(v)) {
+        return None;
+    }
     let base = match &index {
         Expr::Bin(BinOp::Add, b, k) if **k == Expr::Var(*row) => (**b).clone(),
         Expr::Bin(BinOp::Add, k, b) if **k == Expr::Var(*row) => (**b).clone(),
@@ -271,8 +300,107 @@ fn row_loop<'a>(outer: &'a Stmt, last: &'a Stmt, levels: &[Level]) -> Option<Nes
         row_body,
         array,
         base,
-        term: inlined(term, lets),
+        term: match straight {
+            true => inlined(term, lets),
+            false => term.clone(),
+        },
+        prelude: match straight {
+            true => Vec::new(),
+            false => without_unread_lets(lets, term),
+        },
     })
+}
+
+/// `b` without the `let`s at its top level that nothing after them, nor
+/// `term`, reads (the stored element's position, once the store is the
+/// strip's).
+fn without_unread_lets(b: &[Stmt], term: &Expr) -> Block {
+    let mut read: BTreeSet<VarId> = term.vars().into_iter().collect();
+    let mut kept = Vec::new();
+    for s in b.iter().rev() {
+        if matches!(s, Stmt::Let(v, _) if !read.contains(v)) {
+            continue;
+        }
+        walk_block(std::slice::from_ref(s), &mut |s| {
+            for e in stmt_exprs(s) {
+                read.extend(e.vars());
+            }
+        });
+        kept.push(s.clone());
+    }
+    kept.reverse();
+    kept
+}
+
+/// The variables `b` declares, at any depth: its `let`s and loop variables.
+fn declared(b: &[Stmt]) -> BTreeSet<VarId> {
+    let mut out = BTreeSet::new();
+    walk_block(b, &mut |s| match s {
+        Stmt::Let(v, _) | Stmt::For { var: v, .. } => {
+            out.insert(*v);
+        }
+        _ => {}
+    });
+    out
+}
+
+/// Whether `b` only computes values of its own: no store, reserve or
+/// hint anywhere, and every variable it sets declared in it. A copy of it
+/// then changes nothing another copy, or anything after it, sees.
+fn computes_values_only(b: &[Stmt]) -> bool {
+    let own = declared(b);
+    let mut only = true;
+    walk_block(b, &mut |s| {
+        only &= match s {
+            Stmt::Set(v, _) => own.contains(v),
+            Stmt::Let(..) | Stmt::For { .. } | Stmt::While { .. } | Stmt::If { .. } => true,
+            Stmt::Comment(_) => true,
+            _ => false,
+        };
+    });
+    only
+}
+
+/// A copy of `b` for element `kb + w` of a strip: `row` read as `kb + w`,
+/// each variable `b` declares renamed to one of its own (`map` gets the
+/// renaming).
+fn lane_copy(
+    b: &[Stmt],
+    row: VarId,
+    (kb, w): (VarId, i64),
+    vars: &mut Vec<VarInfo>,
+    map: &mut Vec<(VarId, VarId)>,
+) -> Block {
+    for v in declared(b) {
+        let info = vars[v as usize].clone();
+        map.push((v, fresh_var(vars, &format!("{}_{w}", info.name), info.ty)));
+    }
+    let renamed = |v: VarId| map.iter().find(|(a, _)| *a == v).map_or(v, |(_, b)| *b);
+    let mut copy = b.to_vec();
+    rename_targets(&mut copy, &renamed);
+    let at = Expr::add(Expr::Var(kb), Expr::Int(w));
+    rewrite_block(&mut copy, &mut |x| {
+        if let Expr::Var(v) = x {
+            *x = match *v == row {
+                true => at.clone(),
+                false => Expr::Var(renamed(*v)),
+            };
+        }
+    });
+    copy
+}
+
+/// The variables statements of `b` declare or set, renamed by `renamed`.
+fn rename_targets(b: &mut Block, renamed: &dyn Fn(VarId) -> VarId) {
+    for s in b.iter_mut() {
+        match s {
+            Stmt::Let(v, _) | Stmt::Set(v, _) | Stmt::For { var: v, .. } => *v = renamed(*v),
+            _ => {}
+        }
+        for inner in nested_blocks_mut(s) {
+            rename_targets(inner, renamed);
+        }
+    }
 }
 
 /// `inner` inside the nest's levels, each level's prefix filtered by
@@ -381,7 +509,8 @@ pub(super) fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>, strips: &Strips) -> O
         return None;
     }
     let kb = fresh_var(vars, "strip", Ty::I64);
-    let sums: Vec<VarId> = (0..WIDTH)
+    let width = strip_width(&n);
+    let sums: Vec<VarId> = (0..width)
         .map(|w| fresh_var(vars, &format!("strip_sum{w}"), Ty::F64))
         .collect();
     // The prefetch hints go to a loop of their own before the strips: in
@@ -415,15 +544,15 @@ pub(super) fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>, strips: &Strips) -> O
     out.extend([
         Stmt::Let(kb, n.row_lo.clone()),
         Stmt::While {
-            cond: fits(WIDTH),
-            body: strip(&n, kb, &sums, inside),
+            cond: fits(width),
+            body: strip(&n, kb, &sums, inside, vars),
         },
     ]);
-    if strips.half_strip {
+    if strips.half_strip && width == WIDTH {
         // After the whole strips, at most one of half their width.
         out.push(Stmt::If {
             cond: fits(WIDTH / 2),
-            then: strip(&n, kb, &sums[..WIDTH as usize / 2], false),
+            then: strip(&n, kb, &sums[..WIDTH as usize / 2], false, vars),
             els: Vec::new(),
         });
     }
@@ -435,21 +564,52 @@ pub(super) fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>, strips: &Strips) -> O
     Some(out)
 }
 
+/// Elements of a strip of `n`: `WIDTH`, or where the row loop runs from
+/// 0 to at most `c < WIDTH` elements (`min(c, ..)`: a BCSR block's rows,
+/// clipped at the last block by `ir::clip`), `c`: one strip then sums the
+/// whole row where it has `c` elements.
+fn strip_width(n: &Nest) -> i64 {
+    let at_most = match n.row_hi {
+        Expr::Int(c) => Some(*c),
+        Expr::Bin(BinOp::Min, a, b) => a.as_int().or(b.as_int()),
+        _ => None,
+    };
+    match (n.row_lo, at_most) {
+        (Expr::Int(0), Some(c)) if (2..WIDTH).contains(&c) => c,
+        _ => WIDTH,
+    }
+}
+
 /// One strip of `sums.len()` elements from `kb`: the sums loaded from the
 /// row, added into over the outer loop (with its prefetch hints where
 /// `hints`), stored back, and `kb` past them.
-fn strip(n: &Nest, kb: VarId, sums: &[VarId], hints: bool) -> Block {
+fn strip(n: &Nest, kb: VarId, sums: &[VarId], hints: bool, vars: &mut Vec<VarInfo>) -> Block {
     let element = |w: i64| Expr::add(Expr::add(n.base.clone(), Expr::Var(kb)), Expr::Int(w));
     let mut block: Block = sums
         .iter()
         .zip(0..)
         .map(|(&s, w)| Stmt::Let(s, Expr::Load(n.array.clone(), Box::new(element(w)))))
         .collect();
-    let adds = sums
-        .iter()
-        .zip(0..)
-        .map(|(&s, w)| Stmt::Set(s, Expr::add(Expr::Var(s), lane(&n.term, n.row, kb, w))))
-        .collect();
+    let mut adds = Vec::new();
+    for (&s, w) in sums.iter().zip(0..) {
+        let term = match n.prelude.is_empty() {
+            true => lane(&n.term, n.row, kb, w),
+            false => {
+                let mut map = Vec::new();
+                adds.extend(lane_copy(&n.prelude, n.row, (kb, w), vars, &mut map));
+                let mut term = n.term.clone();
+                term.rewrite(&mut |x| {
+                    if let Expr::Var(v) = x {
+                        if let Some((_, to)) = map.iter().find(|(a, _)| a == v) {
+                            *x = Expr::Var(*to);
+                        }
+                    }
+                });
+                lane(&term, n.row, kb, w)
+            }
+        };
+        adds.push(Stmt::Set(s, Expr::add(Expr::Var(s), term)));
+    }
     let not_hint = |s: &Stmt| hints || !matches!(s, Stmt::Prefetch { .. });
     block.push(within_levels(&n.levels, adds, &not_hint));
     block.extend(
@@ -570,6 +730,57 @@ mod tests {
             text.contains("for q in 0..4 {\n      let lo: i64 = A3_pos[q]"),
             "{text}"
         );
+    }
+
+    /// BCSR(2) SpMV: `for p { let jb = crd[p]; for r in 0..min(2, n - 2i)
+    /// { let t = 0.0; for c in 0..min(2, m - 2jb) { t += A[(2p + r)*2 + c]
+    /// * x[2jb + c] }; y[2i + r] += t } }`. The row of `y` holds across
+    /// `p` and has at most 2 elements: one strip of 2, each lane a copy of
+    /// the loop over `c` with variables of its own.
+    #[test]
+    fn a_blocks_rows_are_one_narrow_strip_with_a_loop_in_each_lane() {
+        let (crd, a, x, y) = (
+            ArrayRef::level("A", 1, "crd"),
+            ArrayRef::vals("A"),
+            ArrayRef::vals("x"),
+            ArrayRef::vals("y"),
+        );
+        let (n, m) = (
+            Expr::param(ParamRef::dim("y", 0)),
+            Expr::param(ParamRef::dim("x", 0)),
+        );
+        let two = || Expr::Int(2);
+        let mut e = Emitter::new();
+        let i = e.let_var("i", Expr::Int(3));
+        e.for_("p", Expr::Int(0), Expr::Int(10), |e, p| {
+            let jb = e.let_var("jb", Expr::load(crd.clone(), p.clone()));
+            let rows = Expr::min(two(), Expr::sub(n, Expr::mul(i.clone(), two())));
+            e.for_("r", Expr::Int(0), rows, |e, r| {
+                let t = e.let_var("t", Expr::Float(0.0));
+                let cols = Expr::min(two(), Expr::sub(m, Expr::mul(jb.clone(), two())));
+                e.for_("c", Expr::Int(0), cols, |e, c| {
+                    let at = Expr::add(
+                        Expr::mul(Expr::add(Expr::mul(p, two()), r.clone()), two()),
+                        c.clone(),
+                    );
+                    let xj = Expr::load(x, Expr::add(Expr::mul(jb, two()), c));
+                    e.set(&t, Expr::add(t.clone(), Expr::mul(Expr::load(a, at), xj)));
+                });
+                let at = e.let_var("at", Expr::add(Expr::mul(i.clone(), two()), r));
+                e.store(y.clone(), at.clone(), Expr::add(Expr::load(y, at), t));
+            });
+        });
+        let mut f = e.finish("k");
+        sum_rows_in_strips(&mut f, Backend::C);
+        let text = f.to_string();
+        assert!(text.contains("while strip + 2 <= min(2, "), "{text}");
+        assert!(!text.contains("strip_sum2"), "{text}");
+        for lane in ["t_0", "t_1", "c_0", "c_1"] {
+            assert!(text.contains(lane), "{lane}: {text}");
+        }
+        assert!(text.contains("strip_sum1 += t_1"), "{text}");
+        // The store's position, read by nothing in the lanes, is dropped.
+        assert!(!text.contains("at_0"), "{text}");
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub const MATRIX_IN: Pool = &[
     (1, "ELL"),
     (1, "DIA"),
     (2, "BCSR(2)"),
+    (1, "BCSR(4)"),
     (2, "CSB(2)"),
     (1, "compressed(nonunique),singleton"),
     (1, "compressed,compressed:1,0"),
