@@ -795,10 +795,12 @@ fn spdm_with_prefetched_rows_on_real_matrices() {
 /// rows `j` go to slice `i = j % 7` of a third-order CSF tensor, so
 /// `A(i,l) = B(i,j,k) * D(k,l)` adds a slice's fibers and their entries
 /// into one row of `A`, and its strips keep their sums across both loops
-/// (as MTTKRP from CSF does). The cc tier against plain loops over the
-/// entries, 37 columns: two strips of 16, none of 8, 5 past them.
+/// (as MTTKRP from CSF does). Both tiers (the Cranelift kernel made as
+/// if for large data, where it takes the strips) against plain loops over
+/// the entries, 37 columns: two strips of 16, none of 8, 5 past them.
 #[test]
 fn rows_summed_across_fibers_of_real_matrices() {
+    use tensor_compiler::ir::passes::{for_codegen, Backend};
     let Some(_dir) = setup("real_fibers") else {
         return;
     };
@@ -837,14 +839,53 @@ fn rows_summed_across_fibers_of_real_matrices() {
         let mut p = prepare("kernel", &a, &formats, &data, &[slices, k], None).unwrap();
         let text = tensor_compiler::ir::c::function(&p.kernel.function);
         assert!(text.contains("strip_sum15"), "{what}: not stripped\n{text}");
-        p.compiled = cc::compile(&p.kernel.function).unwrap();
-        p.run().unwrap();
-        let dense = dense_matrix(&p, slices, k);
-        for (q, (x, y)) in dense.iter().zip(&want).enumerate() {
-            assert!(
-                (x - y).abs() <= 1e-9 * (1.0 + scale[q]),
-                "{what}: at {q}, {x} != {y}"
-            );
+        // The Cranelift tier sums across the fibers only on large data:
+        // made as if for it, on the same operands.
+        let mut large = p.kernel.function.clone();
+        large.make_as_if_large();
+        let jit = for_codegen(&large, Backend::Cranelift).to_string();
+        assert!(
+            jit.contains("strip_sum15"),
+            "{what}: Cranelift not stripped\n{jit}"
+        );
+        for tier in ["cranelift", "cc"] {
+            p.compiled = match tier {
+                "cc" => cc::compile(&p.kernel.function).unwrap(),
+                _ => tensor_compiler::jit::compile(&large).unwrap(),
+            };
+            p.run().unwrap();
+            let dense = dense_matrix(&p, slices, k);
+            for (q, (x, y)) in dense.iter().zip(&want).enumerate() {
+                assert!(
+                    (x - y).abs() <= 1e-9 * (1.0 + scale[q]),
+                    "{what}, {tier}: at {q}, {x} != {y}"
+                );
+            }
+        }
+    }
+}
+
+/// BCSR SpMV on the real matrices on the cc tier, against plain loops
+/// over the matrices' entries: a block row's rows summed in one strip of
+/// the block size, each lane with its own loop over the block's columns
+/// (`ir::strips`), the last block row and column clipped where the
+/// dimensions are no multiple of the block.
+#[test]
+fn block_rows_of_real_matrices_on_the_cc_tier() {
+    let Some(_dir) = setup("real_bcsr") else {
+        return;
+    };
+    let a = parse_assignment("y(i) = A(i,j) * x(j)").unwrap();
+    for path in real_matrices() {
+        let m = tensor_compiler::io::read_tensor(&path).unwrap();
+        let rows = m.dims[0];
+        let (data, want) = spmv_operands(m);
+        for (f, sum) in [("BCSR(4)", "strip_sum3"), ("BCSR(3)", "strip_sum2")] {
+            let what = format!("{}: SpMV with A in {f}", path.display());
+            let mut p = spmv_prepared(&a, f, &data, rows);
+            let text = tensor_compiler::ir::c::function(&p.kernel.function);
+            assert!(text.contains(sum), "{what}: not stripped\n{text}");
+            cc_agrees(&mut p, &want, &what);
         }
     }
 }

@@ -271,8 +271,11 @@ fn row_loop<'a>(outer: &'a Stmt, last: &'a Stmt, levels: &[Level]) -> Option<Nes
         .cloned()
         .collect();
     let index = inlined(index, &top_lets);
-    if !straight && index.vars().iter().any(|v| declared(lets).contains(v)) {
-        return None;
+    if !straight {
+        let own = declared(lets);
+        if index.vars().iter().any(|v| own.contains(v)) {
+            return None;
+        }
     }
     let base = match &index {
         Expr::Bin(BinOp::Add, b, k) if **k == Expr::Var(*row) => (**b).clone(),
@@ -597,15 +600,7 @@ fn strip(n: &Nest, kb: VarId, sums: &[VarId], hints: bool, vars: &mut Vec<VarInf
             false => {
                 let mut map = Vec::new();
                 adds.extend(lane_copy(&n.prelude, n.row, (kb, w), vars, &mut map));
-                let mut term = n.term.clone();
-                term.rewrite(&mut |x| {
-                    if let Expr::Var(v) = x {
-                        if let Some((_, to)) = map.iter().find(|(a, _)| a == v) {
-                            *x = Expr::Var(*to);
-                        }
-                    }
-                });
-                lane(&term, n.row, kb, w)
+                lane(&super::unroll::rename(&n.term, &map), n.row, kb, w)
             }
         };
         adds.push(Stmt::Set(s, Expr::add(Expr::Var(s), term)));

@@ -76,7 +76,7 @@ fn reduction(body: &Block, _index: VarId, vars: &[VarInfo]) -> Option<VarId> {
 }
 
 /// A copy of `e` with variables renamed by `map`.
-fn rename(e: &Expr, map: &[(VarId, VarId)]) -> Expr {
+pub(super) fn rename(e: &Expr, map: &[(VarId, VarId)]) -> Expr {
     match e {
         Expr::Var(v) => Expr::Var(map.iter().find(|(a, _)| a == v).map_or(*v, |(_, b)| *b)),
         Expr::Load(a, i) => Expr::Load(a.clone(), Box::new(rename(i, map))),
