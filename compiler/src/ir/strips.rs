@@ -63,6 +63,14 @@ pub(super) struct Strips {
     /// The nest's prefetch hints stay in the strips' loop instead of a
     /// loop of their own before the strips.
     hints_in_strips: bool,
+    /// The row loop of the elements past the last strip says how short it
+    /// is: `for j in kb..min(kb + c, n)`, `c` one less than the strip's
+    /// width (the strips stopped where fewer than that remained). The
+    /// Cranelift translator compiles no vector loop for a loop that short
+    /// (`jit::vector::too_short`), which would run once at most: MTTKRP
+    /// from CSF as if for large data compiled in 2.9 ms with it, 1.9 ms
+    /// with no rest at all.
+    rest_says_short: bool,
 }
 
 /// Stored entries a sparse operand must hold, in the data a kernel is made
@@ -102,6 +110,7 @@ impl Strips {
                 half_strip: true,
                 reading: None,
                 hints_in_strips: false,
+                rest_says_short: false,
             },
             super::passes::Backend::Cranelift => Strips {
                 half_strip: false,
@@ -113,6 +122,7 @@ impl Strips {
                         .collect(),
                 ),
                 hints_in_strips: true,
+                rest_says_short: true,
             },
         }
     }
@@ -529,12 +539,19 @@ pub(super) fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>, strips: &Strips) -> O
         )
     };
     // The elements past the last whole strip, as before.
+    let rest_hi = match strips.rest_says_short {
+        true => Expr::min(
+            Expr::add(Expr::Var(kb), Expr::Int(width - 1)),
+            n.row_hi.clone(),
+        ),
+        false => n.row_hi.clone(),
+    };
     let rest = within_levels(
         &n.levels,
         vec![Stmt::For {
             var: n.row,
             lo: Expr::Var(kb),
-            hi: n.row_hi.clone(),
+            hi: rest_hi,
             body: n.row_body.clone(),
         }],
         &|_| true,
@@ -799,6 +816,8 @@ mod tests {
         let large = made_for(nest(|_, i| i, false), "A", CRANELIFT_MIN_ENTRIES);
         assert!(large.contains("while strip + 16 <="), "{large}");
         assert!(!large.contains("if strip + 8 <="), "no half strip: {large}");
+        // The rest says it runs fewer iterations than a strip's.
+        assert!(large.contains("..min(strip + 15, "), "{large}");
         for (array, n) in [("A", CRANELIFT_MIN_ENTRIES - 1), ("D", 1 << 24)] {
             // Few entries, or only the dense operand large.
             let text = made_for(nest(|_, i| i, false), array, n);
@@ -822,5 +841,6 @@ mod tests {
         let mut c = fibers();
         sum_rows_in_strips(&mut c, Backend::C);
         assert!(c.to_string().contains("if strip + 8 <="), "{c}");
+        assert!(!c.to_string().contains("min(strip"), "{c}");
     }
 }

@@ -681,6 +681,7 @@ impl<'a, 'b> Translator<'a, 'b> {
                     self.var_info = var_info;
                     return done;
                 }
+                let short = super::vector::too_short(lo, hi);
                 let lo = self.expr(lo)?;
                 let hi = self.expr(hi)?;
                 let var_info = std::mem::take(&mut self.var_info);
@@ -689,7 +690,7 @@ impl<'a, 'b> Translator<'a, 'b> {
                     super::vector::plan(*var_id, body, &var_info, Sums::Refused),
                     super::count::plan(*var_id, body),
                 ) {
-                    _ if pairs => Ok(false),
+                    _ if pairs || short => Ok(false),
                     (Some(plan), _) => self.vector_loop(&plan, var, lo, hi, body).map(|()| true),
                     (None, Some(count)) => self.count_loop(&count, var, lo, hi).map(|()| true),
                     (None, None) => Ok(false),

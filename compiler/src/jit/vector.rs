@@ -254,6 +254,24 @@ impl Plan<'_> {
     }
 }
 
+/// Whether `for _ in lo..hi` says it runs too few iterations for a vector
+/// loop to pay: `hi` is `min(lo + c, ..)` (either way round) with `c`
+/// under two vector iterations' elements, so the vector loop would run
+/// once at most and only cost its compile (the rest after a row's strips,
+/// `ir::strips`).
+pub(super) fn too_short(lo: &Expr, hi: &Expr) -> bool {
+    let Expr::Bin(BinOp::Min, a, b) = hi else {
+        return false;
+    };
+    let most = |e: &Expr| match e {
+        Expr::Bin(BinOp::Add, x, c) if **x == *lo => c.as_int(),
+        _ => None,
+    };
+    most(a)
+        .or_else(|| most(b))
+        .is_some_and(|c| c < 2 * LANES * UNROLL)
+}
+
 pub(super) fn float_op(op: BinOp) -> bool {
     matches!(
         op,
@@ -498,6 +516,22 @@ impl Translator<'_, '_> {
 mod tests {
     use super::*;
     use crate::ir::{Emitter, Function};
+
+    /// A loop bounded by `min(lo + c, ..)` says it runs at most `c`
+    /// iterations: too short for a vector loop under 16.
+    #[test]
+    fn a_loop_that_says_it_runs_under_two_vector_iterations_is_too_short() {
+        let (lo, n) = (Expr::Var(0), Expr::Var(1));
+        let at_most = |c: i64| Expr::add(lo.clone(), Expr::Int(c));
+        let min = |a: Expr, b: Expr| Expr::Bin(BinOp::Min, Box::new(a), Box::new(b));
+        assert!(too_short(&lo, &min(at_most(15), n.clone())));
+        assert!(too_short(&lo, &min(n.clone(), at_most(7))));
+        assert!(!too_short(&lo, &min(at_most(16), n.clone())));
+        assert!(!too_short(&lo, &n));
+        // Bounded from another start: says nothing of this loop.
+        let other = Expr::add(Expr::Var(2), Expr::Int(3));
+        assert!(!too_short(&lo, &min(other, n)));
+    }
 
     fn planned(f: &Function) -> Option<Vec<Class>> {
         match f.body.last()? {
