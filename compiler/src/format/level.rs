@@ -371,6 +371,14 @@ pub trait LevelFormat: fmt::Debug + Send + Sync {
     fn coordinate_array(&self) -> Option<&'static str> {
         None
     }
+    /// Whether every coordinate iterating this level yields is one an
+    /// entry was stored with, never one enumerated over the level's extent:
+    /// under a blocked dimension (`i = ib * b + ii`) such a level never
+    /// yields a coordinate in the padding past the tensor's edge, so the
+    /// code generator needs no test of the combined coordinate there.
+    fn stores_coordinates(&self) -> bool {
+        self.coordinate_array().is_some()
+    }
     /// Parameters an output level of this format needs before assembly,
     /// given its coordinate extent and an estimate of its size.
     fn output_params(&self, extent: usize, size_hint: usize) -> Vec<(&'static str, i64)> {

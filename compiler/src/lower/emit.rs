@@ -421,8 +421,10 @@ impl<'p> Lowerer<'p> {
             true => Expr::Bool(true),
             false => present(&pt.expr, &found_of),
         };
+        // The merged coordinate is one of the co-iterated operands'.
+        let stored = !s.coiter.is_empty() && s.coiter.iter().all(|op| self.stores(its, op));
         self.e.open();
-        self.case(d, v, coord.clone(), st, pt, &resolved, its)?;
+        self.case(d, v, coord.clone(), st, pt, &resolved, its, stored)?;
         let body = self.e.close();
         self.guard(cond, body);
         Ok(())
@@ -445,6 +447,11 @@ impl<'p> Lowerer<'p> {
         let Some(q) = cases.get(n) else { return Ok(()) };
         let mut cond = Expr::Bool(true);
         let mut resolved: Vec<Resolved> = Vec::new();
+        // Every operand co-iterated in this case is at the coordinate.
+        let stored = q
+            .iters
+            .iter()
+            .any(|op| s.coiter.contains(op) && self.stores(its, op));
         for op in q.iters.iter().filter(|op| s.coiter.contains(op)) {
             let step = &steps[op];
             if Some(*op) != s.driver && s.coiter.len() > 1 {
@@ -477,7 +484,7 @@ impl<'p> Lowerer<'p> {
         }
         cond = Expr::and(cond, present(&q.expr, &found_of));
         self.e.open();
-        self.case(d, v, coord.clone(), st, q, &resolved, its)?;
+        self.case(d, v, coord.clone(), st, q, &resolved, its, stored)?;
         let then = self.e.close();
         self.e.open();
         self.emit_cases(d, v, coord, st, cases, s, steps, located, its, n + 1)?;
@@ -493,8 +500,17 @@ impl<'p> Lowerer<'p> {
         Ok(())
     }
 
+    /// Whether the iterator `op` yields coordinates its operand stores
+    /// (`LevelFormat::stores_coordinates`); a dimension's does not.
+    fn stores(&self, its: &Its<'p>, op: &IterId) -> bool {
+        its.get(op)
+            .and_then(|it| it.level())
+            .is_some_and(|(o, k)| self.p.operands[o].format.levels[k].stores_coordinates())
+    }
+
     /// The body of one case: bind the coordinate and the positions of the
-    /// operands present, then assemble the result and recurse.
+    /// operands present, then assemble the result and recurse. `stored`:
+    /// the coordinate is one an operand stores (`State::stored`).
     #[allow(clippy::too_many_arguments)]
     fn case(
         &mut self,
@@ -505,9 +521,13 @@ impl<'p> Lowerer<'p> {
         q: &Point,
         resolved: &[Resolved],
         its: &Its<'p>,
+        stored: bool,
     ) -> Result<(), LowerError> {
         let mut st = st.clone();
         st.bound.insert(v, coord.clone());
+        if stored {
+            st.stored.insert(v);
+        }
         for (op, pos, run_end, found, ranged) in resolved {
             // Iterators over a level resolve it; a dimension resolves none.
             let Some((o, _)) = its.get(op).and_then(|it| it.level()) else {

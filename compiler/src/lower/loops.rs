@@ -516,7 +516,9 @@ impl<'p> Lowerer<'p> {
     ) -> Result<(), LowerError> {
         let d = next;
         // Derived variables (blocked formats): var = outer * b + inner, only
-        // inside the tensor (blocks past the edge hold padding).
+        // inside the tensor (blocks past the edge hold padding), tested
+        // where the inner coordinate was enumerated; one an operand stores
+        // came with an entry, inside the tensor.
         let p = self.p;
         for dv in p.vars.derived() {
             let Some((outer, inner, b)) = p.vars.derivation(dv) else {
@@ -530,6 +532,10 @@ impl<'p> Lowerer<'p> {
             {
                 let val = self.bind_coord(dv, Expr::add(Expr::mul(o, Expr::Int(b)), i));
                 st.bound.insert(dv, val.clone());
+                if st.stored.contains(&inner) {
+                    st.stored.insert(dv);
+                    continue;
+                }
                 let cond = Expr::lt(val, self.extent(dv));
                 st.exact = false;
                 self.e.open();

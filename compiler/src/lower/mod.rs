@@ -38,7 +38,7 @@ use graph::IterationGraph;
 use lattice::LExpr;
 use operands::{resolve, Problem, ResultAssembly, Row};
 use plan::{NamedPlan, VarPlan};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use thiserror::Error;
 use vars::IndexVar;
 
@@ -231,6 +231,11 @@ pub(crate) struct State {
     /// loop over a full level: the result can be stored, not accumulated,
     /// and needs no zero fill.
     pub exact: bool,
+    /// Variables bound to a coordinate an operand stores
+    /// (`LevelFormat::stores_coordinates`), not one a loop enumerated: a
+    /// blocked dimension whose inner variable is one lies inside the
+    /// tensor (`Lowerer::after_bind`).
+    pub stored: BTreeSet<IndexVar>,
 }
 
 impl State {
@@ -794,6 +799,7 @@ fn compile_parts(
             found: vec![Expr::Bool(true); n_ops],
             sink: Sink::Direct,
             exact,
+            stored: BTreeSet::new(),
         };
         l.after_bind(0, st, LExpr::from_notation(&part.rhs, &p.operands))?;
         if !buffered || n == last {

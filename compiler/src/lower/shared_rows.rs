@@ -181,6 +181,7 @@ fn state(p: &Problem, i: Expr, out: Vec<Expr>) -> State {
         found: vec![Expr::Bool(true); n],
         sink: Sink::Direct,
         exact: false,
+        stored: Default::default(),
     }
 }
 
