@@ -153,6 +153,28 @@ def stream_triad(n=40_000_000, repeats=10):
     return 3 * 8 * n / (ms / 1e3) / 1e9 * (4 / 3) / (4 / 3), ms
 
 
+def host_description():
+    """The CPU and what `-march=native` means to the C compiler on it: the
+    cc tier's code, and so its speed, follows the target gcc picks (its
+    selects became branches for znver3 and blends for AVX-512 targets), so
+    reports from different machines compare only within themselves."""
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cc = os.environ.get("CC", "cc")
+    try:
+        out = subprocess.run([cc, "-march=native", "-Q", "--help=target"], capture_output=True, text=True).stdout
+        march = next((l.split()[-1] for l in out.splitlines() if l.strip().startswith("-march=")), "?")
+    except OSError:
+        march = "?"
+    return f"{model}, {os.cpu_count()} cores, {cc} -march=native is {march}"
+
+
 def gen_tensor(name, dims, nnz, seed=1):
     """A third-order tensor with power-law coordinates in every mode (most
     entries near index 0), as pydata COO and as a .tns file (1-based). Its
@@ -437,10 +459,11 @@ def main():
         one_pass()
     rows.extend(row(k, i, e) for (k, i), e in table.items())
 
-    (OUT / "results.json").write_text(json.dumps({"stream_triad_gbytes_per_s": triad_gbs, "rows": rows}, indent=1))
+    machine = host_description()
+    (OUT / "results.json").write_text(json.dumps({"stream_triad_gbytes_per_s": triad_gbs, "machine": machine, "rows": rows}, indent=1))
     lines = [
         "# Benchmark report", "",
-        f"STREAM triad (numpy, one thread): **{triad_gbs:.1f} GB/s**. Times are medians in ms; "
+        f"Machine: {machine}. STREAM triad (numpy, one thread): **{triad_gbs:.1f} GB/s**. Times are medians in ms; "
         "ratio = tensorc tier / best peer (below 1 is faster). `cc` is tensorc's optimizing tier (the emitted C, "
         "system compiler, -O3 -march=native), `cranelift` its JIT tier; jit compile = Cranelift compile time.", "",
         "| kernel | input | cc | cranelift | best peer | cc ratio | cranelift ratio | jit compile ms | GB/s | peers |",
