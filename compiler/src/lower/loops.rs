@@ -533,6 +533,8 @@ impl<'p> Lowerer<'p> {
                 let val = self.bind_coord(dv, Expr::add(Expr::mul(o, Expr::Int(b)), i));
                 st.bound.insert(dv, val.clone());
                 if st.stored.contains(&inner) {
+                    // As after a test: blocks of entries revisit rows.
+                    st.exact = false;
                     st.stored.insert(dv);
                     continue;
                 }
