@@ -890,6 +890,40 @@ fn block_rows_of_real_matrices_on_the_cc_tier() {
     }
 }
 
+/// DIA and CSB SpMV on the real matrices on the cc tier, against plain
+/// loops over the matrices' entries: DIA's stored zeros left out by the
+/// C's select (a mask on the bits, `tensor_select_f64`), CSB's entries
+/// used with no test of the matrix's edge (their coordinates come with
+/// the entries), on matrices whose last blocks the edge cuts.
+#[test]
+fn diagonals_and_stored_blocks_of_real_matrices_on_the_cc_tier() {
+    let Some(_dir) = setup("real_dia_csb") else {
+        return;
+    };
+    let a = parse_assignment("y(i) = A(i,j) * x(j)").unwrap();
+    let (mut cut, mut diagonals) = (false, 0);
+    for path in real_matrices() {
+        let m = tensor_compiler::io::read_tensor(&path).unwrap();
+        let rows = m.dims[0];
+        cut |= m.dims.iter().any(|d| d % 8 != 0);
+        let dia = padding_ok(&m, "DIA");
+        diagonals += usize::from(dia);
+        let (data, want) = spmv_operands(m);
+        for f in ["DIA", "CSB(8)"].into_iter().filter(|f| *f != "DIA" || dia) {
+            let what = format!("{}: SpMV with A in {f}", path.display());
+            let mut p = spmv_prepared(&a, f, &data, rows);
+            let text = tensor_compiler::ir::c::function(&p.kernel.function);
+            match f {
+                "DIA" => assert!(text.contains("tensor_select_f64(fill"), "{what}\n{text}"),
+                _ => assert!(!text.contains("_dimension"), "{what}: an edge test\n{text}"),
+            }
+            cc_agrees(&mut p, &want, &what);
+        }
+    }
+    assert!(cut, "no real matrix has a last block the edge cuts");
+    assert!(diagonals >= 3, "DIA ran on {diagonals} real matrices");
+}
+
 /// A run's `m x k` matrix result, row-major, its stored entries added in.
 fn dense_matrix(p: &tensor_compiler::execute::Prepared, m: usize, k: usize) -> Vec<f64> {
     let got = p.result().unwrap();

@@ -3,7 +3,7 @@
 //! kernels in every format agree with an independent reference.
 
 mod common;
-use common::{assert_close, spdm_reference};
+use common::{assert_close, padding_ok, spdm_reference};
 use std::path::PathBuf;
 use tensor_compiler::coo::CooTensor;
 use tensor_compiler::execute::prepare;
@@ -54,30 +54,6 @@ fn presets(order: usize) -> &'static [&'static str] {
         ],
         3 => &["COO", "COO-AoS", "CSF", "mode-generic"],
         _ => &["COO", "CSF"],
-    }
-}
-
-/// DIA and ELL store a dense block per diagonal / slot: skip them where
-/// that padding would dwarf the matrix.
-fn padding_ok(t: &CooTensor, f: &str) -> bool {
-    let n = t.dims.iter().product::<usize>().max(1);
-    match f {
-        "DIA" => {
-            let mut offs: Vec<i64> = (0..t.nnz())
-                .map(|e| t.coord(e)[1] as i64 - t.coord(e)[0] as i64)
-                .collect();
-            offs.sort_unstable();
-            offs.dedup();
-            offs.len() * t.dims[0] <= 40 * t.nnz().max(1)
-        }
-        "ELL" => {
-            let mut counts = vec![0usize; t.dims[0]];
-            for e in 0..t.nnz() {
-                counts[t.coord(e)[0] as usize] += 1;
-            }
-            counts.iter().max().copied().unwrap_or(0) * t.dims[0] <= 40 * t.nnz().max(1)
-        }
-        _ => n > 0,
     }
 }
 

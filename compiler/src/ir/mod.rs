@@ -551,16 +551,26 @@ pub fn loaded_arrays(b: &[Stmt]) -> std::collections::BTreeSet<ArrayRef> {
 /// The assignments in `b` to variables it does not declare itself (the
 /// state it carries out, or across iterations of a loop), in order.
 pub fn sets_outside(b: &[Stmt]) -> Vec<(VarId, Expr)> {
-    let (mut declared, mut sets) = (std::collections::BTreeSet::new(), Vec::new());
-    walk_block(b, &mut |x| match x {
-        Stmt::Let(v, _) | Stmt::For { var: v, .. } => {
-            declared.insert(*v);
+    let mut sets = Vec::new();
+    walk_block(b, &mut |x| {
+        if let Stmt::Set(v, e) = x {
+            sets.push((*v, e.clone()));
         }
-        Stmt::Set(v, e) => sets.push((*v, e.clone())),
-        _ => {}
     });
+    let declared = declared(b);
     sets.retain(|(v, _)| !declared.contains(v));
     sets
+}
+
+/// The variables `b` declares, at any depth: its `let`s and loop variables.
+pub fn declared(b: &[Stmt]) -> std::collections::BTreeSet<VarId> {
+    let mut out = std::collections::BTreeSet::new();
+    walk_block(b, &mut |s| {
+        if let Stmt::Let(v, _) | Stmt::For { var: v, .. } = s {
+            out.insert(*v);
+        }
+    });
+    out
 }
 
 /// Whether `b` holds a loop, at any depth.

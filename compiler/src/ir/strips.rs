@@ -345,18 +345,6 @@ fn without_unread_lets(b: &[Stmt], term: &Expr) -> Block {
     kept
 }
 
-/// The variables `b` declares, at any depth: its `let`s and loop variables.
-fn declared(b: &[Stmt]) -> BTreeSet<VarId> {
-    let mut out = BTreeSet::new();
-    walk_block(b, &mut |s| match s {
-        Stmt::Let(v, _) | Stmt::For { var: v, .. } => {
-            out.insert(*v);
-        }
-        _ => {}
-    });
-    out
-}
-
 /// Whether `b` only computes values of its own: no store, reserve or
 /// hint anywhere, and every variable it sets declared in it. A copy of it
 /// then changes nothing another copy, or anything after it, sees.

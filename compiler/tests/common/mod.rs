@@ -194,3 +194,27 @@ pub fn spdm_reference(
     }
     (CooTensor::from_dense(vec![n, k], &dv), want)
 }
+
+/// DIA and ELL store a dense block per diagonal / slot: skip them where
+/// that padding would dwarf the matrix.
+pub fn padding_ok(t: &CooTensor, f: &str) -> bool {
+    let n = t.dims.iter().product::<usize>().max(1);
+    match f {
+        "DIA" => {
+            let mut offs: Vec<i64> = (0..t.nnz())
+                .map(|e| t.coord(e)[1] as i64 - t.coord(e)[0] as i64)
+                .collect();
+            offs.sort_unstable();
+            offs.dedup();
+            offs.len() * t.dims[0] <= 40 * t.nnz().max(1)
+        }
+        "ELL" => {
+            let mut counts = vec![0usize; t.dims[0]];
+            for e in 0..t.nnz() {
+                counts[t.coord(e)[0] as usize] += 1;
+            }
+            counts.iter().max().copied().unwrap_or(0) * t.dims[0] <= 40 * t.nnz().max(1)
+        }
+        _ => n > 0,
+    }
+}
