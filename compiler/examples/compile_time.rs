@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 use tensor_compiler::format::{parse_format, Registry};
 use tensor_compiler::ir::passes;
-use tensor_compiler::lower::compile;
+use tensor_compiler::lower::{compile, compile_for_entries};
 use tensor_compiler::notation::parse_assignment;
 
 fn main() {
@@ -127,8 +127,19 @@ fn main() {
             .map(|(n, _, o)| (n.to_string(), vec![100; *o]))
             .collect();
         let t0 = Instant::now();
-        let mut k = compile("kernel", &a, &formats, &dims).unwrap();
-        if std::env::var_os("AS_IF_LARGE").is_some_and(|v| v == "1") {
+        let as_if_large = std::env::var_os("AS_IF_LARGE").is_some_and(|v| v == "1");
+        let mut k = if as_if_large {
+            // 16M stored entries in every operand: COO's rows come in runs,
+            // as in the bench's matrices (`lower::runs_of_equal_coordinates`).
+            let entries = specs
+                .iter()
+                .map(|(n, ..)| (n.to_string(), 1 << 24))
+                .collect();
+            compile_for_entries("kernel", &a, &formats, &dims, &entries).unwrap()
+        } else {
+            compile("kernel", &a, &formats, &dims).unwrap()
+        };
+        if as_if_large {
             k.function.make_as_if_large();
         }
         let lower_ms = t0.elapsed().as_secs_f64() * 1e3;

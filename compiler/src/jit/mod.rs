@@ -590,6 +590,66 @@ mod tests {
         assert_eq!(opt(&merges_with_a_pair), Opt::None);
     }
 
+    /// A constant element is an offset of its access, with no shift or
+    /// add of constants for Cranelift to fold (or, at `opt_level=none`,
+    /// to run): `x[1]` and `y[0]` outside the loop, `x[i + 1]` and
+    /// `y[i + 7]` inside it.
+    #[test]
+    fn constant_elements_are_offsets_of_their_access() {
+        use cranelift_codegen::ir::{InstructionData, Opcode};
+        let (x, y) = (ArrayRef::vals("x"), ArrayRef::vals("y"));
+        let mut e = Emitter::new();
+        e.store(y.clone(), Expr::Int(0), Expr::load(x.clone(), Expr::Int(1)));
+        let n = Expr::Param(ParamRef::dim("y", 0));
+        e.for_("i", Expr::Int(0), n, |e, i| {
+            let v = Expr::load(x.clone(), Expr::add(i.clone(), Expr::Int(1)));
+            e.store(y.clone(), Expr::add(i, Expr::Int(7)), v);
+        });
+        let f = e.finish("k");
+        let (arrays, params) = arguments(&f, &f);
+        let isa = host_isa(Opt::Speed).expect("host ISA"); // ok: test code
+        let mut func = cranelift_codegen::ir::Function::new();
+        func.signature.params.push(AbiParam::new(types::I64));
+        func.signature.returns.push(AbiParam::new(types::I64));
+        let mut fctx = FunctionBuilderContext::new();
+        let mut b = FunctionBuilder::new(&mut func, &mut fctx);
+        translate::Translator::translate(&mut b, &f, types::I64, &arrays, &params, None, None)
+            .expect("translates"); // ok: test code
+        b.finalize(isa.frontend_config());
+        let dfg = &func.dfg;
+        let constant = |v| {
+            dfg.value_def(v)
+                .inst()
+                .is_some_and(|i| dfg.insts[i].opcode() == Opcode::Iconst)
+        };
+        // The offsets of the accesses to elements (of f64s), in order.
+        let mut offsets = Vec::new();
+        for block in func.layout.blocks() {
+            for inst in func.layout.block_insts(block) {
+                let args = dfg.inst_args(inst);
+                let element = match dfg.insts[inst] {
+                    InstructionData::Binary {
+                        opcode: Opcode::Ishl,
+                        ..
+                    } => {
+                        assert!(!constant(args[0]), "{}", func.display());
+                        None
+                    }
+                    InstructionData::Load { offset, .. } => {
+                        let elem = dfg.value_type(dfg.first_result(inst)) == types::F64;
+                        elem.then_some(offset)
+                    }
+                    InstructionData::Store { offset, .. } => {
+                        (dfg.value_type(args[0]) == types::F64).then_some(offset)
+                    }
+                    _ => None,
+                };
+                offsets.extend(element.map(i32::from));
+            }
+        }
+        assert_eq!(offsets, [8, 0, 8, 56], "{}", func.display());
+    }
+
     /// A growth the runtime refuses (more memory than the machine has)
     /// ends the kernel with `OutOfMemory`, found through the capacity
     /// `grow` leaves short: the trampoline returns nothing.

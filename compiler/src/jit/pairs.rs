@@ -227,28 +227,13 @@ impl Translator<'_, '_> {
                 self.b.def_var(var, x);
             }
             PairedStmt::Store(a, i, e) => {
-                let (addr, offset) = self.vector_at(a, i)?;
+                let (addr, offset) = self.address_at(a, i)?;
                 let x = self.lanes(&e)?;
                 let f = self.elems_with(vector_flags());
                 self.b.ins().store(f, x, addr, offset);
             }
         }
         Ok(())
-    }
-
-    /// The address of element `i` of `a` as a pointer and a constant
-    /// offset, `x + c` as `x` and `8c`: the lanes of a strip read one
-    /// address at offsets, each access one x64 addressing mode.
-    fn vector_at(&mut self, a: &ArrayRef, i: &Expr) -> Result<(Value, i32), String> {
-        if let Expr::Bin(BinOp::Add, x, c) = i {
-            if let Some(offset) = c
-                .as_int()
-                .and_then(|c| i32::try_from(c.checked_mul(8)?).ok())
-            {
-                return Ok((self.address(a, x)?, offset));
-            }
-        }
-        Ok((self.address(a, i)?, 0))
     }
 
     fn lanes(&mut self, e: &Lanes) -> Result<Value, String> {
@@ -262,7 +247,7 @@ impl Translator<'_, '_> {
                 self.b.use_var(var)
             }
             Lanes::Load(a, i) => {
-                let (addr, offset) = self.vector_at(a, i)?;
+                let (addr, offset) = self.address_at(a, i)?;
                 let f = if self.writes(a)? {
                     self.elems_with(vector_flags())
                 } else {
