@@ -22,6 +22,7 @@ pub(crate) mod prefetch;
 pub mod print;
 mod row_runs;
 pub mod runs;
+pub mod sink;
 mod sort;
 pub mod splice;
 mod streams;

@@ -454,12 +454,14 @@ pub fn compile(f: &Function) -> Result<CompiledKernel, String> {
 /// `compile` without waiting for the warm-up; its compile time is counted
 /// from `start`.
 fn compile_now(f: &Function, start: Instant) -> Result<CompiledKernel, String> {
-    let f = &passes::for_codegen(f, passes::Backend::Cranelift);
-    let split = shares::split(f);
-    let kernel = split.as_ref().map_or(f, |(k, _)| k);
-    let (arrays, params) = arguments(f, kernel);
+    let Translated {
+        kernel,
+        search,
+        arrays,
+        params,
+    } = Translated::of(f);
     let mut ws = Workspace::take();
-    let built = build(kernel, &arrays, &params, false, &mut ws);
+    let built = build(&kernel, &arrays, &params, false, &mut ws);
     let placing = ws.ctx.compiled_code().and_then(placing);
     let (mut module, id) = built?;
     ws.give_back();
@@ -475,17 +477,48 @@ fn compile_now(f: &Function, start: Instant) -> Result<CompiledKernel, String> {
         _ => call::Code::new(module, ptr),
     };
     Ok(CompiledKernel {
-        name: f.name.clone(),
+        name: kernel.name.clone(),
         arrays,
         params,
-        grown_by_appends: f.grown_by_appends(),
-        filled_in_order: f.filled_in_order(),
+        grown_by_appends: kernel.grown_by_appends(),
+        filled_in_order: kernel.filled_in_order(),
         compile_time: start.elapsed(),
         tier: Tier::Cranelift,
-        parallel: f.parallel,
-        shares: split.map(|(_, search)| search),
+        parallel: kernel.parallel,
+        shares: search,
         code,
     })
+}
+
+/// What Cranelift is given of a kernel: its loop IR after this tier's
+/// passes, less the share search where each call runs it (`shares`), and
+/// the arrays and parameters of its argument block.
+struct Translated {
+    kernel: Function,
+    search: Option<shares::ShareSearch>,
+    arrays: Vec<(ArrayRef, bool)>,
+    params: Vec<ParamRef>,
+}
+
+impl Translated {
+    fn of(f: &Function) -> Translated {
+        let f = passes::for_codegen(f, passes::Backend::Cranelift);
+        let split = shares::split(&f);
+        let (arrays, params) = arguments(&f, split.as_ref().map_or(&f, |(k, _)| k));
+        let (mut kernel, search) = match split {
+            Some((kernel, search)) => (kernel, Some(search)),
+            None => (f, None),
+        };
+        // After the split: the search reads declarations made before it,
+        // which must stay where it finds them.
+        crate::ir::sink::sink_past_loops(&mut kernel);
+        Translated {
+            kernel,
+            search,
+            arrays,
+            params,
+        }
+    }
 }
 
 /// The length of `code` and the offset to place it at (`placement`), on
@@ -509,18 +542,15 @@ fn placing(code: &cranelift_codegen::CompiledCode) -> Option<(usize, usize)> {
 
 /// The machine code Cranelift makes of `f`, as assembly text (`--emit asm`).
 pub fn disassemble(f: &Function) -> Result<String, String> {
-    let f = &passes::for_codegen(f, passes::Backend::Cranelift);
-    let split = shares::split(f);
-    let kernel = split.as_ref().map_or(f, |(k, _)| k);
-    let (arrays, params) = arguments(f, kernel);
+    let t = Translated::of(f);
     let mut ws = Workspace::take();
-    let (module, _) = build(kernel, &arrays, &params, true, &mut ws)?;
+    let (module, _) = build(&t.kernel, &t.arrays, &t.params, true, &mut ws)?;
     let text = ws.ctx.compiled_code().and_then(|c| c.vcode.clone());
     ws.give_back();
     let text = text.ok_or("Cranelift kept no disassembly")?;
     // Never finalized: nothing of it can run.
     drop(module);
-    Ok(match split {
+    Ok(match t.search {
         Some(_) => format!(
             "; the thread-share search runs before each call (in the IR interpreter); \
              this code reads the share as the parameters share_begin and share_end\n{text}"
