@@ -30,34 +30,60 @@
 //! kept four values live through it instead of one: a three-level COO
 //! add ran 1.16x as long.
 
-use super::{stmt_exprs, walk_block, Block, Expr, Function, Stmt, VarId};
-use std::collections::BTreeSet;
+use super::{stmt_exprs, ArrayRef, Block, Expr, Function, Stmt, VarId};
 
 /// Move each declaration of `f` that a loop separates from its first
-/// read down to just before the statement that reads it first.
-pub fn sink_past_loops(f: &mut Function) {
-    let written: BTreeSet<_> = f.written_arrays();
+/// read down to just before the statement that reads it first. `arrays`:
+/// those `f` touches, with whether it writes them (`Function::arrays`).
+pub fn sink_past_loops(f: &mut Function, arrays: &[(ArrayRef, bool)]) {
+    let written: Vec<&ArrayRef> = arrays.iter().filter(|(_, w)| *w).map(|(a, _)| a).collect();
+    let vars = f.vars.len();
     let mut body = std::mem::take(&mut f.body);
-    in_block(&mut body, &written, &BTreeSet::new());
+    in_block(&mut body, &written, &Vars::new(vars), vars);
     f.body = body;
 }
 
+/// Sink in `b` and the blocks it holds; what `b` does, as a whole.
 /// `live`: variables live through all of `b`, read by the header of a
 /// loop around it (its variable, a `while`'s condition).
-fn in_block(b: &mut Block, written: &BTreeSet<super::ArrayRef>, live: &BTreeSet<VarId>) {
+fn in_block(b: &mut Block, written: &[&ArrayRef], live: &Vars, vars: usize) -> Summary {
+    // Each statement's summary, its nested blocks' first (one walk of
+    // the kernel in all, not one per declaration asked about).
+    let mut seen: Vec<Summary> = Vec::with_capacity(b.len());
     for s in b.iter_mut() {
+        let mut here = Summary::new(vars);
         let mut inner_live = live.clone();
         match s {
+            Stmt::Set(w, _) | Stmt::Let(w, _) => here.assigns.insert(*w),
             Stmt::For { var, .. } => {
+                here.assigns.insert(*var);
+                here.has_loop = true;
                 inner_live.insert(*var);
             }
-            Stmt::While { cond, .. } => inner_live.extend(cond.vars()),
+            Stmt::While { cond, .. } => {
+                here.has_loop = true;
+                cond.walk(&mut |y| {
+                    if let Expr::Var(w) = y {
+                        inner_live.insert(*w);
+                    }
+                });
+            }
             _ => {}
         }
-        for inner in super::nested_blocks_mut(s) {
-            in_block(inner, written, &inner_live);
+        for e in stmt_exprs(s) {
+            e.walk(&mut |y| {
+                if let Expr::Var(w) = y {
+                    here.reads.insert(*w);
+                }
+            });
         }
+        for inner in super::nested_blocks_mut(s) {
+            here.add(&in_block(inner, written, &inner_live, vars));
+        }
+        seen.push(here);
     }
+    let mut whole = Summary::new(vars);
+    seen.iter().for_each(|s| whole.add(s));
     // From the last declaration up: a moved one may read an earlier one,
     // whose first read then comes later.
     for i in (0..b.len()).rev() {
@@ -67,68 +93,105 @@ fn in_block(b: &mut Block, written: &BTreeSet<super::ArrayRef>, live: &BTreeSet<
         }
         // The first statement to read or assign it: a `set` before the
         // first read keeps the declaration above it.
-        let touches = |s: &Stmt| reads(s, *v) || assigns_any(s, &BTreeSet::from([*v]));
-        let Some(first) = (i + 1..b.len()).find(|&j| touches(&b[j])) else {
+        let Some(first) = (i + 1..b.len()).find(|&j| seen[j].touches(*v)) else {
             continue;
         };
-        let between = &b[i + 1..first];
+        let between = &seen[i + 1..first];
         let inputs = e.vars();
-        let live_anyway = |w: &VarId| live.contains(w) || b[first..].iter().any(|s| reads(s, *w));
-        if between.iter().any(has_loop)
-            && !between.iter().any(|s| assigns_any(s, &inputs))
+        let live_anyway =
+            |w: &VarId| live.contains(*w) || seen[first..].iter().any(|s| s.reads.contains(*w));
+        if between.iter().any(|s| s.has_loop)
+            && !between
+                .iter()
+                .any(|s| inputs.iter().any(|w| s.assigns.contains(*w)))
             && inputs.iter().all(live_anyway)
         {
             let s = b.remove(i);
             b.insert(first - 1, s);
+            let summary = seen.remove(i);
+            seen.insert(first - 1, summary);
+        }
+    }
+    whole
+}
+
+/// What statements do, at any depth: the variables they read and assign
+/// (`set`, `let`, a loop's variable), and whether they hold a loop.
+struct Summary {
+    reads: Vars,
+    assigns: Vars,
+    has_loop: bool,
+}
+
+impl Summary {
+    fn new(vars: usize) -> Summary {
+        Summary {
+            reads: Vars::new(vars),
+            assigns: Vars::new(vars),
+            has_loop: false,
+        }
+    }
+
+    fn add(&mut self, other: &Summary) {
+        self.reads.add(&other.reads);
+        self.assigns.add(&other.assigns);
+        self.has_loop |= other.has_loop;
+    }
+
+    fn touches(&self, v: VarId) -> bool {
+        self.reads.contains(v) || self.assigns.contains(v)
+    }
+}
+
+/// A set of the function's variables, a bit each.
+#[derive(Clone)]
+struct Vars(Vec<u64>);
+
+impl Vars {
+    fn new(vars: usize) -> Vars {
+        Vars(vec![0; vars.div_ceil(64)])
+    }
+
+    fn insert(&mut self, v: VarId) {
+        let v = v as usize;
+        if v / 64 >= self.0.len() {
+            self.0.resize(v / 64 + 1, 0);
+        }
+        self.0[v / 64] |= 1 << (v % 64);
+    }
+
+    fn contains(&self, v: VarId) -> bool {
+        let v = v as usize;
+        self.0.get(v / 64).is_some_and(|w| w & (1 << (v % 64)) != 0)
+    }
+
+    fn add(&mut self, other: &Vars) {
+        if other.0.len() > self.0.len() {
+            self.0.resize(other.0.len(), 0);
+        }
+        for (w, o) in self.0.iter_mut().zip(&other.0) {
+            *w |= o;
         }
     }
 }
 
 /// Whether `e` is made only of constants, parameters, variables and
 /// loads of arrays the kernel does not write.
-fn recomputable(e: &Expr, written: &BTreeSet<super::ArrayRef>) -> bool {
+fn recomputable(e: &Expr, written: &[&ArrayRef]) -> bool {
     let mut ok = true;
     e.walk(&mut |x| {
         ok &= match x {
-            Expr::Load(a, _) => !written.contains(a),
+            Expr::Load(a, _) => !written.contains(&a),
             _ => true,
         }
     });
     ok
 }
 
-fn reads(s: &Stmt, v: VarId) -> bool {
-    let mut found = false;
-    walk_block(std::slice::from_ref(s), &mut |x| {
-        found |= stmt_exprs(x).iter().any(|e| e.uses(v));
-    });
-    found
-}
-
-fn has_loop(s: &Stmt) -> bool {
-    let mut found = false;
-    walk_block(std::slice::from_ref(s), &mut |x| {
-        found |= matches!(x, Stmt::For { .. } | Stmt::While { .. });
-    });
-    found
-}
-
-/// Whether `s` assigns one of `vars` (a `set`, or a loop's variable).
-fn assigns_any(s: &Stmt, vars: &BTreeSet<VarId>) -> bool {
-    let mut found = false;
-    walk_block(std::slice::from_ref(s), &mut |x| {
-        found |= match x {
-            Stmt::Set(w, _) | Stmt::Let(w, _) | Stmt::For { var: w, .. } => vars.contains(w),
-            _ => false,
-        };
-    });
-    found
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{ArrayRef, BinOp, Emitter, ParamRef};
+    use crate::ir::{BinOp, Emitter, ParamRef};
 
     /// `for r in 0..n { <before the loop>; for p in 0..n { y[p] = 1 };
     /// <after it> }`, sunk; the outer loop's body as printed lines.
@@ -149,7 +212,8 @@ mod tests {
             after(e, &c);
         });
         let mut f = e.finish("k");
-        sink_past_loops(&mut f);
+        let arrays = f.arrays();
+        sink_past_loops(&mut f, &arrays);
         let text = crate::ir::print::function(&f);
         text.lines().map(|l| l.trim().to_string()).collect()
     }

@@ -511,7 +511,7 @@ impl Translated {
         };
         // After the split: the search reads declarations made before it,
         // which must stay where it finds them.
-        crate::ir::sink::sink_past_loops(&mut kernel);
+        crate::ir::sink::sink_past_loops(&mut kernel, &arrays);
         Translated {
             kernel,
             search,
