@@ -598,6 +598,7 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
                     let phases = prepared.run().map_err(|e| e.to_string())?;
                     Timing {
                         compile: prepared.compiled.compile_time,
+                        compile_cpu: prepared.compiled.compile_cpu,
                         runs: vec![t0.elapsed()],
                         phases: vec![phases],
                     }
@@ -646,6 +647,7 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
             "min_ms": ms(timing.min()),
             "runs": timing.runs.len(),
             "compile_ms": ms(timing.compile),
+            "compile_cpu_ms": timing.compile_cpu.map(ms),
             "backend": served.tier.name(),
             "threads": threads_used,
             "shared_loop": prepared.compiled.parallel.map(crate::ir::Parallel::name),
@@ -653,6 +655,7 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
             "pack_ms": ms(timing.median_pack()),
             "tiers": timings.iter().map(|t| (t.tier.name().to_string(), serde_json::json!({
                 "median_ms": ms(t.timing.median()), "min_ms": ms(t.timing.min()), "runs": t.timing.runs.len(), "compile_ms": ms(t.timing.compile),
+                "compile_cpu_ms": t.timing.compile_cpu.map(ms),
                 "convert_ms": ms(t.timing.median_convert()), "pack_ms": ms(t.timing.median_pack()),
             }))).collect::<serde_json::Map<_, _>>(),
             "result": { "name": s.assignment.lhs.tensor, "dims": s.out_dims, "nnz": stored, "checksum": checksum },

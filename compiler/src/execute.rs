@@ -199,6 +199,8 @@ pub enum ResultArrays {
 #[derive(Clone, Debug)]
 pub struct Timing {
     pub compile: Duration,
+    /// The compiling thread's CPU time (`CompiledKernel::compile_cpu`).
+    pub compile_cpu: Option<Duration>,
     /// Each run's whole time, what the user waits for.
     pub runs: Vec<Duration>,
     /// The parts of each run spent outside the kernel, run for run.
@@ -431,6 +433,7 @@ impl Prepared {
         }
         Ok(Timing {
             compile: self.compiled.compile_time,
+            compile_cpu: self.compiled.compile_cpu,
             runs: times,
             phases,
         })

@@ -63,6 +63,13 @@ fn each_backend_says_which_ran() {
     for k in ["kernel", "median_ms", "min_ms", "runs", "compile_ms"] {
         assert!(v.get(k).is_some(), "missing {k} in {out}");
     }
+    // The compiling thread's CPU time: some, and no more than the wall
+    // time around it (one thread compiles).
+    let (wall, cpu) = (v["compile_ms"].as_f64(), v["compile_cpu_ms"].as_f64());
+    assert!(
+        matches!((wall, cpu), (Some(w), Some(c)) if c > 0.0 && c <= w + 0.01),
+        "{out}"
+    );
     if !have_cc("each_backend_says_which_ran (cc part)") {
         return;
     }
@@ -84,6 +91,8 @@ fn each_backend_says_which_ran() {
     assert_eq!(code, 0, "{err}");
     let cc = json(&out);
     assert_eq!(cc["backend"], "cc");
+    // gcc is another process: no thread's CPU time to tell.
+    assert!(cc["compile_cpu_ms"].is_null(), "{out}");
     assert_eq!(cc["result"], v["result"], "the tiers disagree");
     // auto times both tiers and reports each.
     let (code, out, err) = tensorc(
