@@ -290,10 +290,7 @@ impl<'a, 'b> Translator<'a, 'b> {
         a: &ArrayRef,
         index: &Expr,
     ) -> Result<(Value, i32), String> {
-        let size = match a.elem() {
-            ElemTy::I32 => 4,
-            ElemTy::F64 => 8,
-        };
+        let size = a.elem().bytes() as i64;
         let bytes = |c: i64| i32::try_from(c.checked_mul(size)?).ok();
         match index {
             Expr::Int(c) => {
