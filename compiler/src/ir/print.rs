@@ -3,6 +3,7 @@
 //! never disagree about what a loop does.
 
 use super::*;
+use std::collections::BTreeSet;
 use std::fmt::Write;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -20,6 +21,9 @@ pub struct Printer<'a> {
     /// C only: printing the copy of a loop nest that asks for what it
     /// gathers (`gathering_nest`), where the loops inside print as they are.
     in_gathering_copy: bool,
+    /// C only: printing a nest that only asks, inside the test of whether
+    /// it asks at all (`asking_nest`).
+    in_asking_nest: bool,
 }
 
 fn prec(op: BinOp) -> u8 {
@@ -59,6 +63,7 @@ impl<'a> Printer<'a> {
             out: String::new(),
             kernel: String::new(),
             in_gathering_copy: false,
+            in_asking_nest: false,
         }
     }
 
@@ -229,6 +234,30 @@ impl<'a> Printer<'a> {
     /// first the plain one ran CSR SpMV on the 3-D stencil 6-10% slower.
     /// The C compiler drops the asks' own tests in the asking copy, as
     /// they repeat the outer one.
+    /// Loop nest `s`, which does nothing but ask for rows (`ir::strips`'
+    /// hints before the strips: values, loops and `Prefetch` hints), behind
+    /// the test of whether any of its `asks` (array, coordinates) would
+    /// ask. Each hint tests that inside too, yet gcc kept the loops that
+    /// test it: MTTKRP from CSF walked its slices' fibers twice where its
+    /// factor matrix is too small to ask for, and ran 1.10-1.17x as long
+    /// as without the nest (`examples/ab_kernels.rs`, the bench's three
+    /// order-3 tensors).
+    fn asking_nest(&mut self, s: &Stmt, asks: &BTreeSet<(ArrayRef, ArrayRef)>, depth: usize) {
+        let tests: Vec<String> = asks
+            .iter()
+            .map(|(a, c)| format!("{}_large && !{}_follows", a.c_name(), c.c_name()))
+            .collect();
+        let tests = match tests.len() {
+            1 => tests.concat(),
+            _ => format!("({})", tests.join(") || (")),
+        };
+        self.line(depth, &format!("if ({tests}) {{"));
+        self.in_asking_nest = true;
+        self.stmt(s, depth + 1);
+        self.in_asking_nest = false;
+        self.line(depth, "}");
+    }
+
     fn gathering_nest(&mut self, asking: &Stmt, coords: &ArrayRef, plain: &Stmt, depth: usize) {
         self.line(depth, &format!("if (!{}_scattered) {{", coords.c_name()));
         self.stmt(plain, depth + 1);
@@ -288,6 +317,9 @@ impl<'a> Printer<'a> {
             }
             if let Some((array, plain)) = hinted_within(s) {
                 return self.versioned_loop(s, &array, &plain, depth);
+            }
+            if let Some(asks) = only_asks(s).filter(|_| !self.in_asking_nest) {
+                return self.asking_nest(s, &asks, depth);
             }
         }
         match s {
@@ -495,6 +527,44 @@ mod tests {
             assert_eq!(p.expr(&neg(Expr::add(x(), x()))), "-(x + x)");
         }
     }
+
+    /// MTTKRP from CSF: the loop nest that only asks for `Q`'s rows, before
+    /// the strips, runs behind its test, and the strips' nest does not.
+    #[test]
+    fn a_nest_that_only_asks_runs_behind_its_test() {
+        use crate::ir::passes::{lowered_for, Backend};
+        let f = lowered_for(
+            "A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)",
+            &[
+                ("A", "dense", 2),
+                ("B", "CSF", 3),
+                ("P", "dense", 2),
+                ("Q", "dense", 2),
+            ],
+            Backend::C,
+        );
+        let text = crate::ir::c::function(&f);
+        let lines: Vec<&str> = text.lines().collect();
+        let test = "if (Q_vals_large && !B3_crd_follows) {";
+        let tests: Vec<usize> = (0..lines.len())
+            .filter(|&n| lines[n].trim() == test)
+            .collect();
+        assert!(!tests.is_empty(), "{text}");
+        for at in tests {
+            // The test's block: to the `}` at its indentation.
+            let indent = &lines[at][..lines[at].len() - test.len()];
+            let end = (at..lines.len())
+                .find(|&n| lines[n] == format!("{indent}}}"))
+                .expect(&text);
+            assert!(
+                lines[at + 1].trim().starts_with("for (int64_t pB2 "),
+                "{text}"
+            );
+            let block = &lines[at..end];
+            assert!(!block.iter().any(|l| l.contains("strip")), "{text}");
+            assert!(lines[end + 2].trim().starts_with("while (strip"), "{text}");
+        }
+    }
 }
 
 /// The body of loop `s`, or nothing.
@@ -503,6 +573,23 @@ fn loop_body(s: &Stmt) -> &[Stmt] {
         Stmt::For { body, .. } | Stmt::While { body, .. } => body,
         _ => &[],
     }
+}
+
+/// The (array, coordinates) of the `Prefetch` hints of loop nest `s`,
+/// where it does nothing else: declares values, loops, asks.
+fn only_asks(s: &Stmt) -> Option<BTreeSet<(ArrayRef, ArrayRef)>> {
+    if !matches!(s, Stmt::For { .. } | Stmt::While { .. }) {
+        return None;
+    }
+    let (mut asks, mut only) = (BTreeSet::new(), true);
+    super::walk_block(std::slice::from_ref(s), &mut |t| match t {
+        Stmt::Prefetch { array, coords, .. } => {
+            asks.insert((array.clone(), coords.clone()));
+        }
+        Stmt::Let(..) | Stmt::For { .. } | Stmt::While { .. } => {}
+        _ => only = false,
+    });
+    (only && !asks.is_empty()).then_some(asks)
 }
 
 /// The array loop `s` asks for at the start of its body (`ir::streams`),

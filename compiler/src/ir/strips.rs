@@ -518,7 +518,8 @@ pub(super) fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>, strips: &Strips) -> O
     // the strips' loop they cost gcc's code its registers (SpDM into 32
     // columns on the 3-D stencil, 118-120 ms without them there, 145-164
     // with them in the first strip), and out of it they still ask ahead
-    // (power-law rows, 198-204 ms; 243-247 with no hints at all).
+    // (power-law rows, 198-204 ms; 243-247 with no hints at all). The C
+    // runs that loop only where its hints ask (`ir::print`'s asking nest).
     let fits = |w: i64| {
         Expr::Cmp(
             CmpOp::Le,
