@@ -1477,3 +1477,100 @@ fn fill_checked_once_per_sum_keeps_non_finite_sums_exact() {
         "{non_finite_rows} rows infinite or NaN"
     );
 }
+
+/// A dense result the kernel never reads back, larger than
+/// `TENSOR_STREAM_MIN_BYTES` (64 MB): TTM from CSF into 9.8M positions, of
+/// which the few stored fibres are computed. The C zeroes the rest with
+/// streaming stores (`tensor_zero_f64`) and stores each computed value
+/// once; both tiers must give the oracle's answer, and the same bits.
+/// From COO, the same data: added into, as its rows repeat.
+#[test]
+fn a_large_result_never_read_back_streams_its_zeros() {
+    let Some(dir) = setup("streamed") else { return };
+    let expr = "A(i,j,k) = B(i,j,l) * M(k,l)";
+    let specs = [("B", "CSF")];
+    let mut rng = Rng(7);
+    // Rows of 81 doubles: odd, so that rows start off the 16-byte line
+    // the streaming stores need, and the odd element goes the plain way.
+    // A short third mode: the oracle runs over every (i, j, k, l).
+    let (dims, k) = (vec![300, 405, 4], 81);
+    let mut b = CooTensor::new(dims.clone());
+    for _ in 0..3000 {
+        let c: Vec<u32> = dims.iter().map(|&n| rng.below(n) as u32).collect();
+        b.push(&c, rng.value());
+    }
+    let data: BTreeMap<String, CooTensor> = [
+        ("B".to_string(), b),
+        ("M".to_string(), random(&[k, dims[2]], 1.0, &mut rng)),
+    ]
+    .into_iter()
+    .collect();
+    let out = [dims[0], dims[1], k];
+    let text = prepare_text(expr, &specs, &data, &out);
+    assert!(text.contains("tensor_zero_f64(&A_vals["), "{text}");
+    assert!(
+        !text.contains("A_vals[pA3] +="),
+        "stored, not added: {text}"
+    );
+    let ran = two_backends_on(&dir, "streamed", expr, &specs, &data, &out)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(ran, "{expr} refused");
+    // From COO, whose entries repeat a row's (i, j) at other l, the
+    // result's positions are visited again: added into, zeroed the
+    // cached way.
+    let coo = [("B", "COO")];
+    let text = prepare_text(expr, &coo, &data, &out);
+    assert!(text.contains("A_vals[pA3] +="), "{text}");
+    assert!(!text.contains("tensor_zero_f64(&A_vals["), "{text}");
+    let ran = two_backends_on(&dir, "streamed_coo", expr, &coo, &data, &out)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(ran, "{expr} from COO refused");
+}
+
+/// `tensor_zero_f64` itself, where it streams (an array over 64 MB): every
+/// element of the range zero, every other one as it was, for ranges at
+/// each alignment and of odd and even lengths, the short ones (under 64
+/// elements, the plain way) included.
+#[test]
+fn streamed_zeros_cover_their_range_and_nothing_else() {
+    let Some(dir) = setup("zero_f64") else { return };
+    // Any kernel's C carries the helper.
+    let expr = "y(i) = A(i,j) * x(j)";
+    let (data, out) = data_for(expr, "y", 1);
+    let f = prepare_text(expr, &[("A", "CSR")], &data, &out);
+    let main = r#"
+#include <stdio.h>
+int main(void) {
+  const int64_t len = ((int64_t)64 << 20) / 8 + 1000;
+  double *a = malloc(sizeof *a * len);
+  if (!a) return 2;
+  const int64_t starts[] = {0, 1, 2, 3, 7, 1001};
+  const int64_t counts[] = {0, 1, 63, 64, 65, 128, 1001, 4096};
+  for (int s = 0; s < 6; s++) {
+    for (int c = 0; c < 8; c++) {
+      for (int64_t q = 0; q < 8192; q++) a[q] = 1.5;
+      tensor_zero_f64(&a[starts[s]], counts[c], len);
+      for (int64_t q = 0; q < 8192; q++) {
+        int inside = q >= starts[s] && q < starts[s] + counts[c];
+        if (a[q] != (inside ? 0.0 : 1.5)) {
+          printf("start %lld count %lld: element %lld is %g\n", (long long)starts[s], (long long)counts[c], (long long)q, a[q]);
+          return 1;
+        }
+      }
+    }
+  }
+  free(a);
+  return 0;
+}
+"#;
+    let src = dir.join("zero_f64.c");
+    std::fs::write(&src, format!("{f}\n{main}")).unwrap();
+    let exe = dir.join("zero_f64");
+    build_program(&exe, &[src], &[]);
+    let run = Command::new(&exe).output().unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stdout)
+    );
+}

@@ -24,6 +24,9 @@ pub struct Printer<'a> {
     /// C only: printing a nest that only asks, inside the test of whether
     /// it asks at all (`asking_nest`).
     in_asking_nest: bool,
+    /// C only: arrays whose zero fills stream past the caches where large
+    /// (`ir::c`'s `tensor_zero_f64`: value arrays the kernel never reads).
+    streamed: BTreeSet<ArrayRef>,
 }
 
 fn prec(op: BinOp) -> u8 {
@@ -64,12 +67,19 @@ impl<'a> Printer<'a> {
             kernel: String::new(),
             in_gathering_copy: false,
             in_asking_nest: false,
+            streamed: BTreeSet::new(),
         }
     }
 
     /// C only: name the kernel whose array-slot constants `reserve` uses.
     pub fn for_kernel(mut self, name: &str) -> Self {
         self.kernel = name.to_string();
+        self
+    }
+
+    /// C only: the arrays whose zero fills go through `tensor_zero_f64`.
+    pub fn streaming(mut self, arrays: &BTreeSet<ArrayRef>) -> Self {
+        self.streamed = arrays.clone();
         self
     }
 
@@ -320,6 +330,19 @@ impl<'a> Printer<'a> {
             }
             if let Some(asks) = only_asks(s).filter(|_| !self.in_asking_nest) {
                 return self.asking_nest(s, &asks, depth);
+            }
+            if let Some((a, lo, hi)) = zero_fill(s).filter(|(a, ..)| self.streamed.contains(*a)) {
+                let (n, at) = (a.c_name(), self.expr(lo));
+                let count = match lo {
+                    Expr::Int(0) => self.expr(hi),
+                    _ => self.expr(&Expr::Bin(
+                        BinOp::Sub,
+                        Box::new(hi.clone()),
+                        Box::new(lo.clone()),
+                    )),
+                };
+                let text = format!("tensor_zero_f64(&{n}[{at}], {count}, {n}_len);");
+                return self.line(depth, &text);
             }
         }
         match s {
@@ -572,6 +595,20 @@ fn loop_body(s: &Stmt) -> &[Stmt] {
     match s {
         Stmt::For { body, .. } | Stmt::While { body, .. } => body,
         _ => &[],
+    }
+}
+
+/// The array and range loop `s` zeroes, where that is all it does:
+/// `for q in lo..hi { a[q] = 0.0 }`.
+fn zero_fill(s: &Stmt) -> Option<(&ArrayRef, &Expr, &Expr)> {
+    let Stmt::For { var, lo, hi, body } = s else {
+        return None;
+    };
+    match body.as_slice() {
+        [Stmt::Store(a, at, Expr::Float(z))] if *at == Expr::Var(*var) && *z == 0.0 => {
+            Some((a, lo, hi))
+        }
+        _ => None,
     }
 }
 

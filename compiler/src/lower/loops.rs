@@ -176,6 +176,20 @@ impl<'p> Lowerer<'p> {
                 st.exact = false;
             }
         }
+        if st.once && st.pos[0].len() < p.output().level_vars.len() {
+            let next_out = p.output().level_vars[st.pos[0].len()];
+            // One loop over a unique level visits each coordinate at most
+            // once; not within a deduplicated run, whose positions span
+            // several parents (COO's columns of one row may repeat).
+            let distinct = single
+                && by_op.get(&strategies[0].coiter[0]).is_some_and(|it| {
+                    let in_run = it.id().operand().is_some_and(|o| st.run_end[o].is_some());
+                    it.props().level.unique && !in_run && !matches!(it.kind(), Kind::Scratch)
+                });
+            if next_out != v || !distinct {
+                st.once = false;
+            }
+        }
         if single {
             self.single_loop(d, v, &st, &lattice, &strategies[0], &by_op)
         } else {
@@ -535,11 +549,13 @@ impl<'p> Lowerer<'p> {
                 if st.stored.contains(&inner) {
                     // As after a test: blocks of entries revisit rows.
                     st.exact = false;
+                    st.once = false;
                     st.stored.insert(dv);
                     continue;
                 }
                 let cond = Expr::lt(val, self.extent(dv));
                 st.exact = false;
+                st.once = false;
                 self.e.open();
                 self.after_bind(d, st, expr)?;
                 let body = self.e.close();
@@ -595,11 +611,14 @@ impl<'p> Lowerer<'p> {
                 touched: None,
             };
             let pos = st.pos[0].last().cloned().unwrap_or(Expr::Int(0));
-            let exact = st.exact;
+            let (exact, once) = (st.exact, st.once);
             self.lower(next, st, expr)?;
             let vals = self.result_values();
-            if exact {
-                self.exact_stores += 1;
+            if exact || once {
+                match exact {
+                    true => self.exact_stores += 1,
+                    false => self.assigning_stores += 1,
+                }
                 self.e.store(vals, pos, t);
             } else {
                 self.accumulating_stores += 1;

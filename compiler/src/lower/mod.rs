@@ -231,6 +231,12 @@ pub(crate) struct State {
     /// loop over a full level: the result can be stored, not accumulated,
     /// and needs no zero fill.
     pub exact: bool,
+    /// Every result position so far is visited at most once (loops over
+    /// distinct coordinates, which may skip some): the result can be
+    /// stored, not accumulated, though the positions no loop visits keep
+    /// their zero fill. A kernel that then never reads its result lets
+    /// the C fill it with streaming stores (`ir::c`).
+    pub once: bool,
     /// Variables bound to a coordinate an operand stores
     /// (`LevelFormat::stores_coordinates`), not one a loop enumerated: a
     /// blocked dimension whose inner variable is one lies inside the
@@ -256,6 +262,9 @@ pub(crate) struct Lowerer<'p> {
     /// Stores into the result that accumulate (`+=`) / that assign (`=`).
     pub accumulating_stores: usize,
     pub exact_stores: usize,
+    /// Stores of a value into a position visited at most once (`once`),
+    /// not exactly once: the zero fill stays.
+    pub assigning_stores: usize,
     /// The workspace row's count of coordinates touched (and table size).
     pub row: Option<workspace::RowState>,
     /// The outermost loop, when it is a plain `for` (`lower::parallel`).
@@ -774,6 +783,7 @@ fn compile_parts(
             out_sizes: std::mem::take(&mut out_sizes),
             accumulating_stores: 0,
             exact_stores: 0,
+            assigning_stores: 0,
             row: None,
             outer: None,
             coords: Vec::new(),
@@ -799,13 +809,14 @@ fn compile_parts(
             found: vec![Expr::Bool(true); n_ops],
             sink: Sink::Direct,
             exact,
+            once: exact && !p.assembly.is_workspace(),
             stored: BTreeSet::new(),
         };
         l.after_bind(0, st, LExpr::from_notation(&part.rhs, &p.operands))?;
         if !buffered || n == last {
             l.epilogue();
         }
-        if exact && l.accumulating_stores == 0 && l.exact_stores > 0 {
+        if exact && l.accumulating_stores == 0 && l.assigning_stores == 0 && l.exact_stores > 0 {
             // Every position is stored exactly once: drop the zero fill.
             l.e.remove_zero_fill(body_start, &crate::ir::ArrayRef::vals(&p.output().tensor));
         }

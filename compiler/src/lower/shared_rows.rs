@@ -160,6 +160,7 @@ fn lowerer<'p>(
         out_sizes,
         accumulating_stores: 0,
         exact_stores: 0,
+        assigning_stores: 0,
         row,
         outer: None,
         coords: Vec::new(),
@@ -181,6 +182,7 @@ fn state(p: &Problem, i: Expr, out: Vec<Expr>) -> State {
         found: vec![Expr::Bool(true); n],
         sink: Sink::Direct,
         exact: false,
+        once: false,
         stored: Default::default(),
     }
 }
