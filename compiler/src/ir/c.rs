@@ -271,17 +271,11 @@ impl Layout {
             }
             _ => {}
         });
-        let loaded = super::loaded_arrays(&f.body);
-        let streamed = grown
-            .iter()
-            .filter(|a| a.elem() == ElemTy::F64 && !loaded.contains(*a))
-            .cloned()
-            .collect();
         Layout {
             arrays: f.arrays(),
             params: f.params(),
             grown,
-            streamed,
+            streamed: f.never_read_results(),
             prefetched,
             coords,
             gathered,

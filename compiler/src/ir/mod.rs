@@ -534,6 +534,20 @@ pub fn stmt_exprs(s: &Stmt) -> Vec<&Expr> {
     }
 }
 
+/// The array and range loop `s` zeroes, where that is all it does:
+/// `for q in lo..hi { a[q] = 0.0 }` (a result's zero fill).
+pub fn zero_fill(s: &Stmt) -> Option<(&ArrayRef, &Expr, &Expr)> {
+    let Stmt::For { var, lo, hi, body } = s else {
+        return None;
+    };
+    match body.as_slice() {
+        [Stmt::Store(a, at, Expr::Float(z))] if *at == Expr::Var(*var) && *z == 0.0 => {
+            Some((a, lo, hi))
+        }
+        _ => None,
+    }
+}
+
 /// The arrays `b` loads from, at any depth.
 pub fn loaded_arrays(b: &[Stmt]) -> std::collections::BTreeSet<ArrayRef> {
     let mut out = std::collections::BTreeSet::new();
@@ -608,6 +622,24 @@ pub fn fresh_var(vars: &mut Vec<VarInfo>, name: &str, ty: Ty) -> VarId {
 }
 
 impl Function {
+    /// Value arrays the function grows and never loads from: results it
+    /// stores each value of at most once (`lower::State::once`). Their
+    /// zero fills may stream past the caches where the array is large
+    /// (the C's `tensor_zero_f64`): a cached store first reads its line,
+    /// and nothing reads it back.
+    pub fn never_read_results(&self) -> std::collections::BTreeSet<ArrayRef> {
+        let loaded = loaded_arrays(&self.body);
+        let mut out = std::collections::BTreeSet::new();
+        walk_block(&self.body, &mut |s| {
+            if let Stmt::Reserve { array, .. } = s {
+                if array.elem() == ElemTy::F64 && !loaded.contains(array) {
+                    out.insert(array.clone());
+                }
+            }
+        });
+        out
+    }
+
     /// The arrays the function writes (stores to or grows).
     pub fn written_arrays(&self) -> std::collections::BTreeSet<ArrayRef> {
         self.arrays()

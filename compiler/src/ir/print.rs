@@ -232,18 +232,6 @@ impl<'a> Printer<'a> {
         self.line(depth, "}");
     }
 
-    /// Loop nest `asking`, somewhere in which a loop asks for the elements
-    /// it gathers at the coordinates in `coords` (`ir::gathers`), printed
-    /// twice: as `plain`, without the asks (and versioned again for a
-    /// stream hint), unless the coordinates are scattered; else as it is.
-    /// The test stands outside the outermost loop: inside a loop over
-    /// rows, a test and a second inner loop each row cost short rows more
-    /// than the asks saved (CSR SpMV on the tridiagonal matrix 13% slower,
-    /// the power-law one no faster). The plain copy comes first: gcc lays
-    /// out the first arm as the straight path, and with the asking copy
-    /// first the plain one ran CSR SpMV on the 3-D stencil 6-10% slower.
-    /// The C compiler drops the asks' own tests in the asking copy, as
-    /// they repeat the outer one.
     /// Loop nest `s`, which does nothing but ask for rows (`ir::strips`'
     /// hints before the strips: values, loops and `Prefetch` hints), behind
     /// the test of whether any of its `asks` (array, coordinates) would
@@ -268,6 +256,37 @@ impl<'a> Printer<'a> {
         self.line(depth, "}");
     }
 
+    /// `a[lo..hi]` zeroed through `tensor_zero_f64`, which streams the
+    /// zeros past the caches where `a` is large (`streamed`: the kernel
+    /// never reads `a` back).
+    fn streamed_fill(&mut self, a: &ArrayRef, lo: &Expr, hi: &Expr, depth: usize) {
+        let (n, at) = (a.c_name(), self.expr(lo));
+        let count = match lo {
+            Expr::Int(0) => self.expr(hi),
+            _ => self.expr(&Expr::Bin(
+                BinOp::Sub,
+                Box::new(hi.clone()),
+                Box::new(lo.clone()),
+            )),
+        };
+        self.line(
+            depth,
+            &format!("tensor_zero_f64(&{n}[{at}], {count}, {n}_len);"),
+        );
+    }
+
+    /// Loop nest `asking`, somewhere in which a loop asks for the elements
+    /// it gathers at the coordinates in `coords` (`ir::gathers`), printed
+    /// twice: as `plain`, without the asks (and versioned again for a
+    /// stream hint), unless the coordinates are scattered; else as it is.
+    /// The test stands outside the outermost loop: inside a loop over
+    /// rows, a test and a second inner loop each row cost short rows more
+    /// than the asks saved (CSR SpMV on the tridiagonal matrix 13% slower,
+    /// the power-law one no faster). The plain copy comes first: gcc lays
+    /// out the first arm as the straight path, and with the asking copy
+    /// first the plain one ran CSR SpMV on the 3-D stencil 6-10% slower.
+    /// The C compiler drops the asks' own tests in the asking copy, as
+    /// they repeat the outer one.
     fn gathering_nest(&mut self, asking: &Stmt, coords: &ArrayRef, plain: &Stmt, depth: usize) {
         self.line(depth, &format!("if (!{}_scattered) {{", coords.c_name()));
         self.stmt(plain, depth + 1);
@@ -331,18 +350,10 @@ impl<'a> Printer<'a> {
             if let Some(asks) = only_asks(s).filter(|_| !self.in_asking_nest) {
                 return self.asking_nest(s, &asks, depth);
             }
-            if let Some((a, lo, hi)) = zero_fill(s).filter(|(a, ..)| self.streamed.contains(*a)) {
-                let (n, at) = (a.c_name(), self.expr(lo));
-                let count = match lo {
-                    Expr::Int(0) => self.expr(hi),
-                    _ => self.expr(&Expr::Bin(
-                        BinOp::Sub,
-                        Box::new(hi.clone()),
-                        Box::new(lo.clone()),
-                    )),
-                };
-                let text = format!("tensor_zero_f64(&{n}[{at}], {count}, {n}_len);");
-                return self.line(depth, &text);
+            if let Some((a, lo, hi)) =
+                super::zero_fill(s).filter(|(a, ..)| self.streamed.contains(*a))
+            {
+                return self.streamed_fill(a, lo, hi, depth);
             }
         }
         match s {
@@ -595,20 +606,6 @@ fn loop_body(s: &Stmt) -> &[Stmt] {
     match s {
         Stmt::For { body, .. } | Stmt::While { body, .. } => body,
         _ => &[],
-    }
-}
-
-/// The array and range loop `s` zeroes, where that is all it does:
-/// `for q in lo..hi { a[q] = 0.0 }`.
-fn zero_fill(s: &Stmt) -> Option<(&ArrayRef, &Expr, &Expr)> {
-    let Stmt::For { var, lo, hi, body } = s else {
-        return None;
-    };
-    match body.as_slice() {
-        [Stmt::Store(a, at, Expr::Float(z))] if *at == Expr::Var(*var) && *z == 0.0 => {
-            Some((a, lo, hi))
-        }
-        _ => None,
     }
 }
 
