@@ -1574,3 +1574,71 @@ int main(void) {
         String::from_utf8_lossy(&run.stdout)
     );
 }
+
+/// A dense result stored once a position (`State::once`) from a matrix's
+/// stored rows, zeroed elsewhere with streaming stores where it passes
+/// 64 MB: `A(i,j) = B(i,l) * M(j,l)` with `B` in DCSR on the real matrices,
+/// `A` 8M positions and more, on both tiers against plain loops over
+/// `B`'s entries. A computed row the fill zeroed, or a row it missed,
+/// is a wrong answer here.
+#[test]
+fn rows_stored_once_from_real_matrices_on_both_tiers() {
+    let Some(_dir) = setup("real_once") else {
+        return;
+    };
+    let expr = "A(i,j) = B(i,l) * M(j,l)";
+    let a = parse_assignment(expr).unwrap();
+    let mut ran = 0;
+    for path in real_matrices() {
+        let b = tensor_compiler::io::read_tensor(&path).unwrap();
+        let (m, n) = (b.dims[0], b.dims[1]);
+        // Over 64 MB of doubles in `A`.
+        let cols = (8 << 20) / m + 1;
+        if b.nnz() * cols > 400_000_000 || cols * n > 20_000_000 {
+            continue;
+        }
+        let mv: Vec<f64> = (0..cols * n)
+            .map(|q| ((q * 5 % 17) as f64 - 8.0) / 3.0)
+            .collect();
+        // The sums, and the sums of their terms' sizes: terms of 1e9 that
+        // cancel round differently in another order (the kernel sums in
+        // two accumulators, `ir::unroll`).
+        let what = format!("{}: {expr}, B in DCSR", path.display());
+        let (mut want, mut size) = (vec![0.0; m * cols], vec![0.0f64; m * cols]);
+        for e in 0..b.nnz() {
+            let c = b.coord(e);
+            let (i, l) = (c[0] as usize, c[1] as usize);
+            for j in 0..cols {
+                want[i * cols + j] += b.vals[e] * mv[j * n + l];
+                size[i * cols + j] += (b.vals[e] * mv[j * n + l]).abs();
+            }
+        }
+        let agree = |got: &[f64], tier: &str| {
+            assert_eq!(got.len(), want.len(), "{what} ({tier})");
+            for (q, (x, y)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (x - y).abs() <= 1e-12 * (1.0 + size[q]),
+                    "{what} ({tier}): element {q} = {x}, expected {y}"
+                );
+            }
+        };
+        let data: BTreeMap<String, CooTensor> = [
+            ("B".to_string(), b),
+            ("M".to_string(), CooTensor::from_dense(vec![cols, n], &mv)),
+        ]
+        .into_iter()
+        .collect();
+        let formats = formats_rest_dense(&a, &[("B", "DCSR")], &data, 2);
+        let mut p = prepare("kernel", &a, &formats, &data, &[m, cols], None).unwrap();
+        let text = tensor_compiler::ir::c::function(&p.kernel.function);
+        assert!(text.contains("tensor_zero_f64(&A_vals["), "{what}\n{text}");
+        assert!(!text.contains("A_vals[pA2] +="), "{what}\n{text}");
+        p.run().unwrap();
+        agree(&p.result().unwrap().to_dense(), "Cranelift");
+        p.compiled = cc::compile(&p.kernel.function).unwrap();
+        p.run().unwrap();
+        agree(&p.result().unwrap().to_dense(), "cc");
+        ran += 1;
+    }
+    assert!(ran >= 3, "only {ran} real matrices small enough");
+}

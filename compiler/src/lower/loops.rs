@@ -164,31 +164,26 @@ impl<'p> Lowerer<'p> {
         let by_op = self.adapt(v, &lattice, &strategies, by_op, &st)?;
         self.record_plan(v, &lattice, &strategies, &by_op);
         let single = lattice.points.len() == 1 && strategies[0].coiter.len() == 1;
-        if st.exact && st.pos[0].len() < p.output().level_vars.len() {
+        if st.pos[0].len() < p.output().level_vars.len() {
             let next_out = p.output().level_vars[st.pos[0].len()];
+            // The loop's only iterator (`single`: one point, one co-iterated).
+            let it = single
+                .then(|| by_op.get(&strategies[0].coiter[0]))
+                .flatten();
             // A plain loop over a full level by coordinate visits each
             // coordinate once (iterators by position may repeat or skip).
-            let plain = single
-                && by_op.get(&strategies[0].coiter[0]).is_some_and(|it| {
-                    it.props().level.full && matches!(it.kind(), Kind::Value(_) | Kind::Dimension)
-                });
-            if next_out != v || !plain {
-                st.exact = false;
-            }
-        }
-        if st.once && st.pos[0].len() < p.output().level_vars.len() {
-            let next_out = p.output().level_vars[st.pos[0].len()];
+            let plain = it.is_some_and(|it| {
+                it.props().level.full && matches!(it.kind(), Kind::Value(_) | Kind::Dimension)
+            });
             // One loop over a unique level visits each coordinate at most
             // once; not within a deduplicated run, whose positions span
             // several parents (COO's columns of one row may repeat).
-            let distinct = single
-                && by_op.get(&strategies[0].coiter[0]).is_some_and(|it| {
-                    let in_run = it.id().operand().is_some_and(|o| st.run_end[o].is_some());
-                    it.props().level.unique && !in_run && !matches!(it.kind(), Kind::Scratch)
-                });
-            if next_out != v || !distinct {
-                st.once = false;
-            }
+            let distinct = it.is_some_and(|it| {
+                let in_run = it.id().operand().is_some_and(|o| st.run_end[o].is_some());
+                it.props().level.unique && !in_run && !matches!(it.kind(), Kind::Scratch)
+            });
+            st.exact &= next_out == v && plain;
+            st.once &= next_out == v && distinct;
         }
         if single {
             self.single_loop(d, v, &st, &lattice, &strategies[0], &by_op)
