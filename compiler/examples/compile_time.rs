@@ -19,6 +19,11 @@ fn main() {
     let r = Registry::builtin();
     let kernels: &[(&str, &str, &[(&str, &str, usize)])] = &[
         (
+            "COPY",
+            "y(i) = b(i)",
+            &[("b", "dense", 1), ("y", "dense", 1)],
+        ),
+        (
             "SpMV CSR",
             "y(i) = A(i,j) * x(j)",
             &[("A", "CSR", 2), ("x", "dense", 1), ("y", "dense", 1)],

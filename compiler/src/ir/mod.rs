@@ -20,6 +20,7 @@ pub mod min_compare;
 pub mod passes;
 pub(crate) mod prefetch;
 pub mod print;
+mod ran_flags;
 mod row_runs;
 pub mod runs;
 pub mod sink;

@@ -42,6 +42,7 @@ pub fn for_codegen(f: &Function, backend: Backend) -> Function {
             super::gathers::prefetch_gathers(&mut g);
         }
         Backend::Cranelift => {
+            super::ran_flags::flags_from_bounds(&mut g);
             super::strips::sum_rows_in_strips(&mut g, backend);
             super::streams::ask_rows_by_calls(&mut g);
             super::gathers::ask_gathers_by_calls(&mut g);

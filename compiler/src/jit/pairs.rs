@@ -55,10 +55,26 @@ impl Pairs {
 
     /// Whether `s` names a paired variable (defines it or reads it).
     pub(super) fn names_any(&self, s: &Stmt) -> bool {
-        !self.named(s).is_empty()
+        if self.paired.is_empty() {
+            return false;
+        }
+        if let Stmt::Let(v, _) | Stmt::Set(v, _) = s {
+            if self.paired.contains(v) {
+                return true;
+            }
+        }
+        crate::ir::stmt_exprs(s).into_iter().any(|e| {
+            let mut reads = false;
+            e.walk(&mut |x| reads |= matches!(x, Expr::Var(v) if self.paired.contains(v)));
+            reads
+        })
     }
 
     fn named(&self, s: &Stmt) -> BTreeSet<VarId> {
+        // Most kernels pair nothing; the translator asks of every statement.
+        if self.paired.is_empty() {
+            return BTreeSet::new();
+        }
         let mut vars: BTreeSet<VarId> = crate::ir::stmt_exprs(s)
             .into_iter()
             .flat_map(|e| e.vars())
@@ -89,7 +105,7 @@ impl Pairs {
 pub(super) fn find(body: &Block) -> Pairs {
     let mut pairs = Pairs::default();
     candidates(body, &mut pairs);
-    loop {
+    while !pairs.paired.is_empty() {
         let mut unpaired = BTreeSet::new();
         check(body, &pairs, &mut unpaired);
         if unpaired.is_empty() {
@@ -97,6 +113,7 @@ pub(super) fn find(body: &Block) -> Pairs {
         }
         pairs.remove(&unpaired);
     }
+    pairs
 }
 
 fn candidates(b: &[Stmt], pairs: &mut Pairs) {
