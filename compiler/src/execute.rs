@@ -302,7 +302,8 @@ pub fn prepare(
         Some(b) => Some(prepare_output(&b.name, &b.format, out_dims, hint)?),
         None => None,
     };
-    if buffer.is_some() {
+    if let Some(b) = &buffer {
+        fix_params(&mut kernel.function, &inputs, b);
         let compiled = jit::compile(&kernel.function).map_err(ExecError::Jit)?;
         let output = storage::pack(
             &a.lhs.tensor,
@@ -328,6 +329,7 @@ pub fn prepare(
         }
         _ => prepare_output(&a.lhs.tensor, out_format, out_dims, hint)?,
     };
+    fix_params(&mut kernel.function, &inputs, &output);
     let compiled = jit::compile(&kernel.function).map_err(ExecError::Jit)?;
     Ok(Prepared {
         kernel,
@@ -338,6 +340,23 @@ pub fn prepare(
         threads: Threads::default(),
         shares: Vec::new(),
     })
+}
+
+/// Fix the parameters of `f` to the values `inputs` and `output` give
+/// them (`Function::fixed_params`): every run of a prepared kernel reads
+/// the same data, and the Cranelift tier compiles them in.
+fn fix_params(f: &mut crate::ir::Function, inputs: &[Tensor], output: &Tensor) {
+    let find = |name: &str| {
+        std::iter::once(output)
+            .chain(inputs)
+            .find(|t| *t.name == *name)
+    };
+    f.fixed_params = f
+        .params()
+        .into_iter()
+        .filter(|p| p.call_name().is_none())
+        .filter_map(|p| Some((p.clone(), jit::param_value(&p, find).ok()?)))
+        .collect();
 }
 
 /// The arrays of stored coordinates of the packed `inputs`, sampled

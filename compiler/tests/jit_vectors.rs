@@ -106,6 +106,45 @@ fn mttkrp_at_every_row_width() {
     }
 }
 
+/// A kernel is compiled for its data's sizes (`Function::fixed_params`):
+/// given data of another size, a call refuses to run rather than read
+/// rows of the length it was compiled for.
+#[test]
+fn a_kernel_compiled_for_one_size_refuses_another() {
+    let expr = "A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)";
+    let a = parse_assignment(expr).unwrap();
+    let prepared = |cols: usize| {
+        let d = random_data(
+            &[
+                ("B", vec![4, 5, 3], 0.3),
+                ("P", vec![5, cols], 1.0),
+                ("Q", vec![3, cols], 1.0),
+            ],
+            cols as u64,
+        );
+        let formats = formats_rest_dense(&a, &[("B", "CSF")], &d, 2);
+        prepare("kernel", &a, &formats, &d, &[4, cols], None).unwrap()
+    };
+    let (mut sixteen, eight) = (prepared(16), prepared(8));
+    assert!(
+        sixteen
+            .compiled
+            .fixed_params
+            .iter()
+            .any(|(p, v)| p.c_name() == "P2_N" && *v == 16),
+        "{:?}",
+        sixteen.compiled.fixed_params
+    );
+    sixteen.run().expect("its own data");
+    sixteen.inputs = eight.inputs;
+    sixteen.output = eight.output;
+    let e = sixteen.run().expect_err("data of another size").to_string();
+    assert!(
+        e.contains("kernel compiled for") && e.contains("= 16, called with 8"),
+        "{e}"
+    );
+}
+
 /// Rows summed in strips of registers (`ir::strips`), which the Cranelift
 /// tier holds two elements to a vector (`jit::pairs`), in kernels made as
 /// if for large data (the only ones that have them): rows of whole strips

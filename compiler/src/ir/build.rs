@@ -293,6 +293,7 @@ impl Emitter {
             runs: Vec::new(),
             lengths: Vec::new(),
             lines_of_their_own: Vec::new(),
+            fixed_params: Vec::new(),
         }
     }
 

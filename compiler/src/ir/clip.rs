@@ -185,6 +185,7 @@ mod tests {
             runs: Vec::new(),
             lengths: Vec::new(),
             lines_of_their_own: Vec::new(),
+            fixed_params: Vec::new(),
         }
     }
 

@@ -14,6 +14,7 @@ mod clip;
 mod early_steps;
 mod fill_checks;
 mod filled;
+mod fixed_params;
 pub mod gathers;
 pub mod interp;
 pub mod min_compare;
@@ -327,6 +328,14 @@ pub struct Function {
     /// elements gathered at scattered ones (`gathers::ask_gathers_by_calls`).
     /// Arrays not sampled (short, or no data) are not here.
     pub lines_of_their_own: Vec<(ArrayRef, f64)>,
+    /// Parameters with the value every call gives them: the dimensions and
+    /// level parameters of the data the kernel is compiled for
+    /// (`execute::prepare`). The Cranelift tier compiles them in as
+    /// constants (`passes::for_codegen`), so that rows of a known length
+    /// need no loop for their rest and strides multiply by constants, and
+    /// its calls check that they still hold (`jit::call`). The C stays
+    /// generic: one build serves every size.
+    pub fixed_params: Vec<(ParamRef, i64)>,
 }
 
 /// The variables holding the bounds `[begin, end)` of a call's share of

@@ -27,6 +27,9 @@ pub enum Backend {
 /// The function `backend` translates: `f` after the loop passes.
 pub fn for_codegen(f: &Function, backend: Backend) -> Function {
     let mut g = f.clone();
+    if backend == Backend::Cranelift {
+        super::fixed_params::compile_in(&mut g);
+    }
     super::runs::accumulate_runs(&mut g);
     fold_zero_starts(&mut g.body);
     super::clip::clip_loops(&mut g);

@@ -56,6 +56,7 @@ pub fn join(first: &Function, second: &Function, temp: &Temporary<'_>) -> Functi
         runs: Vec::new(),
         lengths: Vec::new(),
         lines_of_their_own: Vec::new(),
+        fixed_params: Vec::new(),
     }
 }
 

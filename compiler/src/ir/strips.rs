@@ -565,11 +565,16 @@ pub(super) fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>, strips: &Strips) -> O
             els: Vec::new(),
         });
     }
-    out.extend([Stmt::If {
-        cond: Expr::lt(Expr::Var(kb), n.row_hi.clone()),
-        then: vec![rest],
-        els: Vec::new(),
-    }]);
+    // A row of a known length the strips cover whole has no rest (rank-16
+    // factor rows on the Cranelift tier: `ir::fixed_params`).
+    let whole = matches!((&n.row_lo, &n.row_hi), (Expr::Int(0), Expr::Int(c)) if c % width == 0);
+    if !whole {
+        out.push(Stmt::If {
+            cond: Expr::lt(Expr::Var(kb), n.row_hi.clone()),
+            then: vec![rest],
+            els: Vec::new(),
+        });
+    }
     Some(out)
 }
 
@@ -685,6 +690,24 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("for k in strip..D2_dimension"), "{text}");
+    }
+
+    /// A row whose length is fixed at a multiple of the strip's width
+    /// (`Function::fixed_params`: rank 16 or 32 on the Cranelift tier)
+    /// needs no loop for the elements past the strips; any other length
+    /// keeps it.
+    #[test]
+    fn a_row_of_whole_strips_has_no_rest() {
+        for (k, rest) in [(16, false), (32, false), (20, true), (40, true)] {
+            let mut f = nest(|_, i| i, false);
+            f.fixed_params = vec![(ParamRef::dim("D", 1), k)];
+            super::super::fixed_params::compile_in(&mut f);
+            sum_rows_in_strips(&mut f, Backend::C);
+            let text = f.to_string();
+            assert!(text.contains("let strip_sum15"), "{text}");
+            assert_eq!(text.contains(&format!("if strip < {k} {{")), rest, "{text}");
+            assert_eq!(text.contains("for k in strip.."), rest, "{text}");
+        }
     }
 
     /// for q { let k = crd1[q]; for p in pos[q]..pos[q+1] { let j =

@@ -27,6 +27,12 @@ pub enum RunError {
     OutOfMemory,
     #[error("threads disagree: {0}")]
     Shares(String),
+    #[error("kernel compiled for {param} = {compiled}, called with {given}")]
+    CompiledFor {
+        param: String,
+        compiled: i64,
+        given: i64,
+    },
 }
 
 /// Native code and what owns its memory: a Cranelift module, or a shared
@@ -535,6 +541,33 @@ struct Bound {
     growable: Growable,
 }
 
+/// The tensor named `name`: the result, or one of `inputs`.
+fn find_tensor<'t>(
+    inputs: impl Iterator<Item = &'t Tensor> + Clone,
+    output: &'t Tensor,
+) -> impl Fn(&str) -> Option<&'t Tensor> {
+    move |name: &str| {
+        if name == &*output.name {
+            return Some(output);
+        }
+        inputs.clone().find(|t| &*t.name == name)
+    }
+}
+
+/// The value the tensors `find` names give parameter `p` (a dimension or
+/// a level parameter).
+pub fn param_value<'t>(
+    p: &ParamRef,
+    find: impl Fn(&str) -> Option<&'t Tensor>,
+) -> Result<i64, RunError> {
+    let t = find(&p.tensor).ok_or_else(|| RunError::Missing(p.c_name()))?;
+    let v = match &p.slot {
+        ParamSlot::Dim(d) => t.dims.get(*d).map(|&n| n as i64),
+        ParamSlot::Level(l, name) => t.levels.get(*l).and_then(|s| s.params.get(name).copied()),
+    };
+    v.ok_or_else(|| RunError::Missing(p.c_name()))
+}
+
 impl Bound {
     fn new(
         k: &super::CompiledKernel,
@@ -542,24 +575,24 @@ impl Bound {
         output: &mut Tensor,
     ) -> Result<Bound, RunError> {
         let find = |name: &str| inputs.iter().map(|v| v.tensor()).find(|t| t.name == name);
+        let tensors = || find_tensor(inputs.iter().map(|v| v.tensor()), output);
         let mut params = Vec::with_capacity(k.params.len());
         for p in &k.params {
             if p.call_name().is_some() {
                 params.push(0); // set per call (`with_share`)
                 continue;
             }
-            let t: &Tensor = if *p.tensor == *output.name {
-                &*output
-            } else {
-                find(&p.tensor).ok_or_else(|| RunError::Missing(p.c_name()))?
-            };
-            let v = match &p.slot {
-                ParamSlot::Dim(d) => t.dims.get(*d).map(|&n| n as i64),
-                ParamSlot::Level(l, name) => {
-                    t.levels.get(*l).and_then(|s| s.params.get(name).copied())
-                }
-            };
-            params.push(v.ok_or_else(|| RunError::Missing(p.c_name()))?);
+            params.push(param_value(p, tensors())?);
+        }
+        for (p, compiled) in &k.fixed_params {
+            let given = param_value(p, tensors())?;
+            if given != *compiled {
+                return Err(RunError::CompiledFor {
+                    param: p.c_name(),
+                    compiled: *compiled,
+                    given,
+                });
+            }
         }
         let mut slots: Vec<Slot_> = Vec::with_capacity(k.arrays.len());
         let mut growable = Growable {

@@ -11,7 +11,7 @@ mod translate;
 mod vector;
 
 pub(crate) use call::Code;
-pub use call::{run_kernel, run_rows, run_share, RunError, Share};
+pub use call::{param_value, run_kernel, run_rows, run_share, RunError, Share};
 pub use room::poison_unzeroed_room;
 
 use crate::ir::{passes, ArrayRef, Function, ParamRef};
@@ -50,6 +50,9 @@ pub struct CompiledKernel {
     pub name: String,
     pub arrays: Vec<(ArrayRef, bool)>,
     pub params: Vec<ParamRef>,
+    /// Parameters compiled in as constants, with their values
+    /// (`Function::fixed_params`): each call must give them these.
+    pub fixed_params: Vec<(ParamRef, i64)>,
     /// The result arrays its appends grow (`Function::grown_by_appends`).
     pub grown_by_appends: std::collections::BTreeSet<ArrayRef>,
     /// The result arrays it fills in order, whose room needs no zeros
@@ -90,6 +93,7 @@ impl CompiledKernel {
             name: f.name.clone(),
             arrays: f.arrays(),
             params: f.params(),
+            fixed_params: Vec::new(),
             grown_by_appends: f.grown_by_appends(),
             filled_in_order: f.filled_in_order(),
             compile_time,
@@ -487,6 +491,7 @@ fn compile_now(f: &Function, start: Instant) -> Result<CompiledKernel, String> {
         name: kernel.name.clone(),
         arrays,
         params,
+        fixed_params: f.fixed_params.clone(),
         grown_by_appends: kernel.grown_by_appends(),
         filled_in_order: kernel.filled_in_order(),
         compile_time: start.elapsed(),
