@@ -37,8 +37,12 @@ impl Function {
     /// The result arrays this kernel fills in order (see the module
     /// comment), a subset of `grown_by_appends`.
     pub fn filled_in_order(&self) -> BTreeSet<ArrayRef> {
+        let grown = self.grown_by_appends();
+        if grown.is_empty() {
+            return grown;
+        }
         let loaded = super::loaded_arrays(&self.body);
-        self.grown_by_appends()
+        grown
             .into_iter()
             .filter(|a| !loaded.contains(a))
             .filter(|a| {

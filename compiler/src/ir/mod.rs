@@ -652,10 +652,14 @@ impl Function {
 
     /// The arrays the function writes (stores to or grows).
     pub fn written_arrays(&self) -> std::collections::BTreeSet<ArrayRef> {
-        self.arrays()
-            .into_iter()
-            .filter_map(|(a, writes)| writes.then_some(a))
-            .collect()
+        // Only statements write: no expression need be walked.
+        let mut out = std::collections::BTreeSet::new();
+        walk_block(&self.body, &mut |s| {
+            if let Stmt::Store(a, ..) | Stmt::Reserve { array: a, .. } = s {
+                out.insert(a.clone());
+            }
+        });
+        out
     }
 
     /// Make the data facts say the kernel is made for large data: 16M
@@ -706,8 +710,11 @@ impl Function {
             }
             for e in stmt_exprs(s) {
                 e.walk(&mut |x| {
+                    // Loads repeat: clone an array's name only once.
                     if let Expr::Load(a, _) = x {
-                        out.entry(a.clone()).or_insert(false);
+                        if !out.contains_key(a) {
+                            out.insert(a.clone(), false);
+                        }
                     }
                 });
             }
