@@ -456,7 +456,6 @@ impl Expr {
         }
     }
 
-    /// The variables the expression reads.
     /// Whether the expression reads variable `v`.
     pub fn uses(&self, v: VarId) -> bool {
         let mut found = false;
@@ -464,6 +463,7 @@ impl Expr {
         found
     }
 
+    /// The variables the expression reads.
     pub fn vars(&self) -> std::collections::BTreeSet<VarId> {
         let mut out = std::collections::BTreeSet::new();
         self.walk(&mut |x| {
