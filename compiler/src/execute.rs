@@ -346,16 +346,12 @@ pub fn prepare(
 /// them (`Function::fixed_params`): every run of a prepared kernel reads
 /// the same data, and the Cranelift tier compiles them in.
 fn fix_params(f: &mut crate::ir::Function, inputs: &[Tensor], output: &Tensor) {
-    let find = |name: &str| {
-        std::iter::once(output)
-            .chain(inputs)
-            .find(|t| *t.name == *name)
-    };
+    let find = jit::find_tensor(inputs.iter(), output);
     f.fixed_params = f
         .params()
         .into_iter()
         .filter(|p| p.call_name().is_none())
-        .filter_map(|p| Some((p.clone(), jit::param_value(&p, find).ok()?)))
+        .filter_map(|p| Some((p.clone(), jit::param_value(&p, &find).ok()?)))
         .collect();
 }
 

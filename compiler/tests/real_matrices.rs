@@ -308,6 +308,65 @@ fn ttv_into_sparse_results_on_real_tensors() {
     }
 }
 
+/// MTTKRP as the bench runs it on the Cranelift tier, on the real order-3
+/// tensors: made as if for large data, its rows summed in strips of 16,
+/// the kernel compiled for its data's sizes (`Function::fixed_params`).
+/// Rank 16 is one whole strip with no loop for a rest; rank 20 keeps the
+/// rest. From CSF and COO, on 1 and 3 threads, against plain loops over
+/// the entries.
+#[test]
+fn mttkrp_of_whole_strips_and_a_rest_on_real_tensors() {
+    let mut whole = 0;
+    for (path, b, ..) in ttv_cases() {
+        let (i, k, l) = (b.dims[0], b.dims[1], b.dims[2]);
+        for rank in [16, 20] {
+            let factor = |rows: usize, salt: usize| {
+                let v: Vec<f64> = (0..rows * rank)
+                    .map(|x| ((x * salt % 23) as f64 - 11.0) / 5.0)
+                    .collect();
+                (CooTensor::from_dense(vec![rows, rank], &v), v)
+            };
+            let ((p, pv), (q, qv)) = (factor(k, 7), factor(l, 13));
+            let mut want = vec![0.0; i * rank];
+            for e in 0..b.nnz() {
+                let c = b.coord(e);
+                let (ci, ck, cl) = (c[0] as usize, c[1] as usize, c[2] as usize);
+                for j in 0..rank {
+                    want[ci * rank + j] += b.vals[e] * pv[ck * rank + j] * qv[cl * rank + j];
+                }
+            }
+            for f in ["CSF", "COO"] {
+                for threads in [1, 3] {
+                    let (got, code) = run_dense_made(
+                        "A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)",
+                        &[
+                            ("A", "dense", 2),
+                            ("B", f, 3),
+                            ("P", "dense", 2),
+                            ("Q", "dense", 2),
+                        ],
+                        &[("B", &b), ("P", &p), ("Q", &q)],
+                        &[i, rank],
+                        threads,
+                        true,
+                    );
+                    let what = format!(
+                        "{}: MTTKRP of rank {rank} from {f} on {threads} threads",
+                        path.display()
+                    );
+                    if code.contains("strip_sum") {
+                        let rest = code.contains(&format!("if strip < {rank} {{"));
+                        assert_eq!(rest, rank != 16, "{what}\n{code}");
+                        whole += usize::from(!rest);
+                    }
+                    assert_close(&got, &want, &what);
+                }
+            }
+        }
+    }
+    assert!(whole > 0, "no real tensor ran whole strips without a rest");
+}
+
 /// A + B into a sparse result built from empty in every run, as
 /// `tensorc --fresh-result` and the bench time it, B being A plus the
 /// diagonal above A's (`bench/run.py`'s pattern), with A, B and the result

@@ -272,14 +272,6 @@ fn set_before(statements: &[Stmt]) -> Vec<VarId> {
     set.into_iter().collect()
 }
 
-fn reads(s: &Stmt, v: VarId) -> bool {
-    let mut found = false;
-    walk_block(std::slice::from_ref(s), &mut |s| {
-        found |= stmt_exprs(s).into_iter().any(|e| e.uses(v));
-    });
-    found
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

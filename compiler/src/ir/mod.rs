@@ -607,6 +607,15 @@ pub fn has_loops(b: &[Stmt]) -> bool {
     found
 }
 
+/// Whether `s` (or a statement inside it) reads `v`.
+pub fn reads(s: &Stmt, v: VarId) -> bool {
+    let mut found = false;
+    walk_block(std::slice::from_ref(s), &mut |s| {
+        found |= stmt_exprs(s).into_iter().any(|e| e.uses(v));
+    });
+    found
+}
+
 /// Whether `s` (or a statement inside it) gives `v` a value.
 pub fn assigns(s: &Stmt, v: VarId) -> bool {
     let mut found = false;

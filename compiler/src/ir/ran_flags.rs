@@ -20,7 +20,9 @@
 //! read nowhere between its declaration and the loop's end, and the loop
 //! gives it no value but 1.
 
-use super::{assigns, nested_blocks_mut, walk_block, Block, CmpOp, Expr, Function, Stmt, VarId};
+use super::{
+    assigns, nested_blocks_mut, reads, walk_block, Block, CmpOp, Expr, Function, Stmt, VarId,
+};
 
 pub fn flags_from_bounds(f: &mut Function) {
     in_block(&mut f.body);
@@ -115,11 +117,7 @@ fn is_set_to_one(s: &Stmt, t: VarId) -> bool {
 
 /// Whether `s` (or a statement inside it) reads or assigns `t`.
 fn mentions(s: &Stmt, t: VarId) -> bool {
-    let mut found = false;
-    walk_block(std::slice::from_ref(s), &mut |s| {
-        found |= crate::ir::stmt_exprs(s).iter().any(|e| e.uses(t));
-    });
-    found || assigns(s, t)
+    reads(s, t) || assigns(s, t)
 }
 
 /// Remove every `t = 1` from `b`, at any depth.

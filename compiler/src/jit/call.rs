@@ -542,7 +542,7 @@ struct Bound {
 }
 
 /// The tensor named `name`: the result, or one of `inputs`.
-fn find_tensor<'t>(
+pub fn find_tensor<'t>(
     inputs: impl Iterator<Item = &'t Tensor> + Clone,
     output: &'t Tensor,
 ) -> impl Fn(&str) -> Option<&'t Tensor> {

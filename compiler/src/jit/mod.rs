@@ -11,7 +11,7 @@ mod translate;
 mod vector;
 
 pub(crate) use call::Code;
-pub use call::{param_value, run_kernel, run_rows, run_share, RunError, Share};
+pub use call::{find_tensor, param_value, run_kernel, run_rows, run_share, RunError, Share};
 pub use room::poison_unzeroed_room;
 
 use crate::ir::{passes, ArrayRef, Function, ParamRef};

@@ -55,35 +55,40 @@ impl Pairs {
 
     /// Whether `s` names a paired variable (defines it or reads it).
     pub(super) fn names_any(&self, s: &Stmt) -> bool {
-        if self.paired.is_empty() {
-            return false;
-        }
-        if let Stmt::Let(v, _) | Stmt::Set(v, _) = s {
-            if self.paired.contains(v) {
-                return true;
-            }
-        }
-        crate::ir::stmt_exprs(s).into_iter().any(|e| {
-            let mut reads = false;
-            e.walk(&mut |x| reads |= matches!(x, Expr::Var(v) if self.paired.contains(v)));
-            reads
-        })
+        let mut any = false;
+        self.each_named(s, &mut |_| any = true);
+        any
     }
 
     fn named(&self, s: &Stmt) -> BTreeSet<VarId> {
-        // Most kernels pair nothing; the translator asks of every statement.
-        if self.paired.is_empty() {
-            return BTreeSet::new();
-        }
-        let mut vars: BTreeSet<VarId> = crate::ir::stmt_exprs(s)
-            .into_iter()
-            .flat_map(|e| e.vars())
-            .collect();
-        if let Stmt::Let(v, _) | Stmt::Set(v, _) = s {
-            vars.insert(*v);
-        }
-        vars.retain(|v| self.paired.contains(v));
+        let mut vars = BTreeSet::new();
+        self.each_named(s, &mut |v| {
+            vars.insert(v);
+        });
         vars
+    }
+
+    /// `f` on each paired variable `s` defines or reads (repeats
+    /// included), allocating nothing: the translator asks of every
+    /// statement, and most kernels pair nothing.
+    fn each_named(&self, s: &Stmt, f: &mut dyn FnMut(VarId)) {
+        if self.paired.is_empty() {
+            return;
+        }
+        if let Stmt::Let(v, _) | Stmt::Set(v, _) = s {
+            if self.paired.contains(v) {
+                f(*v);
+            }
+        }
+        for e in crate::ir::stmt_exprs(s) {
+            e.walk(&mut |x| {
+                if let Expr::Var(v) = x {
+                    if self.paired.contains(v) {
+                        f(*v);
+                    }
+                }
+            });
+        }
     }
 
     fn insert(&mut self, first: VarId, second: VarId) {
