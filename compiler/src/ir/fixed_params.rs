@@ -18,32 +18,39 @@ pub(super) fn compile_in(f: &mut Function) {
     }
     let fixed = f.fixed_params.clone();
     rewrite_block(&mut f.body, &mut |e| {
-        let folded = match e {
-            Expr::Param(p) => fixed
-                .iter()
-                .find(|(q, _)| q == p)
-                .map(|&(_, v)| Expr::Int(v)),
-            Expr::Bin(op, a, b) if is_constant(a) && is_constant(b) => {
-                Some(Expr::bin(*op, (**a).clone(), (**b).clone()))
+        if let Expr::Param(p) = e {
+            if let Some(&(_, v)) = fixed.iter().find(|(q, _)| q == p) {
+                *e = Expr::Int(v);
             }
-            Expr::Cmp(op, a, b) if is_constant(a) && is_constant(b) => {
-                Some(Expr::cmp(*op, (**a).clone(), (**b).clone()))
-            }
-            Expr::Not(a) if is_constant(a) => Some(Expr::not((**a).clone())),
-            Expr::Select(c, a, b) => match **c {
-                Expr::Bool(true) => Some((**a).clone()),
-                Expr::Bool(false) => Some((**b).clone()),
-                _ => None,
-            },
-            _ => None,
-        };
-        if let Some(x) = folded {
-            *e = x;
         }
+        fold(e);
     });
 }
 
-fn is_constant(e: &Expr) -> bool {
+/// Fold `e` where its operands are constants (its own, not its
+/// children's: a rewrite visits children first).
+pub(super) fn fold(e: &mut Expr) {
+    let folded = match e {
+        Expr::Bin(op, a, b) if is_constant(a) && is_constant(b) => {
+            Some(Expr::bin(*op, (**a).clone(), (**b).clone()))
+        }
+        Expr::Cmp(op, a, b) if is_constant(a) && is_constant(b) => {
+            Some(Expr::cmp(*op, (**a).clone(), (**b).clone()))
+        }
+        Expr::Not(a) if is_constant(a) => Some(Expr::not((**a).clone())),
+        Expr::Select(c, a, b) => match **c {
+            Expr::Bool(true) => Some((**a).clone()),
+            Expr::Bool(false) => Some((**b).clone()),
+            _ => None,
+        },
+        _ => None,
+    };
+    if let Some(x) = folded {
+        *e = x;
+    }
+}
+
+pub(super) fn is_constant(e: &Expr) -> bool {
     matches!(e, Expr::Int(_) | Expr::Bool(_))
 }
 

@@ -17,6 +17,7 @@ mod filled;
 mod fixed_params;
 pub mod gathers;
 pub mod interp;
+mod known_values;
 pub mod min_compare;
 pub mod passes;
 pub(crate) mod prefetch;
@@ -513,7 +514,7 @@ pub fn rewrite_block(block: &mut Block, f: &mut dyn FnMut(&mut Expr)) {
 }
 
 /// `stmt_exprs`, to change them.
-fn stmt_exprs_mut(s: &mut Stmt) -> Vec<&mut Expr> {
+pub(super) fn stmt_exprs_mut(s: &mut Stmt) -> Vec<&mut Expr> {
     match s {
         Stmt::Let(_, e) | Stmt::Set(_, e) => vec![e],
         Stmt::Store(_, i, v) => vec![i, v],

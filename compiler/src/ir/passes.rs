@@ -54,6 +54,9 @@ pub fn for_codegen(f: &Function, backend: Backend) -> Function {
     }
     gather_reserves(&mut g.body);
     super::fill_checks::check_fill_once(&mut g);
+    if backend == Backend::Cranelift {
+        super::known_values::write_in(&mut g);
+    }
     g
 }
 
