@@ -105,6 +105,8 @@ pub struct Translator<'a, 'b> {
     loaded_bases: Vec<(ArrayRef, Value)>,
     /// Variables held two to a vector (`jit::pairs`).
     pub(super) pairs: super::pairs::Pairs,
+    /// The array table as last loaded, and in which block.
+    table_in: Option<(Block, Value)>,
 }
 
 fn flags() -> MemFlagsData {
@@ -203,6 +205,7 @@ impl<'a, 'b> Translator<'a, 'b> {
             regions,
             hoisted: Vec::new(),
             pairs: super::pairs::find(&f.body),
+            table_in: None,
             b,
         };
         for (id, v) in f.vars.iter().enumerate() {
@@ -349,9 +352,18 @@ impl<'a, 'b> Translator<'a, 'b> {
 
     /// The array table of the argument block.
     fn table(&mut self) -> Value {
-        self.b
-            .ins()
-            .load(self.ptr_ty, pure(), self.args, ARGS_ARRAYS)
+        let here = self.b.current_block();
+        match self.table_in {
+            Some((block, v)) if Some(block) == here => v,
+            _ => {
+                let v = self
+                    .b
+                    .ins()
+                    .load(self.ptr_ty, pure(), self.args, ARGS_ARRAYS);
+                self.table_in = here.map(|block| (block, v));
+                v
+            }
+        }
     }
 
     /// Load a base pointer from its slot, in its own alias region. Not
