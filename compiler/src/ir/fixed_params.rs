@@ -10,7 +10,7 @@
 //! before each. Expressions left with only constants are folded, with the
 //! 64-bit wrapping arithmetic the backends give them.
 
-use super::{rewrite_block, Expr, Function};
+use super::{fold_constant_operands, rewrite_block, Expr, Function};
 
 pub(super) fn compile_in(f: &mut Function) {
     if f.fixed_params.is_empty() {
@@ -23,35 +23,8 @@ pub(super) fn compile_in(f: &mut Function) {
                 *e = Expr::Int(v);
             }
         }
-        fold(e);
+        fold_constant_operands(e);
     });
-}
-
-/// Fold `e` where its operands are constants (its own, not its
-/// children's: a rewrite visits children first).
-pub(super) fn fold(e: &mut Expr) {
-    let folded = match e {
-        Expr::Bin(op, a, b) if is_constant(a) && is_constant(b) => {
-            Some(Expr::bin(*op, (**a).clone(), (**b).clone()))
-        }
-        Expr::Cmp(op, a, b) if is_constant(a) && is_constant(b) => {
-            Some(Expr::cmp(*op, (**a).clone(), (**b).clone()))
-        }
-        Expr::Not(a) if is_constant(a) => Some(Expr::not((**a).clone())),
-        Expr::Select(c, a, b) => match **c {
-            Expr::Bool(true) => Some((**a).clone()),
-            Expr::Bool(false) => Some((**b).clone()),
-            _ => None,
-        },
-        _ => None,
-    };
-    if let Some(x) = folded {
-        *e = x;
-    }
-}
-
-pub(super) fn is_constant(e: &Expr) -> bool {
-    matches!(e, Expr::Int(_) | Expr::Bool(_))
 }
 
 #[cfg(test)]

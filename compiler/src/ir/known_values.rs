@@ -14,8 +14,10 @@
 
 use std::collections::BTreeMap;
 
-use super::fixed_params::{fold, is_constant};
-use super::{stmt_exprs_mut, walk_block, Block, Expr, Function, Stmt, VarId};
+use super::{
+    fold_constant_operands, is_constant, stmt_exprs_mut, walk_block, Block, Expr, Function, Stmt,
+    VarId,
+};
 
 type Known = BTreeMap<VarId, Expr>;
 
@@ -79,7 +81,7 @@ fn write(e: &mut Expr, known: &Known) {
                 *x = c.clone();
             }
         }
-        fold(x);
+        fold_constant_operands(x);
     });
 }
 

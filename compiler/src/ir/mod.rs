@@ -513,6 +513,35 @@ pub fn rewrite_block(block: &mut Block, f: &mut dyn FnMut(&mut Expr)) {
     }
 }
 
+/// Fold `e` where its own operands are constants (integers or booleans;
+/// its children are not looked into: a rewrite visits them first), with
+/// the 64-bit wrapping arithmetic the backends give them.
+pub(super) fn fold_constant_operands(e: &mut Expr) {
+    let folded = match e {
+        Expr::Bin(op, a, b) if is_constant(a) && is_constant(b) => {
+            Some(Expr::bin(*op, (**a).clone(), (**b).clone()))
+        }
+        Expr::Cmp(op, a, b) if is_constant(a) && is_constant(b) => {
+            Some(Expr::cmp(*op, (**a).clone(), (**b).clone()))
+        }
+        Expr::Not(a) if is_constant(a) => Some(Expr::not((**a).clone())),
+        Expr::Select(c, a, b) => match **c {
+            Expr::Bool(true) => Some((**a).clone()),
+            Expr::Bool(false) => Some((**b).clone()),
+            _ => None,
+        },
+        _ => None,
+    };
+    if let Some(x) = folded {
+        *e = x;
+    }
+}
+
+/// Whether `e` is an integer or boolean constant.
+pub(super) fn is_constant(e: &Expr) -> bool {
+    matches!(e, Expr::Int(_) | Expr::Bool(_))
+}
+
 /// `stmt_exprs`, to change them.
 pub(super) fn stmt_exprs_mut(s: &mut Stmt) -> Vec<&mut Expr> {
     match s {
