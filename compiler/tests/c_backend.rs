@@ -1482,8 +1482,10 @@ fn fill_checked_once_per_sum_keeps_non_finite_sums_exact() {
 /// `TENSOR_STREAM_MIN_BYTES` (64 MB): TTM from CSF into 9.8M positions, of
 /// which the few stored fibres are computed. The C zeroes the rest with
 /// streaming stores (`tensor_zero_f64`) and stores each computed value
-/// once; both tiers must give the oracle's answer, and the same bits.
-/// From COO, the same data: added into, as its rows repeat.
+/// once (the Cranelift tier through `jit::call::zero_f64`); both tiers
+/// must give the oracle's answer, and the same bits. From COO, the same
+/// data: its entries go a run of equal (i, j) at a time, so there too
+/// each value is stored once.
 #[test]
 fn a_large_result_never_read_back_streams_its_zeros() {
     let Some(dir) = setup("streamed") else { return };
@@ -1515,13 +1517,13 @@ fn a_large_result_never_read_back_streams_its_zeros() {
     let ran = two_backends_on(&dir, "streamed", expr, &specs, &data, &out)
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(ran, "{expr} refused");
-    // From COO, whose entries repeat a row's (i, j) at other l, the
-    // result's positions are visited again: added into, zeroed the
-    // cached way.
+    // From COO, whose entries repeat a row's (i, j) at other l: over runs
+    // of equal (i, j), each value summed and stored once.
     let coo = [("B", "COO")];
     let text = prepare_text(expr, &coo, &data, &out);
-    assert!(text.contains("A_vals[pA3] +="), "{text}");
-    assert!(!text.contains("tensor_zero_f64(&A_vals["), "{text}");
+    assert!(text.contains("pB2_seg"), "runs of equal (i, j): {text}");
+    assert!(!text.contains("A_vals[pA3] +="), "{text}");
+    assert!(text.contains("tensor_zero_f64(&A_vals["), "{text}");
     let ran = two_backends_on(&dir, "streamed_coo", expr, &coo, &data, &out)
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(ran, "{expr} from COO refused");

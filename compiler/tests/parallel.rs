@@ -72,6 +72,14 @@ const CASES: &[Case] = &[
     // (a dense result's rows zeroed inside the shared loop, in order)
     case("C(i,k) = A(i,j) * B(j,k)", &[("A", "COO")], Some(Rows)),
     case("C(i,k) = A(i,j) * B(j,k)", &[("A", "DCSR")], Some(Rows)),
+    // (runs of a deduplicated COO level, one an iteration, the shares'
+    // bounds between runs: TTM sums each run into values stored once)
+    case("A(i,j,k) = B(i,j,l) * M(k,l)", &[("B", "COO")], Some(Rows)),
+    case(
+        "C(i,j) = A(i,j) * B(i,j)",
+        &[("A", "CSR"), ("B", "COO")],
+        Some(Rows),
+    ),
     // Partials: reductions, and loops that may meet a coordinate twice.
     case("a = x(i) * z(i)", &[], Some(Partials)),
     case(

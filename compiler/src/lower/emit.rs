@@ -149,6 +149,11 @@ impl<'p> Lowerer<'p> {
             Shape::While => {
                 let at = self.e.let_var(&name, bounds.at);
                 self.note_cursor(v, it.as_ref(), &at);
+                // A deduplicated level's loop runs a run an iteration,
+                // which shares can split (`parallel::OuterLoop::over_runs`).
+                if let (0, true, Expr::Var(var)) = (d, it.dedups(), &at) {
+                    self.record_outer(*var, v, it.as_ref());
+                }
                 let cur = Cursor {
                     at: at.clone(),
                     end: bounds.end,

@@ -178,9 +178,14 @@ impl<'p> Lowerer<'p> {
             // One loop over a unique level visits each coordinate at most
             // once; not within a deduplicated run, whose positions span
             // several parents (COO's columns of one row may repeat).
+            // A deduplicated ordered level visits each of its coordinates
+            // once, within a run too (a run holds the parent's entries in
+            // order: COO's columns of one row).
             let distinct = it.is_some_and(|it| {
                 let in_run = it.id().operand().is_some_and(|o| st.run_end[o].is_some());
-                it.props().level.unique && !in_run && !matches!(it.kind(), Kind::Scratch)
+                let props = it.props().level;
+                ((props.unique && !in_run) || (it.dedups() && props.ordered))
+                    && !matches!(it.kind(), Kind::Scratch)
             });
             st.exact &= next_out == v && plain;
             st.once &= next_out == v && distinct;
@@ -306,7 +311,7 @@ impl<'p> Lowerer<'p> {
                 let Some(o) = op.operand() else { continue };
                 if !props.unique
                     && matches!(it.kind(), Kind::Position(_))
-                    && (needs_order || !self.fusable(o, st))
+                    && (needs_order || !self.fusable(o, st) || self.runs_save_loops(o, st, v))
                 {
                     self.check_chainable(o, it.as_ref(), pt)?;
                     dedup.insert(o);
@@ -430,6 +435,35 @@ impl<'p> Lowerer<'p> {
             !uses || x.fully_locatable()
         });
         out_scatters && inputs_locatable
+    }
+
+    /// Whether a fusable non-unique level (of operand `op`, iterated for
+    /// `v`) is better deduplicated: when a loop over a variable `op` lacks
+    /// comes between `v` and `op`'s last variable (TTM from COO,
+    /// `A(i,j,k) = B(i,j,l) * M(k,l)`: the loop over `k` between `j` and
+    /// `l`). Fused, that loop runs once per stored entry, and adds into
+    /// the result's positions once per entry; over runs of equal
+    /// coordinates it runs once per run, and the reduction inside it sums
+    /// a run's entries into a scalar stored once. An ordered level only:
+    /// its runs are whole, so each coordinate is visited once.
+    fn runs_save_loops(&self, op: OperandId, st: &State, v: IndexVar) -> bool {
+        let o = &self.p.operands[op];
+        let k = st.pos[op].len();
+        let ordered = o.format.levels[k..].iter().all(|l| l.properties().ordered);
+        let Some(&last) = o.level_vars.last() else {
+            return false;
+        };
+        let (Some(at), Some(end)) = (
+            self.order.iter().position(|&u| u == v),
+            self.order.iter().position(|&u| u == last),
+        ) else {
+            return false;
+        };
+        ordered
+            && at < end
+            && self.order[at + 1..end]
+                .iter()
+                .any(|u| !o.level_vars.contains(u))
     }
 
     fn check_chainable(

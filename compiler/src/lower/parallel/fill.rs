@@ -20,7 +20,7 @@
 
 use super::{Coordinate, OuterLoop};
 use crate::format::level::{Assembly, LevelCtx};
-use crate::ir::{ArrayRef, CmpOp, Emitter, Expr, ParamRef, Stmt, VarId, CALL_THREAD};
+use crate::ir::{ArrayRef, CmpOp, Emitter, Expr, ParamRef, Stmt, CALL_THREAD};
 use crate::lower::operands::Problem;
 
 /// How the shared loop's variable gives the coordinate of its iteration.
@@ -99,9 +99,10 @@ impl RowFill {
         p: &Problem,
         hi: Expr,
         (begin, end): (Expr, Expr),
-        cursor: VarId,
+        shared: super::SharedLoop,
         inner: Vec<Stmt>,
     ) {
+        let cursor = shared.cursor;
         let rows = self.rows(e, p);
         // The first row of this share: 0 for the first share, else the
         // coordinate at its first iteration (no row when it starts past
@@ -129,12 +130,7 @@ impl RowFill {
             });
             inner.into_iter().for_each(|s| e.push(s));
         });
-        e.push(Stmt::For {
-            var: cursor,
-            lo: begin,
-            hi: end.clone(),
-            body,
-        });
+        shared.emit(e, begin, end.clone(), body);
         // The rows up to the next share's first (to the last row after
         // the last share).
         let last = e.let_var("fill_end", rows);

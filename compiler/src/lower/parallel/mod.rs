@@ -58,6 +58,11 @@ pub(crate) struct OuterLoop {
     /// The coordinate of an iteration, when the loop visits coordinates in
     /// nondecreasing order (`fill`).
     row_of: Option<fill::RowOf>,
+    /// The loop is `let var = lo; while var < hi { ..; var = next }`, a
+    /// run of equal coordinates an iteration (a deduplicated level), not
+    /// a `for`: each run starts an iteration, so shares whose bounds move
+    /// past runs start and end on iterations.
+    over_runs: bool,
 }
 
 impl OuterLoop {
@@ -71,6 +76,7 @@ impl OuterLoop {
             weight: None,
             runs: None,
             row_of: Some(fill::RowOf::Cursor),
+            over_runs: false,
         }
     }
 }
@@ -93,19 +99,21 @@ struct Weight {
 }
 
 impl<'p> Lowerer<'p> {
-    /// Note the `for` loop over `var` that iterates `v` with `it` as the
-    /// outermost loop of the nest.
+    /// Note the loop over `var` that iterates `v` with `it` as the
+    /// outermost loop of the nest: a `for`, or the `while` of a
+    /// deduplicated level (`OuterLoop::over_runs`).
     pub(super) fn record_outer(&mut self, var: VarId, v: IndexVar, it: &dyn LoopIterator<'p>) {
         // Value iteration and whole dimensions count coordinates; position
         // iteration repeats a coordinate only on a non-unique level, where
-        // an ordered one keeps the repeats together.
+        // an ordered one keeps the repeats together (in one iteration when
+        // deduplicated).
         let props = it.props().level;
         let runs = match it.kind() {
             Kind::Position(_) if !props.unique && props.ordered => self.coordinate(it),
             _ => None,
         };
         let distinct = match it.kind() {
-            Kind::Position(_) => (props.unique || runs.is_some()) && !it.dedups(),
+            Kind::Position(_) => (props.unique && !it.dedups()) || runs.is_some(),
             Kind::Value(_) | Kind::Dimension | Kind::Scratch => true,
         };
         let weight = self.weight(it);
@@ -122,6 +130,7 @@ impl<'p> Lowerer<'p> {
             weight,
             runs,
             row_of,
+            over_runs: it.dedups(),
         });
     }
 
@@ -246,6 +255,18 @@ pub(super) fn share_outer(
     let mode = mode(p, outer)?;
     let out = p.output().tensor.clone();
     let mut body = e.take();
+    // The loop over runs, `let var = lo; while var < hi { .. }`, is judged
+    // and cut into shares as `for var in lo..hi { .. }` would be, and
+    // emitted as it was (only on rows of a dense result).
+    let original = body.clone();
+    if outer.over_runs && !as_counted_loop(&mut body, outer.var) {
+        original.into_iter().for_each(|s| e.push(s));
+        return None;
+    }
+    if outer.over_runs && mode != Parallel::Rows {
+        original.into_iter().for_each(|s| e.push(s));
+        return None;
+    }
     let fits = match body
         .iter()
         .position(|s| matches!(s, Stmt::For { var, .. } if *var == outer.var))
@@ -291,9 +312,7 @@ pub(super) fn share_outer(
         true,
     ) = (body.last().cloned(), fits.is_some())
     else {
-        for s in body {
-            e.push(s);
-        }
+        original.into_iter().for_each(|s| e.push(s));
         return None;
     };
     body.pop();
@@ -343,14 +362,13 @@ pub(super) fn share_outer(
         outer.runs.as_ref(),
     );
     let (begin, end) = (Expr::Var(bounds.begin), Expr::Var(bounds.end));
+    let shared = SharedLoop {
+        cursor: var,
+        over_runs: outer.over_runs,
+    };
     match fill {
-        Some(fill) => fill.emit(e, p, hi, (begin, end), var, inner),
-        None => e.push(Stmt::For {
-            var,
-            lo: begin,
-            hi: end,
-            body: inner,
-        }),
+        Some(fill) => fill.emit(e, p, hi, (begin, end), shared, inner),
+        None => shared.emit(e, begin, end, inner),
     }
     let share = e.close();
     match mode {
@@ -365,6 +383,63 @@ pub(super) fn share_outer(
         e.push(s);
     }
     Some((mode, bounds))
+}
+
+/// The loop a share runs: `for cursor in begin..end { body }`, or over
+/// runs, `let cursor = begin; while cursor < end { body }` (the body
+/// moves the cursor past its run).
+#[derive(Clone, Copy)]
+pub(super) struct SharedLoop {
+    pub cursor: VarId,
+    pub over_runs: bool,
+}
+
+impl SharedLoop {
+    pub(super) fn emit(self, e: &mut Emitter, begin: Expr, end: Expr, body: Vec<Stmt>) {
+        if self.over_runs {
+            e.push(Stmt::Let(self.cursor, begin));
+            e.push(Stmt::While {
+                cond: Expr::lt(Expr::Var(self.cursor), end),
+                body,
+            });
+        } else {
+            e.push(Stmt::For {
+                var: self.cursor,
+                lo: begin,
+                hi: end,
+                body,
+            });
+        }
+    }
+}
+
+/// Rewrite `let var = lo; while var < hi { body }` in `block` as `for var
+/// in lo..hi { body }`, the form the share checks and cuts; false where
+/// `block` holds no such loop.
+fn as_counted_loop(block: &mut Vec<Stmt>, var: VarId) -> bool {
+    let Some(k) = block.iter().position(|s| {
+        matches!(s, Stmt::While { cond: Expr::Cmp(CmpOp::Lt, x, _), .. } if **x == Expr::Var(var))
+    }) else {
+        return false;
+    };
+    let lo = match k.checked_sub(1).map(|j| &block[j]) {
+        Some(Stmt::Let(v, lo)) if *v == var => lo.clone(),
+        _ => return false,
+    };
+    let Stmt::While {
+        cond: Expr::Cmp(_, _, hi),
+        body,
+    } = block.remove(k)
+    else {
+        return false;
+    };
+    block[k - 1] = Stmt::For {
+        var,
+        lo,
+        hi: *hi,
+        body,
+    };
+    true
 }
 
 /// Emit `pending` (if any) under `if cond`.
