@@ -37,6 +37,19 @@ fn fixtures() -> Vec<PathBuf> {
     v
 }
 
+/// The real third-order tensors of the fixtures, with their paths.
+fn real_order3_tensors() -> Vec<(PathBuf, CooTensor)> {
+    fixtures()
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "tns"))
+        .map(|p| {
+            let t = read_tensor(&p).unwrap(); // ok: test code, a panic is a failed test
+            (p, t)
+        })
+        .filter(|(_, t)| t.order() == 3)
+        .collect()
+}
+
 fn presets(order: usize) -> &'static [&'static str] {
     match order {
         2 => &[
@@ -430,14 +443,7 @@ fn adds_into_fresh_sparse_results_on_real_matrices() {
 /// Cranelift without its optimizer, `jit::Opt`).
 #[test]
 fn three_level_unions_on_real_tensors() {
-    for path in fixtures()
-        .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "tns"))
-    {
-        let b = read_tensor(&path).unwrap();
-        if b.order() != 3 {
-            continue;
-        }
+    for (path, b) in real_order3_tensors() {
         let k = b.dims[2] as u32;
         let mut c = CooTensor::new(b.dims.clone());
         for e in 0..b.nnz() {
@@ -458,6 +464,52 @@ fn three_level_unions_on_real_tensors() {
                 &b.dims,
             );
             assert_close(&got, &want, &format!("{}: B + C in {f}", path.display()));
+        }
+    }
+}
+
+/// TTM (`A(i,j,k) = B(i,j,l) * M(k,l)`) of each real order-3 tensor into
+/// a dense result, from CSF and from COO on one thread and on two, against
+/// the sums over the dense forms. From COO the entries go a run of equal
+/// (i, j) at a time (a deduplicated level: its loop over `k` once per run,
+/// not once per entry), each value stored once, and the shares' bounds fall
+/// between runs of equal rows.
+#[test]
+fn ttm_over_runs_on_real_tensors() {
+    for (path, b) in real_order3_tensors() {
+        let (ni, nj, nl, nk) = (b.dims[0], b.dims[1], b.dims[2], 3);
+        let mut m = CooTensor::new(vec![nk, nl]);
+        for k in 0..nk {
+            for l in 0..nl {
+                m.push(
+                    &[k as u32, l as u32],
+                    1.0 + ((k * 7 + l * 3) % 11) as f64 / 8.0,
+                );
+            }
+        }
+        let (bd, md) = (b.to_dense(), m.to_dense());
+        let mut want = vec![0.0; ni * nj * nk];
+        for i in 0..ni {
+            for j in 0..nj {
+                for k in 0..nk {
+                    want[(i * nj + j) * nk + k] = (0..nl)
+                        .map(|l| bd[(i * nj + j) * nl + l] * md[k * nl + l])
+                        .sum();
+                }
+            }
+        }
+        for f in ["COO", "CSF"] {
+            for threads in [1, 2] {
+                let got = run_dense_on(
+                    "A(i,j,k) = B(i,j,l) * M(k,l)",
+                    &[("A", "dense", 3), ("B", f, 3), ("M", "dense", 2)],
+                    &[("B", &b), ("M", &m)],
+                    &[ni, nj, nk],
+                    threads,
+                );
+                let what = format!("{}: TTM from {f} on {threads} threads", path.display());
+                assert_close(&got, &want, &what);
+            }
         }
     }
 }

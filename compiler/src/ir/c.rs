@@ -56,6 +56,11 @@ pub fn symbol(f: &Function) -> String {
 
 /// Types and macros every kernel shares; guarded so several kernels'
 /// headers can be included in one file.
+/// A result array above this size has its zero fills stream past the
+/// caches (`tensor_zero_f64` in the C, `jit::call::zero_f64` in the
+/// Cranelift tier); `HELPERS` writes the same number.
+pub const STREAM_MIN_BYTES: i64 = 64 << 20;
+
 const TYPES: &str = r#"#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -634,6 +639,18 @@ pub fn source(f: &Function, header_name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// The C streams its zero fills above the size the Cranelift tier's
+    /// `jit::call::zero_f64` does.
+    #[test]
+    fn both_tiers_stream_zeros_above_one_size() {
+        let line = format!(
+            "#define TENSOR_STREAM_MIN_BYTES ((int64_t){} << 20)",
+            super::STREAM_MIN_BYTES >> 20
+        );
+        assert!(super::HELPERS.contains(&line), "{line}");
+        assert_eq!(super::STREAM_MIN_BYTES % (1 << 20), 0);
+    }
+
     /// The C's `tensor_scattered` and `tensor_coordinates_follow` (run
     /// time) and `gathers::lines_of_their_own` (the data a Cranelift kernel
     /// is made for) sample alike: the C calls scattered exactly what has

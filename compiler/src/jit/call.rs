@@ -316,6 +316,40 @@ pub(super) extern "C" fn prefetch_rows(
     }
 }
 
+/// The zero fill of a result the kernel never reads back, for the
+/// Cranelift tier, which has no stores that bypass the caches (through
+/// the `preserve_all` trampoline `translate::zero_body`): the C's
+/// `tensor_zero_f64` (`ir::c`), with the same rule. Zeroes `n` doubles
+/// from `p`, part of an array of `len` elements; where that array is
+/// larger than `ir::c::STREAM_MIN_BYTES`, with streaming stores, since a
+/// cached store first reads the line it writes from memory.
+pub(super) extern "C" fn zero_f64(p: *mut f64, n: i64, len: i64) {
+    let Ok(n) = usize::try_from(n) else { return };
+    let mut i = 0;
+    #[cfg(target_arch = "x86_64")]
+    if len > crate::ir::c::STREAM_MIN_BYTES / 8 && n >= 64 {
+        use std::arch::x86_64::{_mm_setzero_pd, _mm_sfence, _mm_stream_pd};
+        // SAFETY: the kernel passes `n` elements from `p` inside one of its
+        // arrays (the positions its own fill loop would store); SSE2 is
+        // part of x86-64.
+        unsafe {
+            while i < n && (p.add(i) as usize) % 16 != 0 {
+                *p.add(i) = 0.0;
+                i += 1;
+            }
+            while i + 2 <= n {
+                _mm_stream_pd(p.add(i), _mm_setzero_pd());
+                i += 2;
+            }
+            _mm_sfence();
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = len;
+    // SAFETY: as above; all-zero bytes are the double +0.0.
+    unsafe { std::ptr::write_bytes(p.add(i), 0, n - i) };
+}
+
 /// `prefetch_rows` for x86-64 as the kernels call it, clobbering no
 /// register (Cranelift's `preserve_all`), so a call needs no trampoline
 /// saving every register around a call into Rust. SpDM from COO into 32
@@ -996,5 +1030,28 @@ mod tests {
             prefetch_rows(table.as_ptr(), slots(0, 1), at, positions, 8, len);
         }
         prefetch_rows_preserving(table.as_ptr(), slots(2, 1), 0, 4, 8, 8);
+    }
+
+    /// `zero_f64` zeroes its range and nothing else, with streaming stores
+    /// (an array said to be over `ir::c::STREAM_MIN_BYTES`) and without,
+    /// from every alignment, for short ranges (the plain way) and long
+    /// ones of odd and even lengths; nothing for an empty or negative one.
+    #[test]
+    fn zero_fills_cover_their_range_and_nothing_else() {
+        let large = crate::ir::c::STREAM_MIN_BYTES / 8 + 1;
+        let mut a = vec![1.5f64; 4096];
+        for len in [large, 100] {
+            for start in [0usize, 1, 2, 3, 7, 1001] {
+                for n in [-1i64, 0, 1, 63, 64, 65, 128, 1001] {
+                    a.fill(1.5);
+                    zero_f64(a[start..].as_mut_ptr(), n, len);
+                    let end = start + n.max(0) as usize;
+                    for (q, x) in a.iter().enumerate() {
+                        let want = if (start..end).contains(&q) { 0.0 } else { 1.5 };
+                        assert_eq!(*x, want, "len {len} start {start} n {n}: element {q}");
+                    }
+                }
+            }
+        }
     }
 }

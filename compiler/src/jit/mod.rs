@@ -272,10 +272,12 @@ fn build(
     ws: &mut Workspace,
 ) -> Result<(JITModule, cranelift_module::FuncId), String> {
     let isa = host_isa(Opt::for_function(f))?;
-    let (mut grows, mut prefetches) = (false, false);
+    let (mut grows, mut prefetches, mut zeroes) = (false, false, false);
+    let streamed = f.never_read_results();
     crate::ir::walk_block(&f.body, &mut |s| {
         grows |= matches!(s, crate::ir::Stmt::Reserve { .. });
         prefetches |= matches!(s, crate::ir::Stmt::Prefetch { .. });
+        zeroes |= crate::ir::zero_fill(s).is_some_and(|(a, ..)| streamed.contains(a));
     });
     let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
     if grows {
@@ -283,6 +285,9 @@ fn build(
     }
     if prefetches {
         builder.symbol(PREFETCH.symbol, PREFETCH.address()? as *const u8);
+    }
+    if zeroes {
+        builder.symbol(ZERO.symbol, ZERO.address()? as *const u8);
     }
     let mut module = JITModule::new(builder);
     let ptr_ty = module.target_config().pointer_type();
@@ -304,9 +309,15 @@ fn build(
     };
     let grow = import(grows, &GROW)?;
     let prefetch = import(prefetches, &PREFETCH)?;
+    let zero = import(zeroes, &ZERO)?.map(|z| (z, streamed));
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
-        translate::Translator::translate(&mut b, f, ptr_ty, arrays, params, grow, prefetch)?;
+        let helpers = translate::Helpers {
+            grow,
+            prefetch,
+            zero,
+        };
+        translate::Translator::translate(&mut b, f, ptr_ty, arrays, params, helpers)?;
         b.finalize(module.target_config());
     }
     let id = module
@@ -361,6 +372,17 @@ static PREFETCH: Trampoline = Trampoline {
     int_args: 5,
     body: translate::prefetch_body,
     native: PREFETCH_NATIVE,
+    address: OnceLock::new(),
+};
+
+/// `zero(p, n, len)`: the zero fill of `n` doubles from `p` in a result
+/// array of `len` elements the kernel never reads back, past the caches
+/// where the array is large (`call::zero_f64`, the C's `tensor_zero_f64`).
+static ZERO: Trampoline = Trampoline {
+    symbol: "tensor_zero",
+    int_args: 2,
+    body: translate::zero_body,
+    native: None,
     address: OnceLock::new(),
 };
 
@@ -421,6 +443,7 @@ impl Trampoline {
 pub fn build_shared_pieces() {
     let _ = GROW.address();
     let _ = PREFETCH.address();
+    let _ = ZERO.address();
     let _ = host_isa(Opt::None);
     let _ = host_isa(Opt::Speed);
 }
@@ -670,8 +693,15 @@ mod tests {
         func.signature.returns.push(AbiParam::new(types::I64));
         let mut fctx = FunctionBuilderContext::new();
         let mut b = FunctionBuilder::new(&mut func, &mut fctx);
-        translate::Translator::translate(&mut b, &f, types::I64, &arrays, &params, None, None)
-            .expect("translates"); // ok: test code
+        translate::Translator::translate(
+            &mut b,
+            &f,
+            types::I64,
+            &arrays,
+            &params,
+            translate::Helpers::default(),
+        )
+        .expect("translates"); // ok: test code
         b.finalize(isa.frontend_config());
         let dfg = &func.dfg;
         let constant = |v| {

@@ -92,6 +92,9 @@ pub struct Translator<'a, 'b> {
     /// that changes no register (`jit::PREFETCH`), imported by kernels
     /// that prefetch.
     prefetch: Option<FuncRef>,
+    /// `zero(p, n, len)` (`jit::ZERO`), imported by kernels with zero
+    /// fills of results they never read back, and those results.
+    zero: Option<(FuncRef, std::collections::BTreeSet<ArrayRef>)>,
     fail: Block,
     regions: Regions,
     /// Loads of input arrays hoisted out of the loops being translated,
@@ -172,6 +175,14 @@ fn collect_loads(e: &Expr, f: &mut dyn FnMut(&Expr)) {
     }
 }
 
+/// The functions a kernel calls, those it imports.
+#[derive(Default)]
+pub struct Helpers {
+    pub grow: Option<FuncRef>,
+    pub prefetch: Option<FuncRef>,
+    pub zero: Option<(FuncRef, std::collections::BTreeSet<ArrayRef>)>,
+}
+
 impl<'a, 'b> Translator<'a, 'b> {
     /// Emit the whole function body into `b`, whose entry block takes the
     /// argument-block pointer. Returns an error for IR the JIT cannot run.
@@ -181,8 +192,11 @@ impl<'a, 'b> Translator<'a, 'b> {
         ptr_ty: Type,
         slots: &[(ArrayRef, bool)],
         params: &[ParamRef],
-        grow: Option<FuncRef>,
-        prefetch: Option<FuncRef>,
+        Helpers {
+            grow,
+            prefetch,
+            zero,
+        }: Helpers,
     ) -> Result<(), String> {
         let entry = b.create_block();
         b.append_block_params_for_function_params(entry);
@@ -201,6 +215,7 @@ impl<'a, 'b> Translator<'a, 'b> {
             args,
             grow,
             prefetch,
+            zero,
             fail,
             regions,
             hoisted: Vec::new(),
@@ -718,6 +733,7 @@ impl<'a, 'b> Translator<'a, 'b> {
                     self.b.ins().store(f, x, addr, offset);
                 }
             }
+            Stmt::For { .. } if self.streams(s) => self.streamed_fill(s)?,
             Stmt::For {
                 var: var_id,
                 lo,
@@ -1077,6 +1093,38 @@ impl<'a, 'b> Translator<'a, 'b> {
 }
 
 impl Translator<'_, '_> {
+    /// Whether `s` is a zero fill of a result the kernel never reads back,
+    /// which `zero` does.
+    fn streams(&self, s: &Stmt) -> bool {
+        let Some((_, streamed)) = &self.zero else {
+            return false;
+        };
+        crate::ir::zero_fill(s).is_some_and(|(a, ..)| streamed.contains(a))
+    }
+
+    /// The zero fill `s` (`streams`) as a call of `zero`.
+    fn streamed_fill(&mut self, s: &Stmt) -> Result<(), String> {
+        let (Some((zero, _)), Some((a, lo, hi))) = (&self.zero, crate::ir::zero_fill(s)) else {
+            return Err("a zero fill without `zero`".into());
+        };
+        let zero = *zero;
+        let (addr, offset) = self.address_at(a, lo)?;
+        let at = self.b.ins().iadd_imm_s(addr, i64::from(offset));
+        let (lo, hi) = (self.expr(lo)?, self.expr(hi)?);
+        let n = self.b.ins().isub(hi, lo);
+        let slot = self.array(a)?.slot;
+        let table = self.table();
+        let sizes = flags().with_alias_region(Some(self.regions.sizes));
+        let len = self.b.ins().load(
+            types::I64,
+            sizes,
+            table,
+            (slot * SLOT_SIZE) as i32 + SLOT_LEN,
+        );
+        self.b.ins().call(zero, &[at, n, len]);
+        Ok(())
+    }
+
     /// A call to the prefetch routine, which clobbers no register.
     /// Cranelift has no prefetch instruction; `ir::prefetch` asks once per
     /// strip of positions where the hint is a call.
@@ -1153,6 +1201,19 @@ pub(super) fn float_cc(op: CmpOp) -> FloatCC {
 /// passes its six arguments on to `call::prefetch_rows`, which follows the
 /// platform's convention.
 pub(super) fn prefetch_body(b: &mut FunctionBuilder, ptr_ty: Type) {
+    pass_on(b, ptr_ty, 5, super::call::prefetch_rows as *const u8);
+}
+
+/// The body of `zero(p, n, len)` (`jit::ZERO`): its arguments passed on
+/// to `call::zero_f64`.
+pub(super) fn zero_body(b: &mut FunctionBuilder, ptr_ty: Type) {
+    pass_on(b, ptr_ty, 2, super::call::zero_f64 as *const u8);
+}
+
+/// A trampoline's body that passes its arguments (a pointer and
+/// `int_args` integers) on to `target`, a function of the platform's
+/// convention.
+fn pass_on(b: &mut FunctionBuilder, ptr_ty: Type, int_args: usize, target: *const u8) {
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
     b.switch_to_block(entry);
@@ -1160,11 +1221,10 @@ pub(super) fn prefetch_body(b: &mut FunctionBuilder, ptr_ty: Type) {
     let params = b.block_params(entry).to_vec();
     let mut sig = Signature::new(cranelift_codegen::isa::CallConv::SystemV);
     sig.params.push(AbiParam::new(ptr_ty));
-    sig.params.extend([AbiParam::new(types::I64); 5]);
+    sig.params
+        .extend(std::iter::repeat_n(AbiParam::new(types::I64), int_args));
     let sig = b.import_signature(sig);
-    let f = b
-        .ins()
-        .iconst(ptr_ty, super::call::prefetch_rows as *const u8 as i64);
+    let f = b.ins().iconst(ptr_ty, target as i64);
     b.ins().call_indirect(sig, f, &params);
     b.ins().return_(&[]);
 }
