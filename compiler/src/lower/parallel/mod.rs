@@ -258,13 +258,9 @@ pub(super) fn share_outer(
     // The loop over runs, `let var = lo; while var < hi { .. }`, is judged
     // and cut into shares as `for var in lo..hi { .. }` would be, and
     // emitted as it was (only on rows of a dense result).
-    let original = body.clone();
-    if outer.over_runs && !as_counted_loop(&mut body, outer.var) {
-        original.into_iter().for_each(|s| e.push(s));
-        return None;
-    }
-    if outer.over_runs && mode != Parallel::Rows {
-        original.into_iter().for_each(|s| e.push(s));
+    let original = outer.over_runs.then(|| body.clone());
+    if outer.over_runs && (mode != Parallel::Rows || !as_counted_loop(&mut body, outer.var)) {
+        original.unwrap_or(body).into_iter().for_each(|s| e.push(s));
         return None;
     }
     let fits = match body
@@ -312,7 +308,7 @@ pub(super) fn share_outer(
         true,
     ) = (body.last().cloned(), fits.is_some())
     else {
-        original.into_iter().for_each(|s| e.push(s));
+        original.unwrap_or(body).into_iter().for_each(|s| e.push(s));
         return None;
     };
     body.pop();
