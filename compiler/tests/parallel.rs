@@ -147,6 +147,18 @@ const CASES: &[Case] = &[
         &[("A", "CSR"), ("B", "CSR"), ("C", "CSR"), ("D", "CSR")],
         Some(Stitch),
     ),
+    // (COO's rows, deduplicated: a loop over runs, its shares' bounds
+    // between runs; SpGEMM's workspace row per thread)
+    case(
+        "C(i,j) = 2 * A(i,j)",
+        &[("A", "COO"), ("C", "CSR")],
+        Some(Stitch),
+    ),
+    case(
+        "C(i,k) = A(i,j) * B(j,k)",
+        &[("A", "COO"), ("B", "CSR"), ("C", "CSR")],
+        Some(Stitch),
+    ),
     // One thread: other sparse results, several nests, merged outer loops.
     case(
         "C(i,j) = A(i,j) + B(i,j)",
@@ -154,13 +166,6 @@ const CASES: &[Case] = &[
         None,
     ),
     case("C(i,j) = A(i,j)", &[("A", "CSR"), ("C", "COO")], None),
-    // (COO's rows are deduplicated runs: not a plain loop to share)
-    case("C(i,j) = 2 * A(i,j)", &[("A", "COO"), ("C", "CSR")], None),
-    case(
-        "C(i,k) = A(i,j) * B(j,k)",
-        &[("A", "COO"), ("B", "CSR"), ("C", "CSR")],
-        None,
-    ),
     case("y(i) = A(i,j) * x(j) + z(i)", &[("A", "CSR")], None),
     case(
         "y(i) = x(i) + z(i)",
