@@ -514,6 +514,61 @@ fn ttm_over_runs_on_real_tensors() {
     }
 }
 
+/// Kernels whose outermost loop runs over the runs of COO's rows, shared
+/// across 2 and 3 threads, on every real matrix against answers computed
+/// from the dense forms: rows of a dense result (CSR .* COO, the COO
+/// operand its transpose) and stitched CSR results (`2 * A` from COO, and
+/// SpGEMM from COO times CSR through its workspace row).
+#[test]
+fn loops_over_runs_shared_on_real_matrices() {
+    for (name, a) in real_matrices() {
+        let (m, n) = (a.dims[0], a.dims[1]);
+        let ad = a.to_dense();
+        let square = m == n;
+        let at = transposed(&a);
+        for threads in [2, 3] {
+            let on = |what: &str| format!("{name}: {what} on {threads} threads");
+            if square {
+                let atd = at.to_dense();
+                let want: Vec<f64> = ad.iter().zip(&atd).map(|(x, y)| x * y).collect();
+                let got = run_dense_on(
+                    "C(i,j) = A(i,j) * B(i,j)",
+                    &[("A", "CSR", 2), ("B", "COO", 2), ("C", "dense", 2)],
+                    &[("A", &a), ("B", &at)],
+                    &[m, n],
+                    threads,
+                );
+                assert_close(&got, &want, &on("CSR .* COO into dense"));
+            }
+            let want: Vec<f64> = ad.iter().map(|x| 2.0 * x).collect();
+            let got = run_dense_on(
+                "C(i,j) = 2 * A(i,j)",
+                &[("A", "COO", 2), ("C", "CSR", 2)],
+                &[("A", &a)],
+                &[m, n],
+                threads,
+            );
+            assert_close(&got, &want, &on("2 * A from COO into CSR"));
+            // A times its transpose: m x m, from each entry's row of A^T.
+            let mut want = vec![0.0; m * m];
+            for e in 0..a.nnz() {
+                let (i, j) = (a.coord(e)[0] as usize, a.coord(e)[1] as usize);
+                for k in 0..m {
+                    want[i * m + k] += a.vals[e] * ad[k * n + j];
+                }
+            }
+            let got = run_dense_on(
+                "C(i,k) = A(i,j) * B(j,k)",
+                &[("A", "COO", 2), ("B", "CSR", 2), ("C", "CSR", 2)],
+                &[("A", &a), ("B", &at)],
+                &[m, m],
+                threads,
+            );
+            assert_close(&got, &want, &on("SpGEMM from COO times CSR"));
+        }
+    }
+}
+
 fn transposed(t: &CooTensor) -> CooTensor {
     let mut out = CooTensor::new(vec![t.dims[1], t.dims[0]]);
     for e in 0..t.nnz() {

@@ -54,13 +54,13 @@ pub fn symbol(f: &Function) -> String {
     s
 }
 
-/// Types and macros every kernel shares; guarded so several kernels'
-/// headers can be included in one file.
 /// A result array above this size has its zero fills stream past the
 /// caches (`tensor_zero_f64` in the C, `jit::call::zero_f64` in the
 /// Cranelift tier); `HELPERS` writes the same number.
 pub const STREAM_MIN_BYTES: i64 = 64 << 20;
 
+/// Types and macros every kernel shares; guarded so several kernels'
+/// headers can be included in one file.
 const TYPES: &str = r#"#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>

@@ -272,13 +272,24 @@ fn build(
     ws: &mut Workspace,
 ) -> Result<(JITModule, cranelift_module::FuncId), String> {
     let isa = host_isa(Opt::for_function(f))?;
-    let (mut grows, mut prefetches, mut zeroes) = (false, false, false);
-    let streamed = f.never_read_results();
+    let (mut grows, mut prefetches) = (false, false);
+    let mut filled = std::collections::BTreeSet::new();
     crate::ir::walk_block(&f.body, &mut |s| {
         grows |= matches!(s, crate::ir::Stmt::Reserve { .. });
         prefetches |= matches!(s, crate::ir::Stmt::Prefetch { .. });
-        zeroes |= crate::ir::zero_fill(s).is_some_and(|(a, ..)| streamed.contains(a));
+        filled.extend(crate::ir::zero_fill(s).map(|(a, ..)| a.clone()));
     });
+    // The filled results the kernel never reads back, whose fills stream
+    // (only a kernel with fills looks for them).
+    let streamed: std::collections::BTreeSet<ArrayRef> = match filled.is_empty() {
+        true => filled,
+        false => f
+            .never_read_results()
+            .intersection(&filled)
+            .cloned()
+            .collect(),
+    };
+    let zeroes = !streamed.is_empty();
     let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
     if grows {
         builder.symbol(GROW.symbol, GROW.address()? as *const u8);

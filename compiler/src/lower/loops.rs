@@ -176,11 +176,10 @@ impl<'p> Lowerer<'p> {
                 it.props().level.full && matches!(it.kind(), Kind::Value(_) | Kind::Dimension)
             });
             // One loop over a unique level visits each coordinate at most
-            // once; not within a deduplicated run, whose positions span
-            // several parents (COO's columns of one row may repeat).
-            // A deduplicated ordered level visits each of its coordinates
-            // once, within a run too (a run holds the parent's entries in
-            // order: COO's columns of one row).
+            // once, but not within a deduplicated run, whose positions span
+            // several parents (COO's columns of one row may repeat). A
+            // deduplicated ordered level visits each coordinate once, in a
+            // run too: the run holds its entries in order.
             let distinct = it.is_some_and(|it| {
                 let in_run = it.id().operand().is_some_and(|o| st.run_end[o].is_some());
                 let props = it.props().level;
