@@ -291,13 +291,13 @@ fn cc_agrees(p: &mut tensor_compiler::execute::Prepared, want: &[f64], what: &st
     assert_close(&p.result().unwrap().to_dense(), want, what);
 }
 
-/// DIA and ELL SpMV over enough rows for `ir::tile`'s tiles (2^21 and
-/// more), so that every diagonal or slot runs over many tiles and ends
+/// DIA and ELL SpMV over enough rows for `ir::tile`'s tiles on every
+/// host (from 2^21 rows on AMD Zen, from two tiles elsewhere), so that every diagonal or slot runs over many tiles and ends
 /// inside one, on both tiers, against plain loops over the entries.
 #[test]
 fn diagonals_over_several_tiles_agree() {
     let Some(_dir) = setup("tiles") else { return };
-    // Tiles start at 2^21 rows (`ir::tile`); a partial tile at the end.
+    // Tiles start by 2^21 rows (`ir::tile`); a partial tile at the end.
     let rows = (1 << 21) + 3 * 1024 + 17;
     let expr = "y(i) = A(i,j) * x(j)";
     let a = parse_assignment(expr).unwrap();

@@ -138,6 +138,24 @@ static inline void tensor_prefetch(const void *p, int64_t bytes) {
 #define tensor_prefetch_from(base, at, bytes) \
   tensor_prefetch((const void *)((uintptr_t)(base) + (uintptr_t)(at) * sizeof *(base)), (bytes))
 
+/* The fewest rows from which a nest that revisits its rows (DIA's
+   diagonals, ELL's slots) runs them in tiles that stay in the L1 cache.
+   On AMD Zen, whose last-level cache serves a core fast, untiled passes
+   over a result that cache holds cost less than the tiles' restarted
+   streams; on an Intel Xeon the tiles pay from tens of thousands of rows
+   (DIA SpMV on 1M rows: 0.61x the time). The target the C is compiled
+   for picks (-march=native in tensorc's cc tier); define it to override. */
+#ifndef TENSOR_TILE_FROM_ROWS
+#if defined(__znver1__) || defined(__znver2__) || defined(__znver3__) || \
+    defined(__znver4__) || defined(__znver5__) || defined(__tune_znver1__) || \
+    defined(__tune_znver2__) || defined(__tune_znver3__) || \
+    defined(__tune_znver4__) || defined(__tune_znver5__)
+#define TENSOR_TILE_FROM_ROWS ((int64_t)1 << 21)
+#else
+#define TENSOR_TILE_FROM_ROWS ((int64_t)2048)
+#endif
+#endif
+
 /* Zero `n` doubles from `p`, part of an array of `len` elements. The
    kernel calls it only for a result it never reads back (it stores each
    value it computes, at most once a position), so where that array is
@@ -436,6 +454,7 @@ fn declarations(f: &Function, l: &Layout) -> String {
                     format!("parameter {name} of level {} of {}", k + 1, p.tensor)
                 }
                 ParamSlot::Dim(d) => format!("dimension {} of {}", d + 1, p.tensor),
+                ParamSlot::Target(_) => unreachable!("no parameter of a call (Function::params)"),
             },
         };
         let _ = writeln!(out, "  {sym}_{}, /* {what} */", p.c_name());
@@ -649,6 +668,25 @@ mod tests {
         );
         assert!(super::HELPERS.contains(&line), "{line}");
         assert_eq!(super::STREAM_MIN_BYTES % (1 << 20), 0);
+    }
+
+    /// The C's `TENSOR_TILE_FROM_ROWS` (the macro `ir::target` names for
+    /// `tile::FROM_ROWS`) holds the row counts the Cranelift tier takes
+    /// on each host.
+    #[test]
+    fn both_tiers_tile_from_the_same_rows() {
+        let name = crate::ir::ParamRef::target(crate::ir::tile::FROM_ROWS).c_name();
+        assert_eq!(name, "TENSOR_TILE_FROM_ROWS");
+        let zen = crate::ir::tile::from_rows(true);
+        assert_eq!(zen.count_ones(), 1);
+        let zen_line = format!("#define {name} ((int64_t)1 << {})", zen.trailing_zeros());
+        let other_line = format!(
+            "#define {name} ((int64_t){})",
+            crate::ir::tile::from_rows(false)
+        );
+        for line in [zen_line, other_line] {
+            assert!(super::HELPERS.contains(&line), "{line}");
+        }
     }
 
     /// The C's `tensor_scattered` and `tensor_coordinates_follow` (run

@@ -74,9 +74,10 @@ impl<'m> Interp<'m> {
             Expr::Float(v) => Value::F(*v),
             Expr::Bool(b) => Value::B(*b),
             Expr::Var(v) => *self.vars.get(*v as usize).ok_or("unknown variable")?,
-            Expr::Param(p) => Value::I(match p.call_name() {
-                Some(name) => self.mem.call_param(name),
-                None => self.mem.param(p)?,
+            Expr::Param(p) => Value::I(match (p.call_name(), &p.slot) {
+                (Some(name), _) => self.mem.call_param(name),
+                (None, ParamSlot::Target(name)) => super::target::value(name),
+                (None, _) => self.mem.param(p)?,
             }),
             Expr::Load(a, i) => {
                 let i = self.eval(i)?.int()?;

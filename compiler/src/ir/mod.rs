@@ -30,7 +30,8 @@ mod sort;
 pub mod splice;
 mod streams;
 mod strips;
-mod tile;
+mod target;
+pub(crate) mod tile;
 pub mod unroll;
 
 pub use build::{is_zero_fill, Emitter};
@@ -104,11 +105,13 @@ impl ArrayRef {
     }
 }
 
-/// A runtime integer parameter: a level's size parameter or a dimension.
+/// A runtime integer parameter: a level's size parameter or a dimension,
+/// or a constant of the machine the code is built for (`ParamRef::target`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ParamSlot {
     Level(usize, &'static str),
     Dim(usize),
+    Target(&'static str),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -126,6 +129,18 @@ impl ParamRef {
         ParamRef {
             tensor: "".into(),
             slot: ParamSlot::Level(0, name),
+        }
+    }
+    /// A constant of the machine the code is built for, where measurements
+    /// found machines to differ (`ir::tile::from_rows`). No caller supplies
+    /// it, so it is no parameter of the kernel (`Function::params`): the C
+    /// names a macro its compiler's target defines (`TENSOR_` and the name
+    /// in capitals, in the kernel's helpers), and the Cranelift tier never
+    /// sees one (its passes write the host's value in).
+    pub fn target(name: &'static str) -> Self {
+        ParamRef {
+            tensor: "".into(),
+            slot: ParamSlot::Target(name),
         }
     }
     /// Whether this is a parameter of the call (`ParamRef::call`).
@@ -154,6 +169,7 @@ impl ParamRef {
         match &self.slot {
             ParamSlot::Level(k, name) => format!("{}{}_{}", self.tensor, k + 1, name),
             ParamSlot::Dim(d) => format!("{}{}_dimension", self.tensor, d + 1),
+            ParamSlot::Target(name) => format!("TENSOR_{}", name.to_ascii_uppercase()),
         }
     }
 }
@@ -793,15 +809,17 @@ impl Function {
             .collect()
     }
 
-    /// Parameters the function reads, sorted.
+    /// Parameters the function reads, sorted: what its callers supply,
+    /// so no constant of the target (`ParamRef::target`).
     pub fn params(&self) -> Vec<ParamRef> {
         let mut out: std::collections::BTreeSet<ParamRef> = Default::default();
         walk_block(&self.body, &mut |s| {
             for e in stmt_exprs(s) {
-                e.walk(&mut |x| {
-                    if let Expr::Param(p) = x {
+                e.walk(&mut |x| match x {
+                    Expr::Param(p) if !matches!(p.slot, ParamSlot::Target(_)) => {
                         out.insert(p.clone());
                     }
+                    _ => {}
                 });
             }
         });

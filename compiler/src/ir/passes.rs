@@ -36,7 +36,7 @@ pub fn for_codegen(f: &Function, backend: Backend) -> Function {
     super::min_compare::compare_operands(&mut g);
     remove_dead_vars(&mut g);
     super::early_steps::compute_steps_early(&mut g);
-    super::tile::tile_rows(&mut g);
+    super::tile::tile_rows(&mut g, backend);
     super::prefetch::prefetch_rows(&mut g);
     match backend {
         Backend::C => {

@@ -32,6 +32,7 @@ impl Temporary<'_> {
         }
         let d = match p.slot {
             ParamSlot::Level(k, _) | ParamSlot::Dim(k) => k,
+            ParamSlot::Target(_) => return Expr::Param(p.clone()),
         };
         self.extents
             .get(d)

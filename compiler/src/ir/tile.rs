@@ -13,6 +13,7 @@
 //! iterations, so iterations of different rows are independent, and each
 //! row still sees its outer iterations in their order.
 
+use super::passes::Backend;
 use super::{fresh_var, nested_blocks_mut, BinOp, Block, CmpOp, Expr, Function, Stmt, Ty, VarId};
 use std::collections::BTreeSet;
 
@@ -20,17 +21,41 @@ use std::collections::BTreeSet;
 /// leaves room for the streams the rows read.
 const TILE: i64 = 1024;
 
-/// The fewest rows a nest is tiled for: 16 MiB of `f64` in the result
-/// and as much in the vector the rows read, together a 32 MiB last-level
-/// cache. While both stay in that cache, the passes over them are cheap
-/// and the tiles cost more than they save: every tile restarts each outer
-/// iteration's stream, and the prefetchers find it again only after a few
-/// misses (AMD EPYC, 32 MiB L3, cc tier, DIA SpMV, tiled -> untiled:
-/// 3-D stencil of 1.33M rows 7.2 -> 5.0 ms, 2-D stencil of 1M rows 2.7 ->
-/// 2.4, block-diagonal of 270K rows with 15 diagonals 3.8 -> 2.5; ELL
-/// SpMV on the 3-D stencil 14.6 -> 8.0). Past it the tiles win as the
-/// module says (tridiagonal, 6M rows: 13.0 -> 10.1 ms).
-const TILE_FROM_ROWS: i64 = 1 << 21;
+/// The target constant (`ir::target`) holding the fewest rows a nest is
+/// tiled for, `from_rows` of the machine.
+pub const FROM_ROWS: &str = "tile_from_rows";
+
+/// The fewest rows a nest is tiled for on an AMD Zen core: 16 MiB of
+/// `f64` in the result and as much in the vector the rows read, together
+/// a 32 MiB last-level cache. While both stay in that cache, the passes
+/// over them are cheap and the tiles cost more than they save: every tile
+/// restarts each outer iteration's stream, and the prefetchers find it
+/// again only after a few misses (AMD EPYC, 32 MiB L3, cc tier, DIA SpMV,
+/// tiled -> untiled: 3-D stencil of 1.33M rows 7.2 -> 5.0 ms, 2-D stencil
+/// of 1M rows 2.7 -> 2.4, block-diagonal of 270K rows with 15 diagonals
+/// 3.8 -> 2.5; ELL SpMV on the 3-D stencil 14.6 -> 8.0). Past it the
+/// tiles win as the module says (tridiagonal, 6M rows: 13.0 -> 10.1 ms).
+const FROM_ROWS_ZEN: i64 = 1 << 21;
+
+/// The fewest rows a nest is tiled for elsewhere: two tiles. On an Intel
+/// Xeon (2 MiB L2 a core, a last-level cache shared over a mesh) passes
+/// over a result its L2 does not hold cost about what passes through
+/// memory do, and the tiles pay from tens of thousands of rows (cc tier,
+/// DIA SpMV, untiled -> tiled, `examples/ab_kernels`, 10 rounds: 2-D
+/// stencil of 40K rows 0.070 -> 0.067 ms, of 1M rows 4.72 -> 2.57,
+/// block-diagonal 4.98 -> 2.19, 3-D stencil 9.79 -> 8.09, tridiagonal of
+/// 1M rows 2.84 -> 1.72; ELL SpMV 0.82-1.01x, but 1.10x on the 3-D
+/// stencil).
+const FROM_ROWS_ELSEWHERE: i64 = 2 * TILE;
+
+/// The fewest rows a nest is tiled for on a Zen core (`zen`) or another.
+pub fn from_rows(zen: bool) -> i64 {
+    if zen {
+        FROM_ROWS_ZEN
+    } else {
+        FROM_ROWS_ELSEWHERE
+    }
+}
 
 /// The most outer iterations a nest is tiled for. Each reads its own part
 /// of the arrays in every tile, a stream the hardware prefetchers must
@@ -39,18 +64,20 @@ const TILE_FROM_ROWS: i64 = 1 << 21;
 /// tiles). Past it, the nest runs as it was.
 const MAX_STREAMS: i64 = 32;
 
-pub fn tile_rows(f: &mut Function) {
-    tile_rows_from(f, TILE_FROM_ROWS);
+/// Tile the nests that revisit their rows, where they number at least
+/// the target's `FROM_ROWS` (a test at run time).
+pub fn tile_rows(f: &mut Function, backend: Backend) {
+    tile_rows_from(f, &super::target::constant(FROM_ROWS, backend));
 }
 
 /// `tile_rows`, with tiles where a nest's rows number at least `from_rows`.
-fn tile_rows_from(f: &mut Function, from_rows: i64) {
+fn tile_rows_from(f: &mut Function, from_rows: &Expr) {
     let mut body = std::mem::take(&mut f.body);
     in_block(&mut body, f, from_rows);
     f.body = body;
 }
 
-fn in_block(block: &mut Block, f: &mut Function, from_rows: i64) {
+fn in_block(block: &mut Block, f: &mut Function, from_rows: &Expr) {
     for mut s in std::mem::take(block) {
         if let Some(tiles) = tiled(&s, f, from_rows) {
             block.extend(tiles);
@@ -64,7 +91,7 @@ fn in_block(block: &mut Block, f: &mut Function, from_rows: i64) {
 }
 
 /// `nest` with its rows in tiles, if it is such a nest (see the module).
-fn tiled(nest: &Stmt, f: &mut Function, from_rows: i64) -> Option<Vec<Stmt>> {
+fn tiled(nest: &Stmt, f: &mut Function, from_rows: &Expr) -> Option<Vec<Stmt>> {
     let Stmt::For {
         var: outer,
         lo: outer_lo,
@@ -136,12 +163,12 @@ fn tiled(nest: &Stmt, f: &mut Function, from_rows: i64) -> Option<Vec<Stmt>> {
     Some(vec![
         Stmt::Comment(format!(
             "rows in tiles of {TILE} where the outer loop is short and the rows \
-             outgrow the last-level cache"
+             outgrow the caches"
         )),
         Stmt::If {
             cond: Expr::and(
                 Expr::cmp(CmpOp::Le, outer_trips, Expr::Int(MAX_STREAMS)),
-                Expr::cmp(CmpOp::Ge, row_count, Expr::Int(from_rows)),
+                Expr::cmp(CmpOp::Ge, row_count, from_rows.clone()),
             ),
             then: vec![Stmt::Let(tile, first), tiles],
             els: vec![nest.clone()],
@@ -309,7 +336,7 @@ mod tests {
                 let f = diagonals(rows, variant);
                 // Tiles from one row, so that the interpreter takes them.
                 let mut g = f.clone();
-                tile_rows_from(&mut g, 1);
+                tile_rows_from(&mut g, &Expr::Int(1));
                 assert!(has_tiles(&g), "{}", crate::ir::print::function(&g));
                 assert_eq!(run(&f, rows), run(&g, rows), "{rows} rows, {variant:?}");
             }
@@ -324,7 +351,7 @@ mod tests {
             let rows = 2 * TILE + 1;
             let f = diagonals_of(rows, count, None);
             let mut g = f.clone();
-            tile_rows_from(&mut g, 1);
+            tile_rows_from(&mut g, &Expr::Int(1));
             assert!(has_tiles(&g));
             assert_eq!(
                 run_of(&f, rows, count),
@@ -344,7 +371,7 @@ mod tests {
         for (from_rows, tiled) in [(rows + 1, false), (rows, true), (1, true)] {
             let f = diagonals(rows, None);
             let mut g = f.clone();
-            tile_rows_from(&mut g, from_rows);
+            tile_rows_from(&mut g, &Expr::Int(from_rows));
             assert!(has_tiles(&g));
             let mut marked = g.clone();
             for s in &mut marked.body {
@@ -360,9 +387,11 @@ mod tests {
             );
             assert_eq!(run(&f, rows), run(&g, rows), "{rows} rows from {from_rows}");
         }
-        let mut g = diagonals(8, None);
-        tile_rows(&mut g);
-        assert!(has_tiles(&g), "the default threshold keeps the tiled nest");
+        for backend in [Backend::C, Backend::Cranelift] {
+            let mut g = diagonals(8, None);
+            tile_rows(&mut g, backend);
+            assert!(has_tiles(&g), "every target keeps the tiled nest");
+        }
     }
 
     /// A row that touches another row's entry, or a read of the result
@@ -377,7 +406,7 @@ mod tests {
         ] {
             let mut f = diagonals(8, Some(bad));
             let before = f.body.clone();
-            tile_rows(&mut f);
+            tile_rows(&mut f, Backend::C);
             assert_eq!(f.body, before, "{bad}");
         }
     }

@@ -598,6 +598,7 @@ pub fn param_value<'t>(
     let v = match &p.slot {
         ParamSlot::Dim(d) => t.dims.get(*d).map(|&n| n as i64),
         ParamSlot::Level(l, name) => t.levels.get(*l).and_then(|s| s.params.get(name).copied()),
+        ParamSlot::Target(_) => None,
     };
     v.ok_or_else(|| RunError::Missing(p.c_name()))
 }
