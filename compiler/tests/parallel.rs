@@ -93,6 +93,23 @@ const CASES: &[Case] = &[
     case("y(i) = A(i,j) * x(j)", &[("A", "DIA")], Some(Partials)),
     case("y(i) = A(i,j) * x(j)", &[("A", "BCSR(2)")], Some(Partials)),
     case("y(j) = A(i,j) * x(i)", &[("A", "COO")], Some(Partials)),
+    // (over the runs of a deduplicated COO level, as TTM above, reducing
+    // over their coordinates: into a scalar, a vector and a matrix)
+    case(
+        "a = B(i,j,l) * M(k,l) * z(k)",
+        &[("B", "COO")],
+        Some(Partials),
+    ),
+    case(
+        "y(j) = B(i,j,l) * M(k,l) * z(k)",
+        &[("B", "COO")],
+        Some(Partials),
+    ),
+    case(
+        "A(j,l) = B(i,j,l) * M(k,l) * z(k)",
+        &[("B", "COO")],
+        Some(Partials),
+    ),
     // Stitch: rows of a CSR result, each share into a result of its own.
     case(
         "C(i,j) = A(i,j) + B(i,j)",

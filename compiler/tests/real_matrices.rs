@@ -514,6 +514,60 @@ fn ttm_over_runs_on_real_tensors() {
     }
 }
 
+/// Reductions over the runs of COO's first two levels (the loop over `k`
+/// between `j` and `l` makes them runs, as in TTM), shared across 2 and 3
+/// threads in partial results, on the real order-3 tensors against the
+/// dense answer: into a scalar and a vector.
+#[test]
+fn partial_results_over_runs_on_real_tensors() {
+    for (path, b) in real_order3_tensors() {
+        let (ni, nj, nl, nk) = (b.dims[0], b.dims[1], b.dims[2], 3);
+        let mut m = CooTensor::new(vec![nk, nl]);
+        for k in 0..nk {
+            for l in 0..nl {
+                m.push(&[k as u32, l as u32], 1.0 + ((k * 5 + l) % 7) as f64 / 4.0);
+            }
+        }
+        let mut z = CooTensor::new(vec![nk]);
+        for k in 0..nk {
+            z.push(&[k as u32], 0.5 + k as f64);
+        }
+        let (bd, md) = (b.to_dense(), m.to_dense());
+        // w(l) = M(k,l) * z(k); y(j) = B(i,j,l) * w(l); a = y(j)
+        let w: Vec<f64> = (0..nl)
+            .map(|l| (0..nk).map(|k| md[k * nl + l] * (0.5 + k as f64)).sum())
+            .collect();
+        let mut y = vec![0.0; nj];
+        for i in 0..ni {
+            for (j, yj) in y.iter_mut().enumerate() {
+                *yj += (0..nl)
+                    .map(|l| bd[(i * nj + j) * nl + l] * w[l])
+                    .sum::<f64>();
+            }
+        }
+        let a: f64 = y.iter().sum();
+        let formats = [("B", "COO", 3), ("M", "dense", 2), ("z", "dense", 1)];
+        let data = [("B", &b), ("M", &m), ("z", &z)];
+        for threads in [2, 3] {
+            let on = |what: &str| format!("{}: {what} on {threads} threads", path.display());
+            let mut scalar = formats.to_vec();
+            scalar.push(("a", "dense", 0));
+            let got = run_dense_on("a = B(i,j,l) * M(k,l) * z(k)", &scalar, &data, &[], threads);
+            assert_close(&got, &[a], &on("a scalar"));
+            let mut vector = formats.to_vec();
+            vector.push(("y", "dense", 1));
+            let got = run_dense_on(
+                "y(j) = B(i,j,l) * M(k,l) * z(k)",
+                &vector,
+                &data,
+                &[nj],
+                threads,
+            );
+            assert_close(&got, &y, &on("a vector"));
+        }
+    }
+}
+
 /// Kernels whose outermost loop runs over the runs of COO's rows, shared
 /// across 2 and 3 threads, on every real matrix against answers computed
 /// from the dense forms: rows of a dense result (CSR .* COO, the COO

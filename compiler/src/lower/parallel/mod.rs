@@ -15,9 +15,9 @@
 //!
 //! Anything else runs on one thread: results assembled by append, through
 //! a workspace or a coordinate buffer, hashed results, kernels of several
-//! loop nests, and outermost loops that are not a plain `for` (or the loop
-//! over the runs of a deduplicated level, `OuterLoop::over_runs`, shared as
-//! rows or stitched).
+//! loop nests, and outermost loops that are not a plain `for` (but for the
+//! loop over the runs of a deduplicated level, `OuterLoop::over_runs`,
+//! shared as a `for` would be).
 //!
 //! Each call computes its own share of the loop from the call parameters
 //! `thread` and `threads`: shares are contiguous ranges of the loop's
@@ -259,11 +259,11 @@ pub(super) fn share_outer(
     let mut body = e.take();
     // The loop over runs, `let var = lo; while var < hi { .. }`, is judged
     // and cut into shares as `for var in lo..hi { .. }` would be, and
-    // emitted as it was: rows of a dense result, or of a CSR result each
-    // share builds apart. Partial results over runs stay on one thread:
-    // no kernel here needs them, and none tests them.
+    // emitted as it was: rows of a dense result, of a CSR result each
+    // share builds apart, or partial results (a reduction over the runs'
+    // coordinates).
     let original = outer.over_runs.then(|| body.clone());
-    if outer.over_runs && (mode == Parallel::Partials || !as_counted_loop(&mut body, outer.var)) {
+    if outer.over_runs && !as_counted_loop(&mut body, outer.var) {
         original.unwrap_or(body).into_iter().for_each(|s| e.push(s));
         return None;
     }
