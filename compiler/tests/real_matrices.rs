@@ -468,6 +468,21 @@ fn three_level_unions_on_real_tensors() {
     }
 }
 
+/// A dense `rows` x `cols` factor matrix of values 1 to 2.25 that vary by
+/// row and column.
+fn factor_matrix(rows: usize, cols: usize) -> CooTensor {
+    let mut m = CooTensor::new(vec![rows, cols]);
+    for k in 0..rows {
+        for l in 0..cols {
+            m.push(
+                &[k as u32, l as u32],
+                1.0 + ((k * 7 + l * 3) % 11) as f64 / 8.0,
+            );
+        }
+    }
+    m
+}
+
 /// TTM (`A(i,j,k) = B(i,j,l) * M(k,l)`) of each real order-3 tensor into
 /// a dense result, from CSF and from COO on one thread and on two, against
 /// the sums over the dense forms. From COO the entries go a run of equal
@@ -478,15 +493,7 @@ fn three_level_unions_on_real_tensors() {
 fn ttm_over_runs_on_real_tensors() {
     for (path, b) in real_order3_tensors() {
         let (ni, nj, nl, nk) = (b.dims[0], b.dims[1], b.dims[2], 3);
-        let mut m = CooTensor::new(vec![nk, nl]);
-        for k in 0..nk {
-            for l in 0..nl {
-                m.push(
-                    &[k as u32, l as u32],
-                    1.0 + ((k * 7 + l * 3) % 11) as f64 / 8.0,
-                );
-            }
-        }
+        let m = factor_matrix(nk, nl);
         let (bd, md) = (b.to_dense(), m.to_dense());
         let mut want = vec![0.0; ni * nj * nk];
         for i in 0..ni {
@@ -522,12 +529,7 @@ fn ttm_over_runs_on_real_tensors() {
 fn partial_results_over_runs_on_real_tensors() {
     for (path, b) in real_order3_tensors() {
         let (ni, nj, nl, nk) = (b.dims[0], b.dims[1], b.dims[2], 3);
-        let mut m = CooTensor::new(vec![nk, nl]);
-        for k in 0..nk {
-            for l in 0..nl {
-                m.push(&[k as u32, l as u32], 1.0 + ((k * 5 + l) % 7) as f64 / 4.0);
-            }
-        }
+        let m = factor_matrix(nk, nl);
         let mut z = CooTensor::new(vec![nk]);
         for k in 0..nk {
             z.push(&[k as u32], 0.5 + k as f64);

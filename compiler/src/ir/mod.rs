@@ -31,7 +31,7 @@ pub mod splice;
 mod streams;
 mod strips;
 mod target;
-pub(crate) mod tile;
+mod tile;
 pub mod unroll;
 
 pub use build::{is_zero_fill, Emitter};
