@@ -292,8 +292,9 @@ fn cc_agrees(p: &mut tensor_compiler::execute::Prepared, want: &[f64], what: &st
 }
 
 /// DIA and ELL SpMV over enough rows for `ir::tile`'s tiles on every
-/// host (from 2^21 rows on AMD Zen, from two tiles elsewhere), so that every diagonal or slot runs over many tiles and ends
-/// inside one, on both tiers, against plain loops over the entries.
+/// host (from 2^21 rows on AMD Zen, from two tiles elsewhere), so that
+/// every diagonal or slot runs over many tiles and ends inside one, on
+/// both tiers, against plain loops over the entries.
 #[test]
 fn diagonals_over_several_tiles_agree() {
     let Some(_dir) = setup("tiles") else { return };
@@ -328,6 +329,51 @@ fn diagonals_over_several_tiles_agree() {
             &format!("{format}, {bands} bands"),
         );
     }
+}
+
+/// DIA and ELL SpMV on the real matrices with their rows in tiles on any
+/// host: the C compiled with `TENSOR_TILE_FROM_ROWS` set to one row (the
+/// macro a user may set), against plain loops over the entries. Matrices
+/// with up to 32 diagonals or slots take the tiles (`ir::tile`), in one
+/// partial tile below 1,024 rows and several above; the others run as
+/// they were.
+#[test]
+fn diagonals_in_tiles_on_real_matrices() {
+    let Some(_dir) = setup("real_tiles") else {
+        return;
+    };
+    let a = parse_assignment("y(i) = A(i,j) * x(j)").unwrap();
+    let mut tiled = Vec::new();
+    for path in real_matrices() {
+        let m = tensor_compiler::io::read_tensor(&path).unwrap();
+        let rows = m.dims[0];
+        let diagonals: std::collections::BTreeSet<i64> = (0..m.nnz())
+            .map(|e| m.coord(e)[1] as i64 - m.coord(e)[0] as i64)
+            .collect();
+        let mut per_row = vec![0usize; rows];
+        for e in 0..m.nnz() {
+            per_row[m.coord(e)[0] as usize] += 1;
+        }
+        let slots = per_row.iter().copied().max().unwrap_or(0);
+        let (data, want) = spmv_operands(m);
+        for (format, outer) in [("DIA", diagonals.len()), ("ELL", slots)] {
+            let what = format!("{}: SpMV with A in {format}, tiled", path.display());
+            let mut p = spmv_prepared(&a, format, &data, rows);
+            let text = tensor_compiler::ir::c::function(&p.kernel.function);
+            assert!(text.contains("iA_tile"), "{what}: no tiles\n{text}");
+            let from_one_row = format!("#define TENSOR_TILE_FROM_ROWS ((int64_t)1)\n{text}");
+            p.compiled = cc::compile_variant(&p.kernel.function, &from_one_row).unwrap();
+            p.run().unwrap();
+            assert_close(&p.result().unwrap().to_dense(), &want, &what);
+            if outer <= 32 {
+                tiled.push((what, rows));
+            }
+        }
+    }
+    assert!(
+        tiled.iter().any(|(_, rows)| *rows > 2048) && tiled.iter().any(|(_, rows)| *rows < 1024),
+        "too few real matrices take the tiles: {tiled:?}"
+    );
 }
 
 /// Rows of a dense operand chosen by a stored coordinate are prefetched

@@ -582,10 +582,10 @@ fn loops_over_runs_shared_on_real_matrices() {
         let ad = a.to_dense();
         let square = m == n;
         let at = transposed(&a);
+        let atd = at.to_dense();
         for threads in [2, 3] {
             let on = |what: &str| format!("{name}: {what} on {threads} threads");
             if square {
-                let atd = at.to_dense();
                 let want: Vec<f64> = ad.iter().zip(&atd).map(|(x, y)| x * y).collect();
                 let got = run_dense_on(
                     "C(i,j) = A(i,j) * B(i,j)",

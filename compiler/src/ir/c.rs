@@ -454,7 +454,8 @@ fn declarations(f: &Function, l: &Layout) -> String {
                     format!("parameter {name} of level {} of {}", k + 1, p.tensor)
                 }
                 ParamSlot::Dim(d) => format!("dimension {} of {}", d + 1, p.tensor),
-                ParamSlot::Target(_) => unreachable!("no parameter of a call (Function::params)"),
+                // (`Function::params` leaves them out: no caller supplies one)
+                ParamSlot::Target(t) => format!("the target's {}", t.c_name()),
             },
         };
         let _ = writeln!(out, "  {sym}_{}, /* {what} */", p.c_name());
@@ -670,12 +671,12 @@ mod tests {
         assert_eq!(super::STREAM_MIN_BYTES % (1 << 20), 0);
     }
 
-    /// The C's `TENSOR_TILE_FROM_ROWS` (the macro `ir::target` names for
-    /// `tile::FROM_ROWS`) holds the row counts the Cranelift tier takes
-    /// on each host.
+    /// The C's `TENSOR_TILE_FROM_ROWS` (`TargetConstant::TileFromRows`)
+    /// holds the row counts the Cranelift tier takes on each host.
     #[test]
     fn both_tiers_tile_from_the_same_rows() {
-        let name = crate::ir::ParamRef::target(crate::ir::tile::FROM_ROWS).c_name();
+        use crate::ir::{ParamRef, TargetConstant};
+        let name = ParamRef::target(TargetConstant::TileFromRows).c_name();
         assert_eq!(name, "TENSOR_TILE_FROM_ROWS");
         let zen = crate::ir::tile::from_rows(true);
         assert_eq!(zen.count_ones(), 1);

@@ -76,7 +76,7 @@ impl<'m> Interp<'m> {
             Expr::Var(v) => *self.vars.get(*v as usize).ok_or("unknown variable")?,
             Expr::Param(p) => Value::I(match (p.call_name(), &p.slot) {
                 (Some(name), _) => self.mem.call_param(name),
-                (None, ParamSlot::Target(name)) => super::target::value(name),
+                (None, ParamSlot::Target(t)) => t.host_value(),
                 (None, _) => self.mem.param(p)?,
             }),
             Expr::Load(a, i) => {

@@ -35,6 +35,7 @@ mod tile;
 pub mod unroll;
 
 pub use build::{is_zero_fill, Emitter};
+pub use target::TargetConstant;
 
 use std::fmt;
 use std::sync::Arc;
@@ -111,7 +112,7 @@ impl ArrayRef {
 pub enum ParamSlot {
     Level(usize, &'static str),
     Dim(usize),
-    Target(&'static str),
+    Target(TargetConstant),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -132,15 +133,14 @@ impl ParamRef {
         }
     }
     /// A constant of the machine the code is built for, where measurements
-    /// found machines to differ (`ir::tile::from_rows`). No caller supplies
-    /// it, so it is no parameter of the kernel (`Function::params`): the C
-    /// names a macro its compiler's target defines (`TENSOR_` and the name
-    /// in capitals, in the kernel's helpers), and the Cranelift tier never
+    /// found machines to differ (`ir::target`). No caller supplies it, so
+    /// it is no parameter of the kernel (`Function::params`): the C names
+    /// a macro its compiler's target defines, and the Cranelift tier never
     /// sees one (its passes write the host's value in).
-    pub fn target(name: &'static str) -> Self {
+    pub fn target(constant: TargetConstant) -> Self {
         ParamRef {
             tensor: "".into(),
-            slot: ParamSlot::Target(name),
+            slot: ParamSlot::Target(constant),
         }
     }
     /// Whether this is a parameter of the call (`ParamRef::call`).
@@ -169,7 +169,7 @@ impl ParamRef {
         match &self.slot {
             ParamSlot::Level(k, name) => format!("{}{}_{}", self.tensor, k + 1, name),
             ParamSlot::Dim(d) => format!("{}{}_dimension", self.tensor, d + 1),
-            ParamSlot::Target(name) => format!("TENSOR_{}", name.to_ascii_uppercase()),
+            ParamSlot::Target(t) => t.c_name().to_string(),
         }
     }
 }

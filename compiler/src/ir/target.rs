@@ -4,25 +4,41 @@
 //! backend gives them their value: the C through a macro that its
 //! compiler's target picks (`-march=native` in the cc tier; a user's
 //! `-D` overrides it), the Cranelift tier and the interpreter through the
-//! host this process runs on (`value`).
+//! host this process runs on (`TargetConstant::host_value`).
 
 use super::{passes::Backend, Expr, ParamRef};
 use std::sync::OnceLock;
 
-/// The constant `name` as `backend` reads it: the C's macro, or the
-/// host's value written in.
-pub fn constant(name: &'static str, backend: Backend) -> Expr {
-    match backend {
-        Backend::C => Expr::Param(ParamRef::target(name)),
-        Backend::Cranelift => Expr::Int(value(name)),
-    }
+/// A constant of the target (`ParamSlot::Target`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TargetConstant {
+    /// The fewest rows from which a nest that revisits its rows runs them
+    /// in tiles (`ir::tile::from_rows`).
+    TileFromRows,
 }
 
-/// The host's value of the constant `name`.
-pub fn value(name: &str) -> i64 {
-    match name {
-        super::tile::FROM_ROWS => super::tile::from_rows(host_is_zen()),
-        _ => unreachable!("no target constant {name}"),
+impl TargetConstant {
+    /// The macro of the kernel's helpers (`ir::c`) that holds it in the C.
+    pub fn c_name(self) -> &'static str {
+        match self {
+            TargetConstant::TileFromRows => "TENSOR_TILE_FROM_ROWS",
+        }
+    }
+
+    /// Its value on the host this process runs on.
+    pub fn host_value(self) -> i64 {
+        match self {
+            TargetConstant::TileFromRows => super::tile::from_rows(host_is_zen()),
+        }
+    }
+
+    /// The constant as `backend` reads it: the C's macro, or the host's
+    /// value written in.
+    pub fn for_backend(self, backend: Backend) -> Expr {
+        match backend {
+            Backend::C => Expr::Param(ParamRef::target(self)),
+            Backend::Cranelift => Expr::Int(self.host_value()),
+        }
     }
 }
 

@@ -14,16 +14,13 @@
 //! row still sees its outer iterations in their order.
 
 use super::passes::Backend;
+use super::target::TargetConstant;
 use super::{fresh_var, nested_blocks_mut, BinOp, Block, CmpOp, Expr, Function, Stmt, Ty, VarId};
 use std::collections::BTreeSet;
 
 /// Rows per tile: 8 KiB of `f64`, a quarter of an L1 data cache, which
 /// leaves room for the streams the rows read.
 const TILE: i64 = 1024;
-
-/// The target constant (`ir::target`) holding the fewest rows a nest is
-/// tiled for, `from_rows` of the machine.
-pub const FROM_ROWS: &str = "tile_from_rows";
 
 /// The fewest rows a nest is tiled for on an AMD Zen core: 16 MiB of
 /// `f64` in the result and as much in the vector the rows read, together
@@ -65,9 +62,10 @@ pub fn from_rows(zen: bool) -> i64 {
 const MAX_STREAMS: i64 = 32;
 
 /// Tile the nests that revisit their rows, where they number at least
-/// the target's `FROM_ROWS` (a test at run time).
+/// the target's `from_rows` (`TargetConstant::TileFromRows`, a test at
+/// run time).
 pub fn tile_rows(f: &mut Function, backend: Backend) {
-    tile_rows_from(f, &super::target::constant(FROM_ROWS, backend));
+    tile_rows_from(f, &TargetConstant::TileFromRows.for_backend(backend));
 }
 
 /// `tile_rows`, with tiles where a nest's rows number at least `from_rows`.

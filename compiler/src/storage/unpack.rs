@@ -22,7 +22,7 @@ impl Memory for TensorMemory<'_> {
                 .map(|&n| n as i64)
                 .ok_or_else(|| format!("no dimension {d}")),
             ParamSlot::Level(k, name) => t.levels.get(*k).ok_or("no such level")?.param(name),
-            ParamSlot::Target(name) => Err(format!("{name} is the target's, not a tensor's")),
+            ParamSlot::Target(t) => Err(format!("{} is the target's, not a tensor's", t.c_name())),
         }
     }
     fn load(&self, a: &ArrayRef, i: i64) -> Result<Value, String> {
