@@ -1297,8 +1297,9 @@ int main(void) {
     assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "7 0 22 3");
 }
 
-/// SpMV from CSR, DCSR and COO where `x` passes the 4 MiB from which the C
-/// asks ahead for the elements its loops gather (`ir::gathers`): on
+/// SpMV from CSR, DCSR, COO and COO-AoS where `x` passes the 4 MiB from
+/// which the C asks ahead for the elements its loops gather
+/// (`ir::gathers`; COO-AoS asks for its streams only): on
 /// scattered coordinates (a power-law graph, a uniform random matrix, the
 /// collaboration graph ca-GrQc copied down the diagonal) the kernel runs
 /// its asking copy, on a banded matrix its plain one, each on the cc tier
@@ -1343,15 +1344,22 @@ fn gathers_at_scattered_coordinates_agree() {
         std::fs::write(&crd_path, crd).unwrap();
         let rows = m.dims[0];
         let (data, want) = spmv_operands(m);
-        for f in ["CSR", "DCSR", "COO"] {
+        for f in ["CSR", "DCSR", "COO", "COO-AoS"] {
             let what = format!("{name}: SpMV with A in {f}");
             let mut p = spmv_prepared(&a, f, &data, rows);
             let text = tensor_compiler::ir::c::function(&p.kernel.function);
-            assert!(
-                text.contains("tensor_prefetch(&x_vals[A2_crd["),
-                "{what}\n{text}"
-            );
-            probe_text.get_or_insert(text);
+            // COO's loop asks for its coordinates beside the gathers, and
+            // COO-AoS's for its pairs (`ir::streams`), in every copy of
+            // the loop that has them.
+            let asks = match f {
+                "COO" => "tensor_prefetch_from(A1_crd, pA1 + 256,",
+                "COO-AoS" => "tensor_prefetch_from(A1_crd, pA1 * 2 + 512,",
+                _ => "tensor_prefetch(&x_vals[A2_crd[",
+            };
+            assert!(text.contains(asks), "{what}\n{text}");
+            if f != "COO-AoS" {
+                probe_text.get_or_insert(text);
+            }
             cc_agrees(&mut p, &want, &what);
         }
         let probe = scattered_probe(&dir, probe_text.as_deref().unwrap());

@@ -274,6 +274,10 @@ pub enum Stmt {
         array: ArrayRef,
         at: Expr,
         positions: i64,
+        /// Asked only in the copy of the loop that asks for its gathers
+        /// (`PrefetchGather`): the C drops it with them where the
+        /// coordinates turn out not to be scattered.
+        beside_gathers: bool,
     },
     /// A hint (`ir::gathers`): the element of `array` at the coordinate
     /// `coords[at]` is read soon, by a loop gathering `array` at stored

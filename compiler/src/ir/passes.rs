@@ -43,6 +43,7 @@ pub fn for_codegen(f: &Function, backend: Backend) -> Function {
             super::strips::sum_rows_in_strips(&mut g, backend);
             super::streams::prefetch_streams(&mut g);
             super::gathers::prefetch_gathers(&mut g);
+            super::streams::hint_beside_gathers(&mut g);
         }
         Backend::Cranelift => {
             super::ran_flags::flags_from_bounds(&mut g);

@@ -459,6 +459,7 @@ impl<'a> Printer<'a> {
                 array,
                 at,
                 positions,
+                ..
             } => {
                 let (a, at) = (array.c_name(), self.expr(at));
                 let text = match c {
@@ -626,16 +627,30 @@ fn only_asks(s: &Stmt) -> Option<BTreeSet<(ArrayRef, ArrayRef)>> {
     (only && !asks.is_empty()).then_some(asks)
 }
 
-/// The array loop `s` asks for at the start of its body (`ir::streams`),
-/// and the loop without that hint, if it has one.
+/// The first array loop `s` asks for at the start of its body
+/// (`ir::streams`), and the loop without those hints, if it has any. The
+/// hints there are of the loop's widest streams, which span as many bytes
+/// (COO-AoS's values and pairs of coordinates), so the first one's size
+/// stands for all.
 fn hinted_within(s: &Stmt) -> Option<(ArrayRef, Stmt)> {
-    let Some(Stmt::PrefetchStream { array, .. }) = loop_body(s).first() else {
+    let leading = |t: &Stmt| {
+        matches!(
+            t,
+            Stmt::PrefetchStream {
+                beside_gathers: false,
+                ..
+            }
+        )
+    };
+    let Some(Stmt::PrefetchStream { array, .. }) = loop_body(s).first().filter(|t| leading(t))
+    else {
         return None;
     };
     let array = array.clone();
     let mut plain = s.clone();
     if let Stmt::For { body, .. } | Stmt::While { body, .. } = &mut plain {
-        body.remove(0);
+        let n = body.iter().take_while(|t| leading(t)).count();
+        body.drain(..n);
     }
     Some((array, plain))
 }
@@ -660,7 +675,16 @@ fn gathering(s: &Stmt) -> Option<(ArrayRef, Stmt)> {
 fn without_gathers(b: &mut [Stmt]) {
     for s in b {
         for inner in super::nested_blocks_mut(s) {
-            inner.retain(|t| !matches!(t, Stmt::PrefetchGather { .. }));
+            inner.retain(|t| {
+                !matches!(
+                    t,
+                    Stmt::PrefetchGather { .. }
+                        | Stmt::PrefetchStream {
+                            beside_gathers: true,
+                            ..
+                        }
+                )
+            });
             without_gathers(inner);
         }
     }

@@ -119,10 +119,12 @@ fn stmt(s: &Stmt, o: usize, t: &Temporary<'_>) -> Stmt {
             array,
             at,
             positions,
+            beside_gathers,
         } => Stmt::PrefetchStream {
             array: t.array(array),
             at: e(at),
             positions: *positions,
+            beside_gathers: *beside_gathers,
         },
         Stmt::PrefetchGather { array, coords, at } => Stmt::PrefetchGather {
             array: t.array(array),

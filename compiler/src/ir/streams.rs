@@ -24,8 +24,10 @@
 //!
 //! COO's one loop over all its entries is a single long stream through
 //! each array, and the prefetchers fall behind there too: inside that
-//! loop, each iteration asks for its widest array (the values) `DISTANCE`
-//! positions ahead (`hint_within`).
+//! loop, each iteration asks for its widest streams (COO's values,
+//! COO-AoS's values and coordinate pairs) `DISTANCE` positions ahead
+//! (`hint_within`), and for every stream where the loop also asks for the
+//! elements it gathers at scattered coordinates (`hint_beside_gathers`).
 //!
 //! Only arrays larger than a core's L2 cache are asked for, tested at run
 //! time (`TENSOR_PREFETCH_MIN_BYTES`): on the 2-D stencil of 40K rows
@@ -315,45 +317,169 @@ fn hints_before(
             array,
             at: Expr::add(moving[&v].clone(), Expr::Int(DISTANCE)),
             positions: POSITIONS,
+            beside_gathers: false,
         })
         .collect()
 }
 
-/// The hint inside loop `s`, which no loop encloses, if it is innermost,
-/// counts its position and reads a level's `crd` there:
-/// COO's single loop over all its entries, one long stream through each
-/// array. At each iteration it asks for the widest array `DISTANCE`
-/// positions ahead. On this host the cc tier's COO SpMV ran 10.6 -> 7.9 ms
-/// on the 3-D stencil of `bench/run.py`, 5.6 -> 4.2 on the 2-D one and
-/// 2.70 -> 2.46 on fem_blocks; a hint for every array at each iteration
-/// took fem_blocks to 3.0 instead (the prefetches crowd the loop's
-/// loads), and so did hints for all of them once in 16 positions (the
-/// test alone, a branch a few iterations apart beside the run's end, cost
-/// as much).
+/// The hints inside loop `s`, which no loop encloses, if it is innermost,
+/// counts its position and reads a level's `crd` there: COO's single loop
+/// over all its entries, one long stream through each array. At each
+/// iteration it asks for its widest streams, those of the most bytes a
+/// position, `DISTANCE` positions ahead: COO's values (8 bytes a position,
+/// against 4 for each coordinate array), or COO-AoS's values and its
+/// pairs of coordinates (8 and 8).
+///
+/// Measured on an AMD EPYC, cc tier, COO SpMV: the values' hint took the
+/// 3-D stencil of `bench/run.py` 10.6 -> 7.9 ms, the 2-D one 5.6 -> 4.2
+/// and fem_blocks 2.70 -> 2.46; a hint for every array at each iteration
+/// took fem_blocks to 3.0 instead (the prefetches crowd the loop's loads),
+/// and so did hints for all of them once in 16 positions (the test alone,
+/// a branch a few iterations apart beside the run's end, cost as much).
+/// There, COO-AoS's values alone cost fem_blocks 2.3 -> 2.9. On an Intel
+/// Xeon (`examples/ab_kernels`, 10 rounds), COO-AoS with both its hints
+/// against none: fem_blocks 0.44x the time, 2-D stencil 0.56, 3-D 0.79,
+/// tridiagonal 0.86, uniform random 0.92, power-law 0.67; its values
+/// alone or its pairs alone gained about half as much (0.83-0.94), and
+/// lost on the power-law matrix (1.06-1.19). COO's coordinate arrays
+/// beside its values, there: 3-D stencil 0.95, fem_blocks 1.00, uniform
+/// 1.07, so they get hints only beside gathers (`hint_beside_gathers`).
 fn hint_within(s: &mut Stmt, written: &BTreeSet<ArrayRef>) {
     let Some((body, first)) = counted_positions(s) else {
         return;
     };
-    let here: BTreeMap<VarId, Expr> = first.into_keys().map(|v| (v, Expr::Var(v))).collect();
-    let streams = read_at(body, &here, written);
-    // Stored coordinates read at the position, a stream of their own (COO,
-    // not COO-AoS, whose pairs are one stream read at `2 * p` and `2 * p +
-    // 1`: two streams the hardware follows, where the hint cost fem_blocks
-    // 2.3 -> 2.9 ms and the tridiagonal matrix 2.8 -> 3.1; not a loop over
-    // dense positions, which reads no index array).
+    let streams = read_in_order(body, &first.into_keys().collect(), written);
+    // Stored coordinates read at the position, a stream of their own (not
+    // a loop over dense positions, which reads no index array).
     if !streams.keys().any(|a| a.elem() == ElemTy::I32) {
         return;
     }
-    let Some((array, v)) = streams.into_iter().max_by_key(|(a, _)| a.elem().bytes()) else {
+    let width = |a: &ArrayRef, per_position: i64| a.elem().bytes() as i64 * per_position;
+    let Some(widest) = streams.iter().map(|(a, (_, k))| width(a, *k)).max() else {
         return;
     };
-    let hint = Stmt::PrefetchStream {
-        array,
-        at: Expr::add(Expr::Var(v), Expr::Int(DISTANCE)),
-        positions: 1,
-    };
+    let hints: Vec<Stmt> = streams
+        .into_iter()
+        .filter(|(a, (_, k))| width(a, *k) == widest)
+        .map(|(array, (v, k))| stream_hint(array, v, k, false))
+        .collect();
     if let Stmt::For { body, .. } | Stmt::While { body, .. } = s {
-        body.insert(0, hint);
+        body.splice(0..0, hints);
+    }
+}
+
+/// The hint for `array`, read `per_position` elements a position at
+/// position `p`: from `DISTANCE` positions ahead.
+fn stream_hint(array: ArrayRef, p: VarId, per_position: i64, beside_gathers: bool) -> Stmt {
+    let at = match per_position {
+        1 => Expr::add(Expr::Var(p), Expr::Int(DISTANCE)),
+        k => Expr::add(
+            Expr::mul(Expr::Var(p), Expr::Int(k)),
+            Expr::Int(k * DISTANCE),
+        ),
+    };
+    Stmt::PrefetchStream {
+        array,
+        at,
+        positions: 1,
+        beside_gathers,
+    }
+}
+
+/// The arrays `body` loads in order of one of `positions`, the kernel
+/// never writes, each with that position and how many elements a position
+/// it spans: `k` for a load at `p * k` or `p * k + c` (COO-AoS's pairs at
+/// `2 * p` and `2 * p + 1`), 1 at `p`.
+fn read_in_order(
+    body: &Block,
+    positions: &BTreeSet<VarId>,
+    written: &BTreeSet<ArrayRef>,
+) -> BTreeMap<ArrayRef, (VarId, i64)> {
+    let at_position = |i: &Expr| -> Option<(VarId, i64)> {
+        let scaled = |e: &Expr| match e {
+            Expr::Var(p) if positions.contains(p) => Some((*p, 1)),
+            Expr::Bin(super::BinOp::Mul, a, b) => match (&**a, &**b) {
+                (Expr::Var(p), Expr::Int(k)) if positions.contains(p) && *k > 0 => Some((*p, *k)),
+                _ => None,
+            },
+            _ => None,
+        };
+        match i {
+            Expr::Bin(super::BinOp::Add, a, b) if matches!(**b, Expr::Int(_)) => scaled(a),
+            _ => scaled(i),
+        }
+    };
+    let mut streams = BTreeMap::new();
+    super::walk_block(body, &mut |st| {
+        for e in super::stmt_exprs(st) {
+            e.walk(&mut |x| {
+                let Expr::Load(a, i) = x else { return };
+                if written.contains(a) {
+                    return;
+                }
+                if let Some(at) = at_position(i) {
+                    streams.entry(a.clone()).or_insert(at);
+                }
+            });
+        }
+    });
+    streams
+}
+
+/// Hints for every other array COO's loop reads at its position, beside
+/// its gathers (`ir::gathers`: run after it), in the copy of the loop that
+/// asks for them. Where the gathers miss, the loop runs at their pace, and
+/// the hardware prefetchers, among the misses, no longer keep ahead of
+/// the streams either: on this Intel host, COO SpMV on the power-law
+/// matrix of `bench/run.py` (3.6 entries a row, scattered over an `x` of
+/// 8 MB), cc tier, ran 0.66x the time with hints for both coordinate
+/// arrays beside the values' (0.83x for the column coordinates alone,
+/// which the gathers' asks read ahead, 0.89x for the rows' alone). Where
+/// the coordinates follow each other, the loop streams at the memory's
+/// pace and the widest array's hint is enough (`hint_within`).
+pub fn hint_beside_gathers(f: &mut Function) {
+    let written = f.written_arrays();
+    beside_gathers_in(&mut f.body, &written);
+}
+
+/// The loops of `block` that no loop encloses.
+fn beside_gathers_in(block: &mut Block, written: &BTreeSet<ArrayRef>) {
+    for s in block.iter_mut() {
+        if !matches!(s, Stmt::For { .. } | Stmt::While { .. }) {
+            for inner in nested_blocks_mut(s) {
+                beside_gathers_in(inner, written);
+            }
+            continue;
+        }
+        let Some((body, first)) = counted_positions(s) else {
+            continue;
+        };
+        if !matches!(body.first(), Some(Stmt::PrefetchStream { .. })) {
+            continue;
+        }
+        if !body
+            .iter()
+            .any(|t| matches!(t, Stmt::PrefetchGather { .. }))
+        {
+            continue;
+        }
+        // The widest streams' hints lead the body (`hint_within`).
+        let hinted: BTreeSet<&ArrayRef> = body
+            .iter()
+            .map_while(|t| match t {
+                Stmt::PrefetchStream { array, .. } => Some(array),
+                _ => None,
+            })
+            .collect();
+        let hints: Vec<Stmt> = read_in_order(body, &first.into_keys().collect(), written)
+            .into_iter()
+            .filter(|(array, _)| !hinted.contains(array))
+            .map(|(array, (v, k))| stream_hint(array, v, k, true))
+            .collect();
+        let n = hinted.len();
+        if let Stmt::For { body, .. } | Stmt::While { body, .. } = s {
+            body.splice(n..n, hints);
+        }
     }
 }
 
@@ -429,12 +555,25 @@ mod tests {
     use crate::ir::passes::{lowered_for as kernel, Backend};
     use crate::ir::{walk_block, Function, Stmt};
 
-    /// The arrays asked for ahead, by their C names.
+    /// The arrays asked for ahead, by their C names; not those asked
+    /// beside gathers.
     fn hinted(f: &Function) -> Vec<String> {
+        hinted_where(f, false)
+    }
+
+    /// The arrays asked for ahead where `beside_gathers` is as given.
+    fn hinted_where(f: &Function, beside: bool) -> Vec<String> {
         let mut out = Vec::new();
         walk_block(&f.body, &mut |s| {
-            if let Stmt::PrefetchStream { array, .. } = s {
-                out.push(array.c_name());
+            if let Stmt::PrefetchStream {
+                array,
+                beside_gathers,
+                ..
+            } = s
+            {
+                if *beside_gathers == beside {
+                    out.push(array.c_name());
+                }
             }
         });
         out
@@ -515,8 +654,32 @@ mod tests {
         assert_eq!(text.matches(hint).count(), 1, "{text}");
         let head = lines[at + 1];
         assert_eq!(text.matches(head).count(), 2, "{head} twice: {text}");
-        // Coordinates in pairs, one stream, are left to the hardware.
-        assert_eq!(hinted(&spmv("COO-AoS")), Vec::<String>::new());
+        // COO-AoS's pairs of coordinates span as many bytes a position as
+        // its values: both are asked for, and the C's plain copy has
+        // neither hint.
+        let aos = spmv("COO-AoS");
+        assert_eq!(
+            hinted(&aos),
+            vec!["A1_crd".to_string(), "A_vals".to_string()]
+        );
+        let text = crate::ir::c::function(&aos);
+        let pairs =
+            "if (A1_crd_large) tensor_prefetch_from(A1_crd, pA1 * 2 + 512, 1 * sizeof *A1_crd);";
+        assert_eq!(text.matches(pairs).count(), 1, "{text}");
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        let at = lines
+            .iter()
+            .position(|l| *l == "if (A1_crd_large) {")
+            .expect("the test around the loop");
+        assert_eq!(lines[at + 2], pairs, "{text}");
+        let head = lines[at + 1];
+        let plain = lines[at..]
+            .iter()
+            .position(|l| *l == "} else {")
+            .map(|k| at + k + 1)
+            .expect("the plain copy");
+        assert_eq!(lines[plain], head, "{text}");
+        assert!(!lines[plain + 1].contains("prefetch"), "{text}");
         // A loop over dense positions walks no sparse level.
         let dense = kernel(
             "y(i) = x(i) + z(i)",
@@ -531,6 +694,40 @@ mod tests {
             Backend::C,
         );
         assert_eq!(hinted(&add), Vec::<String>::new());
+    }
+
+    /// Beside the asks for `x`'s elements at scattered coordinates
+    /// (`ir::gathers`), COO's loop asks for its coordinate arrays too, in
+    /// the C's copy of the loop that asks for the gathers only.
+    #[test]
+    fn coo_asks_for_every_stream_beside_its_gathers() {
+        let formats = [("A", "COO", 2), ("x", "dense", 1), ("y", "dense", 1)];
+        let coo = kernel(SPMV, &formats, Backend::C);
+        let mut beside = hinted_where(&coo, true);
+        beside.sort();
+        assert_eq!(beside, vec!["A1_crd".to_string(), "A2_crd".to_string()]);
+        let text = crate::ir::c::function(&coo);
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        let hint = "if (A2_crd_large) tensor_prefetch_from(A2_crd, pA1 + 256, 1 * sizeof *A2_crd);";
+        let at = lines.iter().position(|l| *l == hint).expect(&text);
+        assert_eq!(text.matches(hint).count(), 1, "{text}");
+        // In the loop that asks for the gathers.
+        let loop_end = lines[at..].iter().position(|l| *l == "}").unwrap() + at;
+        assert!(
+            lines[at..loop_end]
+                .iter()
+                .any(|l| l.contains("A2_crd_scattered &&")),
+            "{text}"
+        );
+        // Where `x` is known to be small, nothing is gathered or asked
+        // beside it.
+        let mut small = crate::ir::passes::lowered(SPMV, &formats);
+        small.lengths = vec![(crate::ir::ArrayRef::vals("x"), 1000)];
+        let small = crate::ir::passes::for_codegen(&small, Backend::C);
+        assert_eq!(hinted_where(&small, true), Vec::<String>::new());
+        // Nor in the Cranelift tier, which has no prefetch instruction.
+        let cl = kernel(SPMV, &formats, Backend::Cranelift);
+        assert_eq!(hinted_where(&cl, true), Vec::<String>::new());
     }
 
     /// The Cranelift tier's asks (`ask_rows_by_calls`): each `Prefetch`
