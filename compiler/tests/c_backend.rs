@@ -313,6 +313,13 @@ fn diagonals_over_several_tiles_agree() {
             text.contains("iA_tile"),
             "{format}, {bands} bands: no tiles\n{text}"
         );
+        // ELL's rows ask ahead for the slot's values (`ir::streams`),
+        // which are large enough here that the asks run.
+        assert_eq!(
+            format == "ELL",
+            text.contains("tensor_prefetch_from(A_vals, slotA * A2_N + iA + 256,"),
+            "{format}, {bands} bands\n{text}"
+        );
         let mut native = prepare("kernel", &a, &formats, &data, &[rows], None).unwrap();
         native.compiled = cc::compile(&native.kernel.function).unwrap();
         jit.run().unwrap();
