@@ -643,6 +643,35 @@ mod tests {
 
     const SPMV: &str = "y(i) = A(i,j) * x(j)";
 
+    /// SpMV with `A` in `format`, for the C.
+    fn spmv(format: &str) -> Function {
+        kernel(
+            SPMV,
+            &[("A", format, 2), ("x", "dense", 1), ("y", "dense", 1)],
+            Backend::C,
+        )
+    }
+
+    /// That the C `text` holds `hint` `count` times, each the first line
+    /// of a loop behind the test `if (X_large) {` of `array`, whose copy
+    /// after the `} else {` starts without a hint.
+    fn asked_in_copies(text: &str, array: &str, hint: &str, count: usize) {
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        let at: Vec<usize> = (0..lines.len()).filter(|&k| lines[k] == hint).collect();
+        assert_eq!(at.len(), count, "{hint}: {text}");
+        for k in at {
+            assert_eq!(lines[k - 2], format!("if ({array}_large) {{"), "{text}");
+            let head = lines[k - 1];
+            let plain = lines[k..]
+                .iter()
+                .position(|l| *l == "} else {")
+                .map(|e| k + e + 1)
+                .expect("the plain copy");
+            assert_eq!(lines[plain], head, "{text}");
+            assert!(!lines[plain + 1].contains("prefetch"), "{text}");
+        }
+    }
+
     #[test]
     fn a_rows_values_and_coordinates_are_asked_for_before_it() {
         for a in ["CSR", "DCSR", "CSC"] {
@@ -685,13 +714,6 @@ mod tests {
 
     #[test]
     fn coo_asks_for_its_values_ahead_at_every_iteration_of_its_one_loop() {
-        let spmv = |a| {
-            kernel(
-                SPMV,
-                &[("A", a, 2), ("x", "dense", 1), ("y", "dense", 1)],
-                Backend::C,
-            )
-        };
         let coo = spmv("COO");
         // The widest stream only: the coordinates are left to the
         // hardware, and nothing is asked before the loop.
@@ -706,16 +728,8 @@ mod tests {
         );
         plain.lengths = vec![(crate::ir::ArrayRef::vals("x"), 1000)];
         let text = crate::ir::c::function(&plain);
-        let lines: Vec<&str> = text.lines().map(str::trim).collect();
-        let at = lines
-            .iter()
-            .position(|l| *l == "if (A_vals_large) {")
-            .expect("the test around the loop");
         let hint = "if (A_vals_large) tensor_prefetch_from(A_vals, pA1 + 256, 1 * sizeof *A_vals);";
-        assert_eq!(lines[at + 2], hint, "{text}");
-        assert_eq!(text.matches(hint).count(), 1, "{text}");
-        let head = lines[at + 1];
-        assert_eq!(text.matches(head).count(), 2, "{head} twice: {text}");
+        asked_in_copies(&text, "A_vals", hint, 1);
         // COO-AoS's pairs of coordinates span as many bytes a position as
         // its values: both are asked for, and the C's plain copy has
         // neither hint.
@@ -727,21 +741,7 @@ mod tests {
         let text = crate::ir::c::function(&aos);
         let pairs =
             "if (A1_crd_large) tensor_prefetch_from(A1_crd, pA1 * 2 + 512, 1 * sizeof *A1_crd);";
-        assert_eq!(text.matches(pairs).count(), 1, "{text}");
-        let lines: Vec<&str> = text.lines().map(str::trim).collect();
-        let at = lines
-            .iter()
-            .position(|l| *l == "if (A1_crd_large) {")
-            .expect("the test around the loop");
-        assert_eq!(lines[at + 2], pairs, "{text}");
-        let head = lines[at + 1];
-        let plain = lines[at..]
-            .iter()
-            .position(|l| *l == "} else {")
-            .map(|k| at + k + 1)
-            .expect("the plain copy");
-        assert_eq!(lines[plain], head, "{text}");
-        assert!(!lines[plain + 1].contains("prefetch"), "{text}");
+        asked_in_copies(&text, "A1_crd", pairs, 1);
         // A loop over dense positions walks no sparse level.
         let dense = kernel(
             "y(i) = x(i) + z(i)",
@@ -763,13 +763,6 @@ mod tests {
     /// no coordinates at their position, and BCSR's blocks do not.
     #[test]
     fn ell_rows_ask_for_their_slots_values_ahead() {
-        let spmv = |a| {
-            kernel(
-                SPMV,
-                &[("A", a, 2), ("x", "dense", 1), ("y", "dense", 1)],
-                Backend::C,
-            )
-        };
         let ell = spmv("ELL");
         let within = hinted_within(&ell);
         assert!(!within.is_empty(), "{ell}");
@@ -778,17 +771,9 @@ mod tests {
             "{within:?}"
         );
         let text = crate::ir::c::function(&ell);
+        // In the loops over a tile's rows and over all rows (`ir::tile`).
         let hint = "if (A_vals_large) tensor_prefetch_from(A_vals, slotA * A2_N + iA + 256, 1 * sizeof *A_vals);";
-        let lines: Vec<&str> = text.lines().map(str::trim).collect();
-        let at = lines.iter().position(|l| *l == hint).expect(&text);
-        // The hint's loop runs behind the test of the values' size, and a
-        // copy without it runs otherwise.
-        assert_eq!(lines[at - 2], "if (A_vals_large) {", "{text}");
-        let head = lines[at - 1];
-        assert!(head.starts_with("for (int64_t iA = "), "{text}");
-        let plain = lines[at..].iter().position(|l| *l == "} else {").unwrap() + at + 1;
-        assert_eq!(lines[plain], head, "{text}");
-        assert!(!lines[plain + 1].contains("prefetch"), "{text}");
+        asked_in_copies(&text, "A_vals", hint, 2);
         for other in ["DIA", "BCSR(4)"] {
             assert_eq!(hinted(&spmv(other)), Vec::<String>::new(), "{other}");
         }
