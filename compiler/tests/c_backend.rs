@@ -922,7 +922,8 @@ fn rows_summed_across_fibers_of_real_matrices() {
 /// over the matrices' entries: a block row's rows summed in one strip of
 /// the block size, each lane with its own loop over the block's columns
 /// (`ir::strips`), the last block row and column clipped where the
-/// dimensions are no multiple of the block.
+/// dimensions are no multiple of the block; and on copies of them large
+/// enough that the loops ask for blocks ahead.
 #[test]
 fn block_rows_of_real_matrices_on_the_cc_tier() {
     let Some(_dir) = setup("real_bcsr") else {
@@ -938,6 +939,26 @@ fn block_rows_of_real_matrices_on_the_cc_tier() {
             let mut p = spmv_prepared(&a, f, &data, rows);
             let text = tensor_compiler::ir::c::function(&p.kernel.function);
             assert!(text.contains(sum), "{what}: not stripped\n{text}");
+            cc_agrees(&mut p, &want, &what);
+        }
+    }
+    // Copied down the diagonal until the blocks' values pass the 4 MiB
+    // from which the C asks for blocks ahead (`ir::block_streams`), so the
+    // asking copy of the loops runs.
+    for path in real_matrices() {
+        let m = tensor_compiler::io::read_tensor(&path).unwrap();
+        let copies = (8 << 20) / (m.nnz() * 8) + 1;
+        let m = diagonal_copies(&m, copies);
+        let rows = m.dims[0];
+        let (data, want) = spmv_operands(m);
+        for f in ["BCSR(4)", "BCSR(3)"] {
+            let what = format!("{} x {copies}: SpMV with A in {f}", path.display());
+            let mut p = spmv_prepared(&a, f, &data, rows);
+            let text = tensor_compiler::ir::c::function(&p.kernel.function);
+            assert!(
+                text.contains("tensor_prefetch_from(A_vals, pA2 * "),
+                "{what}\n{text}"
+            );
             cc_agrees(&mut p, &want, &what);
         }
     }

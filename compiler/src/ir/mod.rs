@@ -7,6 +7,7 @@
 //! Arrays and scalar parameters are referenced symbolically (tensor name plus
 //! slot), so a level function can be written and tested without a kernel.
 
+mod block_streams;
 mod build;
 pub mod c;
 mod case_steps;

@@ -42,6 +42,7 @@ pub fn for_codegen(f: &Function, backend: Backend) -> Function {
         Backend::C => {
             super::strips::sum_rows_in_strips(&mut g, backend);
             super::streams::prefetch_streams(&mut g);
+            super::block_streams::hint_blocks(&mut g);
             super::gathers::prefetch_gathers(&mut g);
             super::streams::hint_beside_gathers(&mut g);
         }

@@ -760,7 +760,7 @@ mod tests {
 
     /// ELL's rows, slot by slot, ask for the slot's values ahead at each
     /// row, in the C's copy for large values; DIA's diagonals, which read
-    /// no coordinates at their position, and BCSR's blocks do not.
+    /// no coordinates at their position, do not.
     #[test]
     fn ell_rows_ask_for_their_slots_values_ahead() {
         let ell = spmv("ELL");
@@ -774,9 +774,7 @@ mod tests {
         // In the loops over a tile's rows and over all rows (`ir::tile`).
         let hint = "if (A_vals_large) tensor_prefetch_from(A_vals, slotA * A2_N + iA + 256, 1 * sizeof *A_vals);";
         asked_in_copies(&text, "A_vals", hint, 2);
-        for other in ["DIA", "BCSR(4)"] {
-            assert_eq!(hinted(&spmv(other)), Vec::<String>::new(), "{other}");
-        }
+        assert_eq!(hinted(&spmv("DIA")), Vec::<String>::new());
     }
 
     /// Beside the asks for `x`'s elements at scattered coordinates
