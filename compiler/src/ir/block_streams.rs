@@ -30,6 +30,7 @@
 
 use super::VarId;
 use super::{nested_blocks_mut, walk_block, ArrayRef, BinOp, Block, Expr, Function, Stmt};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// How many positions ahead to ask: 2 KB of 4x4 blocks of `f64`.
@@ -37,6 +38,10 @@ const DISTANCE: i64 = 16;
 
 /// The fewest bytes a position for a stream of blocks: a cache line.
 const MIN_BLOCK_BYTES: i64 = 64;
+
+/// The most elements a position asked for: a block of 64x64 values (a
+/// larger step is no block read in order, and its hint would be long).
+const MAX_BLOCK: i64 = 4096;
 
 pub fn hint_blocks(f: &mut Function) {
     let written = f.written_arrays();
@@ -72,7 +77,7 @@ fn hint_loop(s: &mut Stmt, written: &BTreeSet<ArrayRef>) {
                 if written.contains(a) {
                     return;
                 }
-                if let Some(k) = steps.step(i) {
+                if let Some(k) = steps.step(i).filter(|k| (1..=MAX_BLOCK).contains(k)) {
                     if k * a.elem().bytes() as i64 >= MIN_BLOCK_BYTES {
                         blocks.entry(a.clone()).or_insert(k);
                     }
@@ -103,6 +108,8 @@ struct Steps {
     /// Variables the body sets, declares twice, or loops over from
     /// elsewhere: no step is known for them.
     unknown: BTreeSet<VarId>,
+    /// The steps of the `let`s found so far.
+    known: RefCell<BTreeMap<VarId, Option<i64>>>,
 }
 
 impl Steps {
@@ -112,10 +119,13 @@ impl Steps {
             lets: BTreeMap::new(),
             offsets: BTreeSet::new(),
             unknown: BTreeSet::new(),
+            known: RefCell::new(BTreeMap::new()),
         };
         walk_block(body, &mut |t| match t {
             Stmt::Let(v, e) => {
-                if steps.lets.insert(*v, e.clone()).is_some() {
+                // Declared twice: two values, no one step.
+                let twice = steps.lets.insert(*v, e.clone()).is_some();
+                if twice {
                     steps.unknown.insert(*v);
                 }
             }
@@ -144,14 +154,22 @@ impl Steps {
             Expr::Var(v) if *v == self.p => Some(1),
             Expr::Var(v) if self.unknown.contains(v) => None,
             Expr::Var(v) => match self.lets.get(v) {
-                Some(value) => self.step(value),
+                // Once a variable: lets may read each other many times.
+                Some(value) => {
+                    if let Some(step) = self.known.borrow().get(v) {
+                        return *step;
+                    }
+                    let step = self.step(value);
+                    self.known.borrow_mut().insert(*v, step);
+                    step
+                }
                 // An offset within the block, or a value from outside.
                 None => Some(0),
             },
-            Expr::Bin(BinOp::Add, a, b) => Some(self.step(a)? + self.step(b)?),
-            Expr::Bin(BinOp::Sub, a, b) => Some(self.step(a)? - self.step(b)?),
+            Expr::Bin(BinOp::Add, a, b) => self.step(a)?.checked_add(self.step(b)?),
+            Expr::Bin(BinOp::Sub, a, b) => self.step(a)?.checked_sub(self.step(b)?),
             Expr::Bin(BinOp::Mul, a, b) => match (&**a, &**b) {
-                (x, Expr::Int(k)) | (Expr::Int(k), x) => Some(self.step(x)? * k),
+                (x, Expr::Int(k)) | (Expr::Int(k), x) => self.step(x)?.checked_mul(*k),
                 _ => self.fixed(e),
             },
             _ => self.fixed(e),
@@ -160,11 +178,10 @@ impl Steps {
 
     /// `Some(0)` if nothing `e` reads changes with `p`.
     fn fixed(&self, e: &Expr) -> Option<i64> {
-        let mut fixed = true;
-        e.walk(&mut |x| match x {
-            Expr::Var(v) => fixed &= self.step(&Expr::Var(*v)) == Some(0),
-            _ => {}
-        });
+        let fixed = e
+            .vars()
+            .iter()
+            .all(|v| self.step(&Expr::Var(*v)) == Some(0));
         fixed.then_some(0)
     }
 }
