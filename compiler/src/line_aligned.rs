@@ -95,8 +95,8 @@ unsafe impl GlobalAlloc for LineAligned {
         if !large(l) {
             return System.dealloc(p, l);
         }
-        // ok: `alloc` made this layout for the same size.
-        let sys = system_layout(l.size()).expect("the layout alloc used");
+        // `alloc` made this layout for the same size.
+        let sys = system_layout(l.size()).expect("the layout alloc used"); // ok: alloc made it
         let raw = p.sub(offset(p));
         if !crate::retained::keep(raw) {
             System.dealloc(raw, sys)
@@ -300,7 +300,7 @@ mod tests {
     }
 
     fn layout(size: usize) -> Layout {
-        Layout::from_size_align(size, 8).unwrap()
+        Layout::from_size_align(size, 8).unwrap() // ok: test code
     }
 
     fn fill(p: *mut u8, n: usize) {
@@ -329,7 +329,7 @@ mod tests {
         }
         // Small blocks and blocks asking for more than 16 are the system's.
         assert!(!large(layout(LARGE - 8)));
-        let page = Layout::from_size_align(LARGE, 4096).unwrap();
+        let page = Layout::from_size_align(LARGE, 4096).unwrap(); // ok: test code
         assert!(!large(page));
         let p = unsafe { a.alloc(page) };
         assert_eq!(p as usize % 4096, 0);
@@ -363,14 +363,14 @@ mod tests {
             }
             fill(p, to);
         }
-        unsafe { a.dealloc(p, layout(*sizes.last().unwrap())) };
+        unsafe { a.dealloc(p, layout(*sizes.last().unwrap())) }; // ok: test code
     }
 
     /// Contents found at another offset of a system block (as `realloc`
     /// may leave them) move to its line boundary, the offset recorded.
     #[test]
     fn moved_contents_land_on_the_boundary() {
-        let sys = system_layout(4096).unwrap();
+        let sys = system_layout(4096).unwrap(); // ok: test code
         for from in [8, 20, 40, 71] {
             unsafe {
                 let raw = System.alloc(sys);

@@ -116,9 +116,10 @@ mod tests {
         assert_eq!((x.line, x.character), (1, 0));
         let f = d.position(text.find('f').unwrap()); // ok: test code, a panic is a failed test
         assert_eq!((f.line, f.character), (0, 13));
-        assert_eq!(d.position(text.find('z').unwrap()), Position::new(3, 0)); // ok: test code, a panic is a failed test
-                                                                              // A column past the end of a line stops before its break.
-        assert_eq!(d.offset(Position::new(1, 99)), text.find('x').unwrap() + 1);
-        // ok: test code, a panic is a failed test
+        let z = text.find('z').unwrap(); // ok: test code
+        assert_eq!(d.position(z), Position::new(3, 0));
+        // A column past the end of a line stops before its break.
+        let x = text.find('x').unwrap(); // ok: test code
+        assert_eq!(d.offset(Position::new(1, 99)), x + 1);
     }
 }

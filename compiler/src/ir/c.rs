@@ -727,12 +727,12 @@ mod tests {
             (0..65_000).map(|_| random(1 << 20)).collect(),
         ];
         let dir = std::env::temp_dir().join(format!("tensor_sample_{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&dir).unwrap(); // ok: test code
         let mut main = String::from("#include <stdio.h>\n#include <stdlib.h>\n");
         main += super::TYPES;
         main += super::HELPERS;
         main += "int main(int argc, char **argv) {\n  for (int a = 1; a < argc; a++) {\n    FILE *f = fopen(argv[a], \"rb\");\n    static int32_t crd[1 << 20];\n    int64_t n = (int64_t)fread(crd, sizeof *crd, 1 << 20, f);\n    fclose(f);\n    printf(\"%d %d\\n\", tensor_scattered(crd, n), tensor_coordinates_follow(crd, n));\n  }\n  return 0;\n}\n";
-        std::fs::write(dir.join("sample.c"), main).unwrap();
+        std::fs::write(dir.join("sample.c"), main).unwrap(); // ok: test code
         let exe = dir.join("sample");
         let built = std::process::Command::new(&cc.command[0])
             .args(&cc.command[1..])
@@ -740,7 +740,7 @@ mod tests {
             .arg(&exe)
             .arg(dir.join("sample.c"))
             .output()
-            .unwrap();
+            .unwrap(); // ok: test code
         assert!(
             built.status.success(),
             "{}",
@@ -751,12 +751,12 @@ mod tests {
             .collect();
         for (a, file) in arrays.iter().zip(&files) {
             let bytes: Vec<u8> = a.iter().flat_map(|c| c.to_le_bytes()).collect();
-            std::fs::write(file, bytes).unwrap();
+            std::fs::write(file, bytes).unwrap(); // ok: test code
         }
         let out = std::process::Command::new(&exe)
             .args(&files)
             .output()
-            .unwrap();
+            .unwrap(); // ok: test code
         let by_c: Vec<String> = String::from_utf8_lossy(&out.stdout)
             .lines()
             .map(str::to_string)

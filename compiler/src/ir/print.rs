@@ -590,7 +590,7 @@ mod tests {
             let indent = &lines[at][..lines[at].len() - test.len()];
             let end = (at..lines.len())
                 .find(|&n| lines[n] == format!("{indent}}}"))
-                .expect(&text);
+                .expect(&text); // ok: test code
             assert!(
                 lines[at + 1].trim().starts_with("for (int64_t pB2 "),
                 "{text}"

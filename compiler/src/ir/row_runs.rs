@@ -306,8 +306,8 @@ mod tests {
         sum_rows_in_strips(&mut f, Backend::C);
         let text = f.to_string();
         let (fill, strips) = (
-            text.find("if r >= next").unwrap(),
-            text.find("while strip + 16").unwrap(),
+            text.find("if r >= next").unwrap(),     // ok: test code
+            text.find("while strip + 16").unwrap(), // ok: test code
         );
         assert!(
             text.contains("let r: i64 = run_row") && fill < strips,

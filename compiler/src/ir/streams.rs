@@ -666,7 +666,7 @@ mod tests {
                 .iter()
                 .position(|l| *l == "} else {")
                 .map(|e| k + e + 1)
-                .expect("the plain copy");
+                .expect("the plain copy"); // ok: test code
             assert_eq!(lines[plain], head, "{text}");
             assert!(!lines[plain + 1].contains("prefetch"), "{text}");
         }
@@ -790,10 +790,10 @@ mod tests {
         let text = crate::ir::c::function(&coo);
         let lines: Vec<&str> = text.lines().map(str::trim).collect();
         let hint = "if (A2_crd_large) tensor_prefetch_from(A2_crd, pA1 + 256, 1 * sizeof *A2_crd);";
-        let at = lines.iter().position(|l| *l == hint).expect(&text);
+        let at = lines.iter().position(|l| *l == hint).expect(&text); // ok: test code
         assert_eq!(text.matches(hint).count(), 1, "{text}");
         // In the loop that asks for the gathers.
-        let loop_end = lines[at..].iter().position(|l| *l == "}").unwrap() + at;
+        let loop_end = lines[at..].iter().position(|l| *l == "}").unwrap() + at; // ok: test code
         assert!(
             lines[at..loop_end]
                 .iter()

@@ -418,7 +418,8 @@ fn within_levels(levels: &[Level], inner: Block, keep: &dyn Fn(&Stmt) -> bool) -
             body,
         }];
     }
-    block.pop().expect("a nest has a level")
+    // `nest` returns a nest only after pushing its first level.
+    block.pop().expect("a nest has a level") // ok: levels are never empty
 }
 
 /// `e` with the variables `lets` declare replaced by their values.
@@ -743,8 +744,8 @@ mod tests {
         sum_rows_in_strips(&mut f, Backend::C);
         let text = f.to_string();
         let (sum, fibers) = (
-            text.find("let strip_sum0").expect("stripped"),
-            text.find("for q in").expect("fibers"),
+            text.find("let strip_sum0").expect("stripped"), // ok: test code
+            text.find("for q in").expect("fibers"),         // ok: test code
         );
         assert!(
             sum < fibers,
@@ -840,7 +841,7 @@ mod tests {
         super::super::prefetch::prefetch_rows(&mut hinted);
         let text = made_for(hinted, "A", CRANELIFT_MIN_ENTRIES);
         let (strips, ask) = (
-            text.find("while strip + 16 <=").unwrap(),
+            text.find("while strip + 16 <=").unwrap(), // ok: test code
             text.find("prefetch D_vals"),
         );
         assert!(ask.is_some_and(|a| a > strips), "{text}");

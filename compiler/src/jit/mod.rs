@@ -638,7 +638,7 @@ mod tests {
         if !WARM_UP_STOPPED.load(Ordering::Acquire) {
             assert!(warm_up_compile(|| Some(kernel())));
         }
-        compile(&kernel()).expect("compiles");
+        compile(&kernel()).expect("compiles"); // ok: test code
         assert!(!warm_up_compile(|| panic!("lowered after a real compile")));
     }
 

@@ -318,8 +318,8 @@ mod tests {
         let starts = [0, 10, 40, 70];
         let layout = Layout::new(&code, &starts);
         assert_eq!(layout.jumps.len(), 3);
-        let inner = layout.jumps.iter().find(|j| j.end == 35).unwrap();
-        let outer = layout.jumps.iter().find(|j| j.end == 70).unwrap();
+        let inner = layout.jumps.iter().find(|j| j.end == 35).unwrap(); // ok: test code
+        let outer = layout.jumps.iter().find(|j| j.end == 70).unwrap(); // ok: test code
         assert_eq!(
             (inner.weight, outer.weight),
             (DEPTH_WEIGHT.pow(2), DEPTH_WEIGHT)

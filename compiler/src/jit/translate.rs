@@ -1082,10 +1082,9 @@ impl<'a, 'b> Translator<'a, 'b> {
             });
         }
         let fail = self.fail;
-        // ok: `slots` is not empty (checked above), so the loop set `failed`.
-        self.b
-            .ins()
-            .brif(failed.expect("a group has an array"), fail, &[], done, &[]);
+        // `slots` is not empty (checked above), so the loop set `failed`.
+        let failed = failed.expect("a group has an array"); // ok: slots is not empty
+        self.b.ins().brif(failed, fail, &[], done, &[]);
         self.b.seal_block(done);
         self.b.switch_to_block(done);
         Ok(())

@@ -265,7 +265,7 @@ mod tests {
             t0.elapsed()
         );
         assert!(
-            reader.join().unwrap().is_err(),
+            reader.join().unwrap().is_err(), // ok: test code
             "the snapshot was cancelled"
         ); // ok: test code, a panic is a failed test
            // The work finished meanwhile is picked up, not started again.

@@ -462,7 +462,7 @@ mod tests {
         ];
         let (mut old_text, mut old_tree) = (
             String::new(),
-            parse_incremental("", None, &mut || false).unwrap().1,
+            parse_incremental("", None, &mut || false).unwrap().1, // ok: test code
         ); // ok: test code, a panic is a failed test
         for t in texts.iter().chain(texts.iter().rev()) {
             let (inc, tree) =
@@ -471,7 +471,7 @@ mod tests {
             assert_eq!(
                 tree.root_node().to_sexp(),
                 parse_incremental(t, None, &mut || false)
-                    .unwrap()
+                    .unwrap() // ok: test code
                     .1
                     .root_node()
                     .to_sexp()

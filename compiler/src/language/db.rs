@@ -766,7 +766,7 @@ mod tests {
         assert!(std::process::Command::new("mkfifo")
             .arg(&fifo)
             .status()
-            .unwrap()
+            .unwrap() // ok: test code
             .success()); // ok: test code, a panic is a failed test
         let db = Database::default();
         let e = load(&db, &fifo).unwrap_err();

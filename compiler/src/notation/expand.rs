@@ -138,23 +138,23 @@ mod tests {
     use crate::notation::parse_assignment;
 
     fn expanded(text: &str) -> Option<String> {
-        expand_summed_products(&parse_assignment(text).unwrap(), &|_| false)
+        expand_summed_products(&parse_assignment(text).unwrap(), &|_| false) // ok: test code
             .map(|a| a.rhs.to_string()) // ok: test code, a panic is a failed test
     }
 
     #[test]
     fn scaled_sums_are_multiplied_out() {
         assert_eq!(
-            expanded("y(i) = (A(i,j)*x(j) + b(i)) * a").unwrap(),
+            expanded("y(i) = (A(i,j)*x(j) + b(i)) * a").unwrap(), // ok: test code
             "A(i,j) * x(j) * a + b(i) * a"
         ); // ok: test code, a panic is a failed test
         assert_eq!(
-            expanded("y(i) = z(i) * (A(i,j)*x(j) - b(i))").unwrap(),
+            expanded("y(i) = z(i) * (A(i,j)*x(j) - b(i))").unwrap(), // ok: test code
             "z(i) * A(i,j) * x(j) - z(i) * b(i)"
         ); // ok: test code, a panic is a failed test
            // Nested: the inner product first, then the outer one.
         assert_eq!(
-            expanded("y(i) = ((A(i,j)*x(j) + b(i)) * a + c(i)) * d").unwrap(),
+            expanded("y(i) = ((A(i,j)*x(j) + b(i)) * a + c(i)) * d").unwrap(), // ok: test code
             "A(i,j) * x(j) * a * d + b(i) * a * d + c(i) * d"
         ); // ok: test code, a panic is a failed test
     }

@@ -234,21 +234,21 @@ mod tests {
         let private = |acc: &Access| acc.tensor == "D";
         let under_add = parse_assignment("y(i) = D(i,j) * x(j) + z(i)").unwrap(); // ok: test code, a panic is a failed test
         assert!(!sums_hoist_with_private(
-            &parse_assignment("y(i) = D(i) + z(i)").unwrap(),
+            &parse_assignment("y(i) = D(i) + z(i)").unwrap(), // ok: test code
             &private
         )); // ok: test code, a panic is a failed test
         assert!(!sums_hoist_with_private(&under_add, &private));
         // In a product the private sum hoists with the others.
         assert!(sums_hoist_with_private(
-            &parse_assignment("y(i) = D(i,j) * (x(j) * z(i))").unwrap(),
+            &parse_assignment("y(i) = D(i,j) * (x(j) * z(i))").unwrap(), // ok: test code
             &private
         )); // ok: test code, a panic is a failed test
         assert!(sums_hoist_with_private(
-            &parse_assignment("y(i) = A(i) + z(i)").unwrap(),
+            &parse_assignment("y(i) = A(i) + z(i)").unwrap(), // ok: test code
             &private
         )); // ok: test code, a panic is a failed test
         assert!(!sums_hoist_with_private(
-            &parse_assignment("y(i) = -(z(i) - D(i))").unwrap(),
+            &parse_assignment("y(i) = -(z(i) - D(i))").unwrap(), // ok: test code
             &private
         )); // ok: test code, a panic is a failed test
     }
@@ -265,12 +265,12 @@ mod tests {
     #[test]
     fn sums_distribute_over_their_terms() {
         assert_eq!(
-            terms("y(i) = B(i,j) * x(j) - 2 * C(i,j) * w(j) + z(i)").unwrap(),
+            terms("y(i) = B(i,j) * x(j) - 2 * C(i,j) * w(j) + z(i)").unwrap(), // ok: test code
             ["+B(i,j) * x(j)", "-2 * C(i,j) * w(j)", "+z(i)"]
         ); // ok: test code, a panic is a failed test
            // `3` sits inside the sum over j: added once per j.
         assert_eq!(
-            terms("a = B(j) + 3 - C(j)").unwrap(),
+            terms("a = B(j) + 3 - C(j)").unwrap(), // ok: test code
             ["+B(j)", "+5 * 3", "-C(j)"]
         ); // ok: test code, a panic is a failed test
            // Inside a product, a factor without j comes out of the sum.
