@@ -19,7 +19,9 @@
 //! (20), then `--` and the tensorc arguments that name the kernel and its
 //! operands (`--threads` and `--fresh-result` are honoured). Prints each
 //! build's median of round medians and least run, how many rounds the
-//! edited copy won, and the ratio edited / own.
+//! edited copy won, and the ratio edited / own. In place of the edited C,
+//! `cranelift` times the Cranelift tier's build against the cc tier's:
+//! the ratio of the tiers, both measured in the same drift.
 
 use clap::Parser;
 use tensor_compiler::backend::cc;
@@ -49,7 +51,10 @@ fn run() -> Result<(), String> {
     };
     let variant = own_args.first().ok_or(usage)?;
     let (rounds, runs) = (number(1, 20)?, number(2, 20)?);
-    let text = std::fs::read_to_string(variant).map_err(|e| format!("{variant}: {e}"))?;
+    let text = match variant.as_str() {
+        "cranelift" => None,
+        _ => Some(std::fs::read_to_string(variant).map_err(|e| format!("{variant}: {e}"))?),
+    };
     let cli = Cli::try_parse_from(
         std::iter::once("tensorc".to_string()).chain(tensorc_args.iter().cloned()),
     )
@@ -68,7 +73,10 @@ fn run() -> Result<(), String> {
     // The build timed sits in `p.compiled`, swapped in and out.
     let mut builds = [
         cc::compile(&p.kernel.function)?,
-        cc::compile_variant(&p.kernel.function, &text)?,
+        match &text {
+            Some(text) => cc::compile_variant(&p.kernel.function, text)?,
+            None => tensor_compiler::jit::compile(&p.kernel.function)?,
+        },
     ];
     let mut timed = |p: &mut tensor_compiler::execute::Prepared, k: usize| {
         std::mem::swap(&mut p.compiled, &mut builds[k]);

@@ -25,8 +25,8 @@
 //! variables of inner loops from 0: the offsets within the block). Only
 //! blocks of at least a cache line a position are asked for: a narrower
 //! stream is an innermost loop's, which `ir::streams` asks for. The C asks
-//! only where the array passes `TENSOR_PREFETCH_MIN_BYTES`, and Cranelift,
-//! which has no prefetch instruction, gets no hints (`passes::for_codegen`).
+//! only where the array passes `TENSOR_PREFETCH_MIN_BYTES`; the Cranelift
+//! tier where its data does (`ir::hints_for_data`).
 
 use super::VarId;
 use super::{nested_blocks_mut, walk_block, ArrayRef, BinOp, Block, Expr, Function, Stmt};
@@ -222,7 +222,8 @@ mod tests {
 
     /// BCSR's loops over a block row's blocks ask for the block 16
     /// positions ahead, 16 values (or 4 for BCSR(2): 32 bytes, under a
-    /// line, so none); CSR and Cranelift get none of these.
+    /// line, so none); CSR gets none of these, nor Cranelift where nothing
+    /// is known of the data.
     #[test]
     fn bcsr_blocks_are_asked_for_ahead() {
         let bcsr = spmv("BCSR(4)", Backend::C);

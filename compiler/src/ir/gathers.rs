@@ -36,10 +36,12 @@
 //! matrix. Arrays the data the kernel is made for shows to be small get
 //! no asks and no copy (`Function::lengths`).
 //!
-//! Cranelift has no prefetch instruction, and a call per position costs
-//! more than a miss: its kernels ask only where the data they are made
-//! for shows the coordinates scattered, by calls once per strip of
-//! positions (`ask_gathers_by_calls`).
+//! The Cranelift tier asks only where the data it is made for shows the
+//! coordinates scattered (`ir::hints_for_data`), with prefetch
+//! instructions on x86-64 (`jit::prefetch`). Elsewhere Cranelift has no
+//! prefetch instruction, and a call per position costs more than a miss:
+//! its kernels ask by calls once per strip of positions
+//! (`ask_gathers_by_calls`).
 
 use super::streams::counted_positions;
 use super::{nested_blocks_mut, walk_block, ArrayRef, Block, ElemTy, Expr, Function};
@@ -142,7 +144,8 @@ fn in_block(block: &mut Block, skip: &BTreeSet<ArrayRef>) {
     }
 }
 
-/// The Cranelift tier's form of the asks, where the data the kernel is
+/// The Cranelift tier's form of the asks where it has no prefetch
+/// instruction (not x86-64), where the data the kernel is
 /// made for shows the coordinates scattered (`Function::lines_of_their_own`
 /// more than 3 in 4, the C's run-time test) and the gathered array large:
 /// an innermost `for` over positions that reads `let c = crd[p]` and an
@@ -342,7 +345,7 @@ mod tests {
     fn no_asks_where_nothing_is_gathered_or_it_is_small() {
         // x known to fit the L2 cache.
         assert!(asks(&spmv("CSR", Backend::C, Some(1000))).is_empty());
-        // Cranelift: no prefetch instruction.
+        // Cranelift: nothing known of the data, no ask.
         assert!(asks(&spmv("CSR", Backend::Cranelift, None)).is_empty());
         // CSC writes `y` at the coordinates; it reads `x` by column.
         assert!(asks(&spmv("CSC", Backend::C, None)).is_empty());

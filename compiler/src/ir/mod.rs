@@ -17,6 +17,7 @@ mod fill_checks;
 mod filled;
 mod fixed_params;
 pub mod gathers;
+mod hints_for_data;
 pub mod interp;
 mod known_values;
 pub mod min_compare;

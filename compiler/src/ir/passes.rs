@@ -25,6 +25,11 @@ pub enum Backend {
 }
 
 /// The function `backend` translates: `f` after the loop passes.
+/// Whether the Cranelift tier carries prefetch hints as instructions: on
+/// x86-64, where `jit::prefetch` rewrites their loads into `prefetcht0`.
+/// Elsewhere it asks through calls, once per strip of rows.
+const PREFETCH_INSTRUCTIONS: bool = cfg!(target_arch = "x86_64");
+
 pub fn for_codegen(f: &Function, backend: Backend) -> Function {
     let mut g = f.clone();
     if backend == Backend::Cranelift {
@@ -49,8 +54,16 @@ pub fn for_codegen(f: &Function, backend: Backend) -> Function {
         Backend::Cranelift => {
             super::ran_flags::flags_from_bounds(&mut g);
             super::strips::sum_rows_in_strips(&mut g, backend);
-            super::streams::ask_rows_by_calls(&mut g);
-            super::gathers::ask_gathers_by_calls(&mut g);
+            if PREFETCH_INSTRUCTIONS {
+                super::streams::prefetch_streams(&mut g);
+                super::block_streams::hint_blocks(&mut g);
+                super::gathers::prefetch_gathers(&mut g);
+                super::streams::hint_beside_gathers(&mut g);
+                super::hints_for_data::decide_for_data(&mut g);
+            } else {
+                super::streams::ask_rows_by_calls(&mut g);
+                super::gathers::ask_gathers_by_calls(&mut g);
+            }
             super::prefetch::strip_for_calls(&mut g);
         }
     }

@@ -34,7 +34,9 @@
 //! names; the coordinate it reads is at a position below the array's
 //! length.
 //!
-//! Cranelift has no prefetch instruction, and a plain load ahead stalls
+//! Cranelift has no prefetch instruction (the tier's rewritten loads,
+//! `jit::prefetch`, carry the stream and gather hints, not these rows of
+//! several lines yet), and a plain load ahead stalls
 //! the loop on the miss it was meant to hide (measured in C: 140 -> 170
 //! ms). Its kernels call a routine that prefetches and keeps every
 //! register (`jit::call::prefetch_rows_preserving`), once per strip of

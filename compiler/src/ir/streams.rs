@@ -33,11 +33,13 @@
 //! time (`TENSOR_PREFETCH_MIN_BYTES`): on the 2-D stencil of 40K rows
 //! (2.4 MB) the hints cost 13% and gained nothing.
 //!
-//! The pass adds these hints for the C only (`passes::for_codegen`):
+//! Both tiers take these hints. The Cranelift tier, compiled for its data,
+//! keeps those the data would run (`ir::hints_for_data`) and carries them
+//! as prefetch instructions (`jit::prefetch`), on x86-64. Elsewhere
 //! Cranelift has no prefetch instruction, and a call at every row would
-//! cost more than it saves. Its kernels ask instead, for rows of 4 or
-//! more positions on average, for the rows' values once per strip of 8
-//! rows through the routine `ir::prefetch` calls (`ask_rows_by_calls`).
+//! cost more than it saves: its kernels ask instead, for rows of 4 or more
+//! positions on average, for the rows' values once per strip of 8 rows
+//! through the routine `ir::prefetch` calls (`ask_rows_by_calls`).
 
 use super::{fresh_var, nested_blocks_mut, ArrayRef, Block, CmpOp, Expr};
 use super::{ElemTy, Function, Stmt, Ty, VarId, VarInfo};
@@ -71,8 +73,8 @@ pub fn prefetch_streams(f: &mut Function) {
     in_block(&mut f.body, None, &written);
 }
 
-/// The Cranelift tier's form of the hints before each row. It has no
-/// prefetch instruction, so a loop over rows whose inner loop starts at
+/// The Cranelift tier's form of the hints before each row where it has
+/// no prefetch instruction (not x86-64), so a loop over rows whose inner loop starts at
 /// `pos[i]` asks, through the routine `ir::prefetch` calls once per strip
 /// of 8 rows (`prefetch::strip_for_calls`), for the first `ROW_VALUES`
 /// values of each row `prefetch::DISTANCE` rows ahead: `Prefetch { vals,
@@ -806,7 +808,8 @@ mod tests {
         small.lengths = vec![(crate::ir::ArrayRef::vals("x"), 1000)];
         let small = crate::ir::passes::for_codegen(&small, Backend::C);
         assert_eq!(hinted_where(&small, true), Vec::<String>::new());
-        // Nor in the Cranelift tier, which has no prefetch instruction.
+        // Nor in the Cranelift tier, which keeps only the hints its data
+        // would run, where nothing is known of the data.
         let cl = kernel(SPMV, &formats, Backend::Cranelift);
         assert_eq!(hinted_where(&cl, true), Vec::<String>::new());
     }

@@ -5,6 +5,7 @@ mod call;
 mod count;
 mod pairs;
 mod placement;
+mod prefetch;
 mod room;
 mod shares;
 mod translate;
@@ -70,6 +71,10 @@ pub struct CompiledKernel {
     /// The share search, run by each call, of a kernel compiled without
     /// it (`shares`); `None` where the kernel searches its own share.
     shares: Option<shares::ShareSearch>,
+    /// How many prefetch hints the Cranelift tier's code carries as
+    /// instructions (`prefetch`); 0 for the cc tier, whose C asks at run
+    /// time.
+    pub prefetches: u32,
     code: call::Code,
 }
 
@@ -101,6 +106,7 @@ impl CompiledKernel {
             tier,
             parallel: f.parallel,
             shares: None,
+            prefetches: 0,
             code,
         }
     }
@@ -260,17 +266,37 @@ impl Workspace {
     }
 }
 
+/// A kernel's module, its function's id, and how many prefetch hints its
+/// code carries (`prefetch`).
+type Built = (JITModule, cranelift_module::FuncId, u32);
+
 /// Translate `f` into a fresh module with the argument block `arrays` and
 /// `params`, in `ws` (whose context then holds the compiled code, with its
-/// disassembly when `disasm` asked for it); returns the module and the
-/// function's id.
+/// disassembly when `disasm` asked for it). Where its hints' loads could
+/// not all become prefetches (`prefetch::define`), without its hints.
 fn build(
     f: &Function,
     arrays: &[(ArrayRef, bool)],
     params: &[ParamRef],
     disasm: bool,
     ws: &mut Workspace,
-) -> Result<(JITModule, cranelift_module::FuncId), String> {
+) -> Result<Built, String> {
+    if let Some(built) = build_as_given(f, arrays, params, disasm, ws)? {
+        return Ok(built);
+    }
+    let plain = prefetch::without_hints(f);
+    build_as_given(&plain, arrays, params, disasm, ws)?.ok_or_else(|| "hints left in".into())
+}
+
+/// `build` with `f`'s hints, or `None` where they could not all become
+/// prefetches.
+fn build_as_given(
+    f: &Function,
+    arrays: &[(ArrayRef, bool)],
+    params: &[ParamRef],
+    disasm: bool,
+    ws: &mut Workspace,
+) -> Result<Option<Built>, String> {
     let isa = host_isa(Opt::for_function(f))?;
     let (mut grows, mut prefetches) = (false, false);
     let mut filled = std::collections::BTreeSet::new();
@@ -321,6 +347,7 @@ fn build(
     let grow = import(grows, &GROW)?;
     let prefetch = import(prefetches, &PREFETCH)?;
     let zero = import(zeroes, &ZERO)?.map(|z| (z, streamed));
+    let hints;
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
         let helpers = translate::Helpers {
@@ -328,16 +355,20 @@ fn build(
             prefetch,
             zero,
         };
-        translate::Translator::translate(&mut b, f, ptr_ty, arrays, params, helpers)?;
+        hints = translate::Translator::translate(&mut b, f, ptr_ty, arrays, params, helpers)?;
         b.finalize(module.target_config());
     }
     let id = module
         .declare_function(&f.name, Linkage::Local, &ctx.func.signature)
         .map_err(|e| format!("declare: {e}"))?;
-    module
-        .define_function(id, ctx)
-        .map_err(|e| format!("cranelift: {e:?}"))?;
-    Ok((module, id))
+    if hints == 0 {
+        module
+            .define_function(id, ctx)
+            .map_err(|e| format!("cranelift: {e:?}"))?;
+        return Ok(Some((module, id, 0)));
+    }
+    let defined = prefetch::define(&mut module, id, ctx, hints)?;
+    Ok(defined.then_some((module, id, hints)))
 }
 
 /// A `preserve_all` function kernels call in a block of their loops: it
@@ -508,7 +539,7 @@ fn compile_now(f: &Function, start: Instant) -> Result<CompiledKernel, String> {
     let mut ws = Workspace::take();
     let built = build(&kernel, &arrays, &params, false, &mut ws);
     let placing = ws.ctx.compiled_code().and_then(placing);
-    let (mut module, id) = built?;
+    let (mut module, id, prefetches) = built?;
     ws.give_back();
     module
         .finalize_definitions()
@@ -533,6 +564,7 @@ fn compile_now(f: &Function, start: Instant) -> Result<CompiledKernel, String> {
         tier: Tier::Cranelift,
         parallel: kernel.parallel,
         shares: search,
+        prefetches,
         code,
     })
 }
@@ -605,10 +637,10 @@ fn placing(code: &cranelift_codegen::CompiledCode) -> Option<(usize, usize)> {
 pub fn disassemble(f: &Function) -> Result<String, String> {
     let t = Translated::of(f);
     let mut ws = Workspace::take();
-    let (module, _) = build(&t.kernel, &t.arrays, &t.params, true, &mut ws)?;
+    let (module, ..) = build(&t.kernel, &t.arrays, &t.params, true, &mut ws)?;
     let text = ws.ctx.compiled_code().and_then(|c| c.vcode.clone());
     ws.give_back();
-    let text = text.ok_or("Cranelift kept no disassembly")?;
+    let text = prefetch::shown_as_run(&text.ok_or("Cranelift kept no disassembly")?);
     // Never finalized: nothing of it can run.
     drop(module);
     Ok(match t.search {

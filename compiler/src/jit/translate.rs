@@ -110,6 +110,8 @@ pub struct Translator<'a, 'b> {
     pub(super) pairs: super::pairs::Pairs,
     /// The array table as last loaded, and in which block.
     table_in: Option<(Block, Value)>,
+    /// How many prefetch hints it has emitted (`jit::prefetch`).
+    hints: u32,
 }
 
 fn flags() -> MemFlagsData {
@@ -185,7 +187,8 @@ pub struct Helpers {
 
 impl<'a, 'b> Translator<'a, 'b> {
     /// Emit the whole function body into `b`, whose entry block takes the
-    /// argument-block pointer. Returns an error for IR the JIT cannot run.
+    /// argument-block pointer; the number of prefetch hints it holds
+    /// (`jit::prefetch`). Returns an error for IR the JIT cannot run.
     pub fn translate(
         b: &'a mut FunctionBuilder<'b>,
         f: &Function,
@@ -197,7 +200,7 @@ impl<'a, 'b> Translator<'a, 'b> {
             prefetch,
             zero,
         }: Helpers,
-    ) -> Result<(), String> {
+    ) -> Result<u32, String> {
         let entry = b.create_block();
         b.append_block_params_for_function_params(entry);
         b.switch_to_block(entry);
@@ -221,6 +224,7 @@ impl<'a, 'b> Translator<'a, 'b> {
             hoisted: Vec::new(),
             pairs: super::pairs::find(&f.body),
             table_in: None,
+            hints: 0,
             b,
         };
         for (id, v) in f.vars.iter().enumerate() {
@@ -270,7 +274,7 @@ impl<'a, 'b> Translator<'a, 'b> {
         let one = t.b.ins().iconst(types::I64, 1);
         t.b.ins().return_(&[one]);
         t.b.seal_all_blocks();
-        Ok(())
+        Ok(t.hints)
     }
 
     fn array(&self, a: &ArrayRef) -> Result<&ArrayVars, String> {
@@ -835,10 +839,15 @@ impl<'a, 'b> Translator<'a, 'b> {
                 stride,
                 len,
             } => self.prefetch(array, coords, at, *positions, stride, len)?,
-            // Cranelift has no prefetch instruction, and a call at every
-            // row costs more than the hint saves; `passes::for_codegen`
-            // adds these for the C only.
-            Stmt::PrefetchStream { .. } | Stmt::PrefetchGather { .. } => {}
+            Stmt::PrefetchStream {
+                array,
+                at,
+                positions,
+                ..
+            } => self.prefetch_stream(array, at, *positions)?,
+            Stmt::PrefetchGather { array, coords, at } => {
+                self.prefetch_gather(array, coords, at)?
+            }
             Stmt::Comment(_) | Stmt::Unlikely => {}
         }
         Ok(())
@@ -1150,6 +1159,67 @@ impl Translator<'_, '_> {
         Ok(())
     }
 }
+
+impl Translator<'_, '_> {
+    /// Hints for the cache lines of `array[at..at + positions]`
+    /// (`jit::prefetch`): no element is read, so `at` may lie past the
+    /// array's end.
+    fn prefetch_stream(
+        &mut self,
+        array: &ArrayRef,
+        at: &Expr,
+        positions: i64,
+    ) -> Result<(), String> {
+        let (address, offset) = self.address_at(array, at)?;
+        let bytes = positions.saturating_mul(array.elem().bytes() as i64);
+        for line in (0..bytes.min(MAX_HINT_BYTES)).step_by(64) {
+            let offset = offset
+                .checked_add(line as i32)
+                .ok_or("hint offset out of range")?;
+            self.hint(address, offset);
+        }
+        Ok(())
+    }
+
+    /// A hint for `array[coords[at]]` (`jit::prefetch`). The coordinate is
+    /// read at `at` or at the last position, whichever comes first: a
+    /// loop over positions up to `coords`' length asks ahead of its last
+    /// ones, and reads nothing past the end of `coords`.
+    fn prefetch_gather(
+        &mut self,
+        array: &ArrayRef,
+        coords: &ArrayRef,
+        at: &Expr,
+    ) -> Result<(), String> {
+        let at = self.expr(at)?;
+        let slot = self.array(coords)?.slot;
+        let table = self.table();
+        let off = (slot * SLOT_SIZE) as i32 + SLOT_LEN;
+        let len = self.b.ins().load(types::I64, pure(), table, off);
+        let last = self.b.ins().iadd_imm_s(len, -1);
+        let q = self.b.ins().smin(at, last);
+        let base = self.base(coords)?;
+        let address = self.element(base, coords, q);
+        let c = self
+            .b
+            .ins()
+            .load(types::I32, flags().with_readonly(), address, 0);
+        let c = self.b.ins().sextend(types::I64, c);
+        let base = self.base(array)?;
+        let address = self.element(base, array, c);
+        self.hint(address, 0);
+        Ok(())
+    }
+
+    fn hint(&mut self, address: Value, offset: i32) {
+        super::prefetch::emit(self.b, address, offset, self.hints);
+        self.hints += 1;
+    }
+}
+
+/// The most bytes one hint asks for: a block of 4x4 `f64` values and more
+/// (`ir::block_streams` asks for up to 4,096 elements).
+const MAX_HINT_BYTES: i64 = 4096;
 
 /// `f` on each array `s` itself loads from or stores to (with repeats).
 fn accessed_arrays<'s>(s: &'s Stmt, f: &mut dyn FnMut(&'s ArrayRef)) {
