@@ -24,12 +24,12 @@ pub enum Backend {
     Cranelift,
 }
 
-/// The function `backend` translates: `f` after the loop passes.
 /// Whether the Cranelift tier carries prefetch hints as instructions: on
 /// x86-64, where `jit::prefetch` rewrites their loads into `prefetcht0`.
 /// Elsewhere it asks through calls, once per strip of rows.
 const PREFETCH_INSTRUCTIONS: bool = cfg!(target_arch = "x86_64");
 
+/// The function `backend` translates: `f` after the loop passes.
 pub fn for_codegen(f: &Function, backend: Backend) -> Function {
     let mut g = f.clone();
     if backend == Backend::Cranelift {

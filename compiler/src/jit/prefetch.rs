@@ -27,7 +27,9 @@
 //! the C's did from the same hints; see `ir::streams`, `ir::gathers` and
 //! `ir::block_streams` for where they are asked.
 
-use crate::ir::{Function, Stmt};
+use super::call::{SLOT_LEN, SLOT_SIZE};
+use super::translate::{flags, pure, Translator};
+use crate::ir::{ArrayRef, Expr, Function, Stmt};
 use cranelift_codegen::ir::{types, DebugTag, InstBuilder, MemFlagsData, Value};
 use cranelift_codegen::Context;
 use cranelift_frontend::FunctionBuilder;
@@ -44,6 +46,67 @@ pub(super) fn emit(b: &mut FunctionBuilder, address: Value, offset: i32, id: u32
     let inst = b.func.dfg.value_def(v).unwrap_inst(); // ok: an instruction's result
     b.func.debug_tags.set(inst, [DebugTag::User(id)]);
 }
+
+impl Translator<'_, '_> {
+    /// Hints for the cache lines of `array[at..at + positions]`
+    /// (`jit::prefetch`): no element is read, so `at` may lie past the
+    /// array's end.
+    pub(super) fn prefetch_stream(
+        &mut self,
+        array: &ArrayRef,
+        at: &Expr,
+        positions: i64,
+    ) -> Result<(), String> {
+        let (address, offset) = self.address_at(array, at)?;
+        let bytes = positions.saturating_mul(array.elem().bytes() as i64);
+        for line in (0..bytes.min(MAX_HINT_BYTES)).step_by(64) {
+            let offset = offset
+                .checked_add(line as i32)
+                .ok_or("hint offset out of range")?;
+            self.hint(address, offset);
+        }
+        Ok(())
+    }
+
+    /// A hint for `array[coords[at]]` (`jit::prefetch`). The coordinate is
+    /// read at `at` or at the last position, whichever comes first: a
+    /// loop over positions up to `coords`' length asks ahead of its last
+    /// ones, and reads nothing past the end of `coords`.
+    pub(super) fn prefetch_gather(
+        &mut self,
+        array: &ArrayRef,
+        coords: &ArrayRef,
+        at: &Expr,
+    ) -> Result<(), String> {
+        let at = self.expr(at)?;
+        let slot = self.array(coords)?.slot;
+        let table = self.table();
+        let off = (slot * SLOT_SIZE) as i32 + SLOT_LEN;
+        let len = self.b.ins().load(types::I64, pure(), table, off);
+        let last = self.b.ins().iadd_imm_s(len, -1);
+        let q = self.b.ins().smin(at, last);
+        let base = self.base(coords)?;
+        let address = self.element(base, coords, q);
+        let c = self
+            .b
+            .ins()
+            .load(types::I32, flags().with_readonly(), address, 0);
+        let c = self.b.ins().sextend(types::I64, c);
+        let base = self.base(array)?;
+        let address = self.element(base, array, c);
+        self.hint(address, 0);
+        Ok(())
+    }
+
+    fn hint(&mut self, address: Value, offset: i32) {
+        emit(self.b, address, offset, self.hints);
+        self.hints += 1;
+    }
+}
+
+/// The most bytes one hint asks for: a block of 4x4 `f64` values and more
+/// (`ir::block_streams` asks for up to 4,096 elements).
+const MAX_HINT_BYTES: i64 = 4096;
 
 /// Compile the function in `ctx`, which holds `hints` hints, rewrite
 /// their loads into prefetches, and define it in `module` as `id`; or,

@@ -69,8 +69,8 @@ impl Regions {
     }
 }
 
-struct ArrayVars {
-    slot: i64,
+pub(super) struct ArrayVars {
+    pub(super) slot: i64,
     base: Base,
     /// Whether the kernel writes it (loads of inputs are read-only).
     writes: bool,
@@ -111,10 +111,10 @@ pub struct Translator<'a, 'b> {
     /// The array table as last loaded, and in which block.
     table_in: Option<(Block, Value)>,
     /// How many prefetch hints it has emitted (`jit::prefetch`).
-    hints: u32,
+    pub(super) hints: u32,
 }
 
-fn flags() -> MemFlagsData {
+pub(super) fn flags() -> MemFlagsData {
     MemFlagsData::trusted()
 }
 
@@ -123,7 +123,7 @@ fn flags() -> MemFlagsData {
 /// Cranelift, which places each where it is first needed (hoisted out of
 /// loops) instead of keeping every one live from the entry, through calls,
 /// in a stack slot reloaded inside loops.
-fn pure() -> MemFlagsData {
+pub(super) fn pure() -> MemFlagsData {
     MemFlagsData::trusted().with_readonly().with_can_move()
 }
 
@@ -277,7 +277,7 @@ impl<'a, 'b> Translator<'a, 'b> {
         Ok(t.hints)
     }
 
-    fn array(&self, a: &ArrayRef) -> Result<&ArrayVars, String> {
+    pub(super) fn array(&self, a: &ArrayRef) -> Result<&ArrayVars, String> {
         self.arrays
             .get(a)
             .ok_or_else(|| format!("array {} not bound", a.c_name()))
@@ -370,7 +370,7 @@ impl<'a, 'b> Translator<'a, 'b> {
     }
 
     /// The array table of the argument block.
-    fn table(&mut self) -> Value {
+    pub(super) fn table(&mut self) -> Value {
         let here = self.b.current_block();
         match self.table_in {
             Some((block, v)) if Some(block) == here => v,
@@ -1159,67 +1159,6 @@ impl Translator<'_, '_> {
         Ok(())
     }
 }
-
-impl Translator<'_, '_> {
-    /// Hints for the cache lines of `array[at..at + positions]`
-    /// (`jit::prefetch`): no element is read, so `at` may lie past the
-    /// array's end.
-    fn prefetch_stream(
-        &mut self,
-        array: &ArrayRef,
-        at: &Expr,
-        positions: i64,
-    ) -> Result<(), String> {
-        let (address, offset) = self.address_at(array, at)?;
-        let bytes = positions.saturating_mul(array.elem().bytes() as i64);
-        for line in (0..bytes.min(MAX_HINT_BYTES)).step_by(64) {
-            let offset = offset
-                .checked_add(line as i32)
-                .ok_or("hint offset out of range")?;
-            self.hint(address, offset);
-        }
-        Ok(())
-    }
-
-    /// A hint for `array[coords[at]]` (`jit::prefetch`). The coordinate is
-    /// read at `at` or at the last position, whichever comes first: a
-    /// loop over positions up to `coords`' length asks ahead of its last
-    /// ones, and reads nothing past the end of `coords`.
-    fn prefetch_gather(
-        &mut self,
-        array: &ArrayRef,
-        coords: &ArrayRef,
-        at: &Expr,
-    ) -> Result<(), String> {
-        let at = self.expr(at)?;
-        let slot = self.array(coords)?.slot;
-        let table = self.table();
-        let off = (slot * SLOT_SIZE) as i32 + SLOT_LEN;
-        let len = self.b.ins().load(types::I64, pure(), table, off);
-        let last = self.b.ins().iadd_imm_s(len, -1);
-        let q = self.b.ins().smin(at, last);
-        let base = self.base(coords)?;
-        let address = self.element(base, coords, q);
-        let c = self
-            .b
-            .ins()
-            .load(types::I32, flags().with_readonly(), address, 0);
-        let c = self.b.ins().sextend(types::I64, c);
-        let base = self.base(array)?;
-        let address = self.element(base, array, c);
-        self.hint(address, 0);
-        Ok(())
-    }
-
-    fn hint(&mut self, address: Value, offset: i32) {
-        super::prefetch::emit(self.b, address, offset, self.hints);
-        self.hints += 1;
-    }
-}
-
-/// The most bytes one hint asks for: a block of 4x4 `f64` values and more
-/// (`ir::block_streams` asks for up to 4,096 elements).
-const MAX_HINT_BYTES: i64 = 4096;
 
 /// `f` on each array `s` itself loads from or stores to (with repeats).
 fn accessed_arrays<'s>(s: &'s Stmt, f: &mut dyn FnMut(&'s ArrayRef)) {
