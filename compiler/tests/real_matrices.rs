@@ -872,6 +872,40 @@ fn gathers_asked_by_calls_on_real_matrices() {
     assert!(asked > 0, "no real matrix's COO SpMV asked for x");
 }
 
+/// SpMV in every format whose loops take prefetch hints, on the real
+/// matrices, with the Cranelift kernel made as if for large data: every
+/// stream, block and gather hint is kept (`ir::hints_for_data`) and, on
+/// x86-64, carried as a prefetch instruction (`jit::prefetch`), whose
+/// loads are rewritten after compiling. One thread, against plain loops
+/// over the entries. Some kernel must carry hints.
+#[test]
+fn hinted_cranelift_spmv_on_real_matrices() {
+    let mut hinted = 0;
+    for (name, b) in real_matrices() {
+        let (m, n) = (b.dims[0], b.dims[1]);
+        let xv: Vec<f64> = (0..n).map(|j| ((j * 5 % 17) as f64 - 8.0) / 3.0).collect();
+        let x = CooTensor::from_dense(vec![n], &xv);
+        let mut want = vec![0.0; m];
+        for e in 0..b.nnz() {
+            let c = b.coord(e);
+            want[c[0] as usize] += b.vals[e] * xv[c[1] as usize];
+        }
+        for f in ["CSR", "CSC", "DCSR", "COO", "COO-AoS", "ELL", "BCSR(4)"] {
+            let (got, code) = run_dense_made(
+                "y(i) = B(i,j) * x(j)",
+                &[("y", "dense", 1), ("B", f, 2), ("x", "dense", 1)],
+                &[("B", &b), ("x", &x)],
+                &[m],
+                1,
+                true,
+            );
+            hinted += usize::from(code.contains("prefetch"));
+            assert_close(&got, &want, &format!("{name}: {f} SpMV with hints"));
+        }
+    }
+    assert!(hinted > 0, "no real matrix's SpMV carried hints");
+}
+
 /// Kernel shapes that read an access more than once, and scalars summed
 /// over every row, on the real matrices against plain loops over their
 /// entries: the repeated access walked once (`LExpr::from_notation`), the
