@@ -38,6 +38,7 @@ for _cand in ("libmkl_rt.so.3", "libmkl_rt.so.2", "libmkl_rt.so"):
 
 import argparse
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -208,7 +209,10 @@ def main():
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3, help="passes over every row; each tier and peer keeps its least median")
     ap.add_argument("--threads", type=int, default=2, help="threads of the multi-threaded rows (tensorc and MKL)")
+    ap.add_argument("--only", metavar="REGEX", help="only the rows whose 'kernel input' matches, e.g. 'SpMV DIA banded|TTV COO nell2'"
+                    " (a focused check: the report then holds those rows alone)")
     args = ap.parse_args()
+    only = re.compile(args.only) if args.only else None
     R = args.repeats
     OUT.mkdir(parents=True, exist_ok=True)
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "tensor-compiler", "--bins", "--examples"], cwd=ROOT, check=True)
@@ -247,6 +251,8 @@ def main():
         its fast mode. A peer more than twice as slow as the row's best peer
         in an earlier pass cannot become the best peer and is not run again
         (pydata's MTTKRP takes 10 s)."""
+        if only and not only.search(f"{kernel} {inp}"):
+            return
         e = table.setdefault((kernel, inp), {"tiers": {}, "compiles": [], "compiles_cpu": [], "one": {}, "peers": {}, "err": None,
                                              "bytes": bytes_moved, "seen": False})
         if e["err"] is None or e["tiers"]:

@@ -355,18 +355,28 @@ fn fix_params(f: &mut crate::ir::Function, inputs: &[Tensor], output: &Tensor) {
         .collect();
 }
 
-/// The arrays of stored coordinates of the packed `inputs`, sampled
+/// The stored coordinates of the packed `inputs`, each level's, sampled
 /// (`Function::lines_of_their_own`).
-fn sampled_coordinates(inputs: &[Tensor]) -> Vec<(crate::ir::ArrayRef, f64)> {
+fn sampled_coordinates(inputs: &[Tensor]) -> Vec<(crate::ir::Coordinates, f64)> {
     let mut out = Vec::new();
     for t in inputs {
-        for (k, (format, storage)) in t.format.levels.iter().zip(&t.levels).enumerate() {
-            let Some(name) = format.coordinate_array() else {
+        for (k, format) in t.format.levels.iter().enumerate() {
+            let Some(at) = format.stored_coordinates(k) else {
                 continue;
             };
-            let values = storage.arrays.get(name).map_or(&[][..], |v| v.as_slice());
-            if let Some(share) = crate::ir::gathers::lines_of_their_own(values) {
-                out.push((crate::ir::ArrayRef::level(&t.name, k, name), share));
+            let values = t
+                .levels
+                .get(at.owner)
+                .and_then(|storage| storage.arrays.get(at.array))
+                .map_or(&[][..], |v| v.as_slice());
+            let share = crate::ir::gathers::field_lines_of_their_own(values, at.stride, at.field);
+            if let Some(share) = share {
+                let coords = crate::ir::Coordinates {
+                    array: crate::ir::ArrayRef::level(&t.name, at.owner, at.array),
+                    stride: at.stride as i64,
+                    field: at.field as i64,
+                };
+                out.push((coords, share));
             }
         }
     }

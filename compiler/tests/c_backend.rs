@@ -808,7 +808,9 @@ fn spdm_with_prefetched_rows_on_real_matrices() {
             let text = tensor_compiler::ir::c::function(&p.kernel.function);
             assert!(text.contains("tensor_prefetch(&D_vals["), "{what}");
             // Cranelift asks unless B's columns, sampled, follow each other.
-            let columns = tensor_compiler::ir::ArrayRef::level("B", 1, "crd");
+            let columns = tensor_compiler::ir::Coordinates::whole(
+                tensor_compiler::ir::ArrayRef::level("B", 1, "crd"),
+            );
             let follow = p
                 .kernel
                 .function
@@ -1418,7 +1420,7 @@ int main(int argc, char **argv) {
   fseek(f, 0, SEEK_SET);
   int32_t *crd = malloc(bytes);
   if (!crd || fread(crd, 1, bytes, f) != (size_t)bytes) return 2;
-  printf("%d\n", tensor_scattered(crd, bytes / 4));
+  printf("%d\n", tensor_scattered(crd, bytes / 4, 1, 0));
   return 0;
 }
 "#;

@@ -180,6 +180,16 @@ pub enum AosRole {
     Field,
 }
 
+/// Where a level keeps the coordinate of each position `p`: in `array` of
+/// level `owner`, at `p * stride + field`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoredCoordinates {
+    pub owner: usize,
+    pub array: &'static str,
+    pub stride: usize,
+    pub field: usize,
+}
+
 /// A run of entries `[lo, hi)` (indices into the sorted entry list) that
 /// hang under position `pos` of a level.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -370,6 +380,18 @@ pub trait LevelFormat: fmt::Debug + Send + Sync {
     /// kernel is made for: `Function::lines_of_their_own`).
     fn coordinate_array(&self) -> Option<&'static str> {
         None
+    }
+    /// Where this level keeps the coordinate of each position, if it
+    /// stores one: its `coordinate_array`, or a field of the records of an
+    /// interleaved (AoS) array another level owns (sampled on the data a
+    /// kernel is made for, as the loops gathering at them read them).
+    fn stored_coordinates(&self, level: usize) -> Option<StoredCoordinates> {
+        self.coordinate_array().map(|array| StoredCoordinates {
+            owner: level,
+            array,
+            stride: 1,
+            field: 0,
+        })
     }
     /// Whether every coordinate iterating this level yields is one an
     /// entry was stored with, never one enumerated over the level's extent:

@@ -181,23 +181,26 @@ static inline void tensor_zero_f64(double *p, int64_t n, int64_t len) {
   for (; i < n; i++) p[i] = 0.0;
 }
 
-/* Of `n` coordinates at `crd`, how many of 8 windows of 64 spread over
-   them fall on cache lines of `double` elements that no other coordinate
-   of their window falls on; -1 for fewer than 65,536 (not sampled: their
-   loops are short, and the sample would cost more than it could save).
-   Coordinates that follow each other (stencils, banded and FEM matrices)
-   share lines: 5-40% of the samples are lines of their own there, 99% on
-   power-law and uniform random matrices. */
+/* Of the coordinates in field `field` of the records of `stride` at `crd`
+   (`n` elements; `stride` 1: an array of one level's coordinates), how
+   many of 8 windows of 64 positions spread over them fall on cache lines
+   of `double` elements that no other coordinate of their window falls on;
+   -1 for fewer than 65,536 positions (not sampled: their loops are short,
+   and the sample would cost more than it could save). Coordinates that
+   follow each other (stencils, banded and FEM matrices) share lines: 5-40%
+   of the samples are lines of their own there, 99% on power-law and
+   uniform random matrices. */
 enum { TENSOR_SAMPLE_WINDOW = 64, TENSOR_SAMPLE_WINDOWS = 8 };
-static inline int64_t tensor_sampled_lines(const int32_t *crd, int64_t n) {
+static inline int64_t tensor_sampled_lines(const int32_t *crd, int64_t n, int64_t stride, int64_t field) {
   enum { WINDOW = TENSOR_SAMPLE_WINDOW, WINDOWS = TENSOR_SAMPLE_WINDOWS };
-  if (n < 65536) return -1;
+  int64_t positions = n / stride;
+  if (positions < 65536 || field >= stride) return -1;
   int64_t lines = 0;
   for (int64_t k = 0; k < WINDOWS; k++) {
-    const int32_t *c = crd + (n - WINDOW) / (WINDOWS - 1) * k;
+    const int32_t *c = crd + (positions - WINDOW) / (WINDOWS - 1) * k * stride + field;
     int32_t line[WINDOW];
     for (int a = 0; a < WINDOW; a++) { /* insertion sort of the lines */
-      int32_t v = c[a] >> 3;
+      int32_t v = c[a * stride] >> 3;
       int b = a;
       for (; b > 0 && line[b - 1] > v; b--) line[b] = line[b - 1];
       line[b] = v;
@@ -208,17 +211,18 @@ static inline int64_t tensor_sampled_lines(const int32_t *crd, int64_t n) {
   return lines;
 }
 
-/* Whether the coordinates at `crd` are scattered (`ir::gathers`): more
+/* Whether the coordinates in field `field` of the records of `stride` at
+   `crd` (`stride` 1: the whole array) are scattered (`ir::gathers`): more
    than 3 in 4 samples on lines of their own. */
-static inline int tensor_scattered(const int32_t *crd, int64_t n) {
-  return tensor_sampled_lines(crd, n) * 4 > 3 * TENSOR_SAMPLE_WINDOW * TENSOR_SAMPLE_WINDOWS;
+static inline int tensor_scattered(const int32_t *crd, int64_t n, int64_t stride, int64_t field) {
+  return tensor_sampled_lines(crd, n, stride, field) * 4 > 3 * TENSOR_SAMPLE_WINDOW * TENSOR_SAMPLE_WINDOWS;
 }
 
-/* Whether the coordinates at `crd` follow each other (`ir::prefetch`): at
-   most 1 in 4 samples on lines of their own. The rows they choose come in
-   an order the hardware fetches in time, and asking for them only costs. */
-static inline int tensor_coordinates_follow(const int32_t *crd, int64_t n) {
-  int64_t lines = tensor_sampled_lines(crd, n);
+/* Whether those coordinates follow each other (`ir::prefetch`): at most 1
+   in 4 samples on lines of their own. The rows they choose come in an
+   order the hardware fetches in time, and asking for them only costs. */
+static inline int tensor_coordinates_follow(const int32_t *crd, int64_t n, int64_t stride, int64_t field) {
+  int64_t lines = tensor_sampled_lines(crd, n, stride, field);
   return lines >= 0 && lines * 4 <= TENSOR_SAMPLE_WINDOW * TENSOR_SAMPLE_WINDOWS;
 }
 
@@ -254,20 +258,20 @@ struct Layout {
     /// coordinate arrays they read.
     prefetched: BTreeSet<ArrayRef>,
     coords: BTreeSet<ArrayRef>,
-    /// Coordinate arrays of `prefetch_gather` statements, each with the
+    /// Coordinates of `prefetch_gather` statements, each with the
     /// arrays gathered at them (`ir::gathers`).
-    gathered: BTreeMap<ArrayRef, BTreeSet<ArrayRef>>,
+    gathered: BTreeMap<Coordinates, BTreeSet<ArrayRef>>,
     /// Coordinate arrays of `prefetch` statements, each with the arrays
     /// whose rows they choose (`ir::prefetch`).
-    rows_chosen: BTreeMap<ArrayRef, BTreeSet<ArrayRef>>,
+    rows_chosen: BTreeMap<Coordinates, BTreeSet<ArrayRef>>,
 }
 
 impl Layout {
     fn of(f: &Function) -> Layout {
         let (mut grown, mut prefetched, mut coords) =
             (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
-        let mut gathered: BTreeMap<ArrayRef, BTreeSet<ArrayRef>> = BTreeMap::new();
-        let mut rows_chosen: BTreeMap<ArrayRef, BTreeSet<ArrayRef>> = BTreeMap::new();
+        let mut gathered: BTreeMap<Coordinates, BTreeSet<ArrayRef>> = BTreeMap::new();
+        let mut rows_chosen: BTreeMap<Coordinates, BTreeSet<ArrayRef>> = BTreeMap::new();
         walk_block(&f.body, &mut |s| match s {
             Stmt::Reserve { array, .. } => {
                 grown.insert(array.clone());
@@ -278,7 +282,7 @@ impl Layout {
                 prefetched.insert(array.clone());
                 coords.insert(c.clone());
                 rows_chosen
-                    .entry(c.clone())
+                    .entry(Coordinates::whole(c.clone()))
                     .or_default()
                     .insert(array.clone());
             }
@@ -289,7 +293,7 @@ impl Layout {
                 array, coords: c, ..
             } => {
                 prefetched.insert(array.clone());
-                coords.insert(c.clone());
+                coords.insert(c.array.clone());
                 gathered.entry(c.clone()).or_default().insert(array.clone());
             }
             _ => {}
@@ -482,6 +486,9 @@ fn taken_names(l: &Layout, sym: &str) -> BTreeSet<String> {
         taken.insert(format!("{n}_scattered"));
         taken.insert(n);
     }
+    for c in l.gathered.keys() {
+        taken.insert(c.c_flag("scattered"));
+    }
     for p in &l.params {
         taken.insert(p.c_name());
     }
@@ -557,9 +564,12 @@ fn definitions(f: &Function, l: &Layout) -> String {
                 .collect();
             let _ = writeln!(
                 out,
-                "  const int {0}_{flag} = ({1}) && {test}({0}, {0}_count);",
-                c.c_name(),
-                large.join(" || ")
+                "  const int {} = ({}) && {test}({n}, {n}_count, {}, {});",
+                c.c_flag(flag),
+                large.join(" || "),
+                c.stride,
+                c.field,
+                n = c.array.c_name(),
             );
         }
     }
@@ -725,13 +735,18 @@ mod tests {
                 .map(|i| if i % 2 == 0 { i / 2 } else { random(1 << 24) })
                 .collect(),
             (0..65_000).map(|_| random(1 << 20)).collect(),
+            // AoS records (row, column): the rows follow each other, the
+            // columns are scattered, the whole array is neither.
+            (0..160_000)
+                .map(|i| if i % 2 == 0 { i / 6 } else { random(1 << 20) })
+                .collect(),
         ];
         let dir = std::env::temp_dir().join(format!("tensor_sample_{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap(); // ok: test code
         let mut main = String::from("#include <stdio.h>\n#include <stdlib.h>\n");
         main += super::TYPES;
         main += super::HELPERS;
-        main += "int main(int argc, char **argv) {\n  for (int a = 1; a < argc; a++) {\n    FILE *f = fopen(argv[a], \"rb\");\n    static int32_t crd[1 << 20];\n    int64_t n = (int64_t)fread(crd, sizeof *crd, 1 << 20, f);\n    fclose(f);\n    printf(\"%d %d\\n\", tensor_scattered(crd, n), tensor_coordinates_follow(crd, n));\n  }\n  return 0;\n}\n";
+        main += "int main(int argc, char **argv) {\n  for (int a = 1; a < argc; a++) {\n    FILE *f = fopen(argv[a], \"rb\");\n    static int32_t crd[1 << 20];\n    int64_t n = (int64_t)fread(crd, sizeof *crd, 1 << 20, f);\n    fclose(f);\n    for (int k = 0; k < 3; k++) {\n      int64_t stride = k ? 2 : 1, field = k ? k - 1 : 0;\n      printf(\"%d %d \", tensor_scattered(crd, n, stride, field), tensor_coordinates_follow(crd, n, stride, field));\n    }\n    printf(\"\\n\");\n  }\n  return 0;\n}\n";
         std::fs::write(dir.join("sample.c"), main).unwrap(); // ok: test code
         let exe = dir.join("sample");
         let built = std::process::Command::new(&cc.command[0])
@@ -764,14 +779,22 @@ mod tests {
         let by_rust: Vec<String> = arrays
             .iter()
             .map(|a| {
-                let share = super::super::gathers::lines_of_their_own(a);
-                let scattered = share.is_some_and(|s| s > super::super::gathers::SCATTERED_LINES);
-                let follows = share.is_some_and(|s| s <= super::super::gathers::FOLLOWING_LINES);
-                format!("{} {}", u8::from(scattered), u8::from(follows))
+                let mut line = String::new();
+                for (stride, field) in [(1, 0), (2, 0), (2, 1)] {
+                    let share = super::super::gathers::field_lines_of_their_own(a, stride, field);
+                    let scattered =
+                        share.is_some_and(|s| s > super::super::gathers::SCATTERED_LINES);
+                    let follows =
+                        share.is_some_and(|s| s <= super::super::gathers::FOLLOWING_LINES);
+                    line += &format!("{} {} ", u8::from(scattered), u8::from(follows));
+                }
+                line
             })
             .collect();
         std::fs::remove_dir_all(&dir).ok();
         assert_eq!(by_c, by_rust);
-        assert_eq!(by_rust, ["0 1", "1 0", "1 0", "1 0", "0 0", "0 0"]);
+        let whole: Vec<&str> = by_rust.iter().map(|l| &l[..3]).collect();
+        assert_eq!(whole, ["0 1", "1 0", "1 0", "1 0", "0 0", "0 0", "0 0"]);
+        assert_eq!(by_rust[6], "0 0 0 1 1 0 ");
     }
 }

@@ -45,7 +45,7 @@
 
 use super::streams::counted_positions;
 use super::{nested_blocks_mut, walk_block, ArrayRef, Block, ElemTy, Expr, Function};
-use super::{Stmt, VarId};
+use super::{Coordinates, Stmt, VarId};
 use std::collections::BTreeSet;
 
 /// Of coordinates `crd` sampled as the C's `tensor_scattered` samples
@@ -59,17 +59,27 @@ use std::collections::BTreeSet;
 /// is made for its data, so the sample is taken once, on the packed
 /// operands (`Function::lines_of_their_own`).
 pub fn lines_of_their_own(crd: &[i32]) -> Option<f64> {
+    field_lines_of_their_own(crd, 1, 0)
+}
+
+/// `lines_of_their_own` of the coordinates in field `field` of records of
+/// `stride` coordinates (an interleaved AoS array): those at `p * stride +
+/// field`, sampled by position `p` (the C's `tensor_scattered(crd, len,
+/// stride, field)`).
+pub fn field_lines_of_their_own(crd: &[i32], stride: usize, field: usize) -> Option<f64> {
     const WINDOW: usize = 64;
     const WINDOWS: usize = 8;
     const SAMPLED_FROM: usize = 65536;
-    let n = crd.len();
-    if n < SAMPLED_FROM {
+    let n = crd.len() / stride.max(1);
+    if n < SAMPLED_FROM || field >= stride {
         return None;
     }
     let mut lines = 0;
     for k in 0..WINDOWS {
         let at = (n - WINDOW) / (WINDOWS - 1) * k;
-        let mut window: Vec<i32> = crd[at..at + WINDOW].iter().map(|c| c >> 3).collect();
+        let mut window: Vec<i32> = (at..at + WINDOW)
+            .map(|p| crd[p * stride + field] >> 3)
+            .collect();
         window.sort_unstable();
         window.dedup();
         lines += window.len();
@@ -93,11 +103,21 @@ pub const SCATTERED_LINES: f64 = 0.75;
 
 /// The coordinate arrays sampled in the data `f` is made for whose share
 /// of samples on lines of their own passes `test`.
-pub(super) fn sampled_where(f: &Function, test: impl Fn(f64) -> bool) -> BTreeSet<ArrayRef> {
+pub(super) fn sampled_where(f: &Function, test: impl Fn(f64) -> bool) -> BTreeSet<Coordinates> {
     f.lines_of_their_own
         .iter()
         .filter(|(_, share)| test(*share))
-        .map(|(a, _)| a.clone())
+        .map(|(c, _)| c.clone())
+        .collect()
+}
+
+/// The arrays of `sampled` that hold one level's coordinates alone
+/// (stride 1): what a test of an array's coordinates may take them for.
+pub(super) fn whole_arrays(sampled: BTreeSet<Coordinates>) -> BTreeSet<ArrayRef> {
+    sampled
+        .into_iter()
+        .filter(|c| c.stride == 1)
+        .map(|c| c.array)
         .collect()
 }
 
@@ -156,7 +176,7 @@ fn in_block(block: &mut Block, skip: &BTreeSet<ArrayRef>) {
 /// miss. Only `for` loops: the unrolled `while` of CSR's rows steps two
 /// positions at once.
 pub fn ask_gathers_by_calls(f: &mut Function) {
-    let scattered = sampled_where(f, |share| share > SCATTERED_LINES);
+    let scattered = whole_arrays(sampled_where(f, |share| share > SCATTERED_LINES));
     if scattered.is_empty() {
         return;
     }
@@ -208,8 +228,9 @@ fn gathers_by_calls_in(
 
 /// Add to the body of an innermost loop over `positions` an ask after each
 /// `let c = crd[p]` (an index array the kernel only reads, `p` a position
-/// or a position plus a constant) for every `f64` input the body reads at
-/// `c`. Whatever level the indices come from, the ask is the same.
+/// or a position plus a constant; or `crd[p * k + f]`, a field of
+/// interleaved records) for every `f64` input the body reads at `c`.
+/// Whatever level the indices come from, the ask is the same.
 fn ask_in(body: &mut Block, positions: &BTreeSet<VarId>, skip: &BTreeSet<ArrayRef>) {
     // `let pn = p + 1`: the unrolled loop's second position.
     let mut at_positions: BTreeSet<VarId> = positions.clone();
@@ -226,17 +247,18 @@ fn ask_in(body: &mut Block, positions: &BTreeSet<VarId>, skip: &BTreeSet<ArrayRe
             Stmt::Let(c, Expr::Load(crd, i))
                 if crd.elem() == ElemTy::I32 && !skip.contains(crd) =>
             {
-                if let Expr::Var(p) = **i {
-                    if at_positions.contains(&p) {
-                        asks = gathered_at(*c, body, skip)
-                            .into_iter()
-                            .map(|array| Stmt::PrefetchGather {
-                                array,
-                                coords: crd.clone(),
-                                at: Expr::add(Expr::Var(p), Expr::Int(DISTANCE)),
-                            })
-                            .collect();
-                    }
+                if let Some((p, coords)) =
+                    Coordinates::of_load(crd, i, |p| at_positions.contains(&p))
+                {
+                    let at = coords.index(Expr::add(Expr::Var(p), Expr::Int(DISTANCE)));
+                    asks = gathered_at(*c, body, skip)
+                        .into_iter()
+                        .map(|array| Stmt::PrefetchGather {
+                            array,
+                            coords: coords.clone(),
+                            at: at.clone(),
+                        })
+                        .collect();
                 }
             }
             _ => {}
@@ -293,7 +315,7 @@ mod tests {
         let mut out = Vec::new();
         walk_block(&f.body, &mut |s| {
             if let Stmt::PrefetchGather { array, coords, .. } = s {
-                out.push((array.c_name(), coords.c_name()));
+                out.push((array.c_name(), coords.array.c_name()));
             }
         });
         out
@@ -318,7 +340,7 @@ mod tests {
         assert_eq!(asks(&csr), vec![x_at_a2.clone(), x_at_a2.clone()]);
         let text = crate::ir::c::function(&csr);
         assert!(
-            text.contains("const int A2_crd_scattered = (x_vals_large) && tensor_scattered(A2_crd, A2_crd_count);"),
+            text.contains("const int A2_crd_scattered = (x_vals_large) && tensor_scattered(A2_crd, A2_crd_count, 1, 0);"),
             "{text}"
         );
         for ask in [
@@ -341,6 +363,53 @@ mod tests {
         assert_eq!(asks(&spmv("DCSR", Backend::C, None)).len(), 2);
     }
 
+    /// COO-AoS keeps each entry's (row, column) in one record of its
+    /// interleaved array: `x` is gathered at the columns, field 1 of
+    /// records of 2, asked for and sampled there alone (mixed with the
+    /// sorted rows the whole array would never sample as scattered).
+    #[test]
+    fn interleaved_records_ask_at_their_field() {
+        let aos = spmv("COO-AoS", Backend::C, Some(1 << 20));
+        assert_eq!(
+            asks(&aos),
+            vec![("x_vals".to_string(), "A1_crd".to_string())]
+        );
+        let text = crate::ir::c::function(&aos);
+        for line in [
+            "const int A1_crd_1of2_scattered = (x_vals_large) && tensor_scattered(A1_crd, A1_crd_count, 2, 1);",
+            "if (!A1_crd_1of2_scattered) {",
+            "if (A1_crd_1of2_scattered && (pA1 + 64) * 2 + 1 < A1_crd_count) tensor_prefetch(&x_vals[A1_crd[(pA1 + 64) * 2 + 1]], sizeof *x_vals);",
+        ] {
+            assert_eq!(text.matches(line).count(), 1, "{line}: {text}");
+        }
+        // The Cranelift tier asks where the data shows that field scattered.
+        let mut f = crate::ir::passes::lowered(
+            SPMV,
+            &[("A", "COO-AoS", 2), ("x", "dense", 1), ("y", "dense", 1)],
+        );
+        f.lengths = vec![
+            (ArrayRef::vals("x"), 1 << 20),
+            (ArrayRef::vals("A"), 1 << 20),
+        ];
+        let columns = super::Coordinates {
+            array: ArrayRef::level("A", 0, "crd"),
+            stride: 2,
+            field: 1,
+        };
+        for (share, asked) in [(0.99, true), (0.5, false)] {
+            f.lines_of_their_own = vec![(columns.clone(), share)];
+            let g = for_codegen(&f, Backend::Cranelift);
+            assert_eq!(
+                asks(&g).len(),
+                usize::from(asked && cfg!(target_arch = "x86_64")),
+                "{share}"
+            );
+        }
+        // As if large, the field is sampled scattered.
+        f.make_as_if_large();
+        assert!(f.lines_of_their_own.contains(&(columns, 1.0)));
+    }
+
     #[test]
     fn no_asks_where_nothing_is_gathered_or_it_is_small() {
         // x known to fit the L2 cache.
@@ -350,8 +419,8 @@ mod tests {
         // CSC writes `y` at the coordinates; it reads `x` by column.
         assert!(asks(&spmv("CSC", Backend::C, None)).is_empty());
         // DIA and ELL read `x` at computed positions, not stored coordinates
-        // at a loop's position; COO-AoS reads its pairs at `2 * p`.
-        for format in ["DIA", "ELL", "COO-AoS"] {
+        // at a loop's position.
+        for format in ["DIA", "ELL"] {
             assert!(asks(&spmv(format, Backend::C, None)).is_empty(), "{format}");
         }
         // A merge steps its positions apart.

@@ -11,7 +11,7 @@
 //! the loops then test nothing. On other data the kernel still computes
 //! the same values; a hint changes none.
 
-use super::{nested_blocks_mut, ArrayRef, Block, Function, Stmt};
+use super::{nested_blocks_mut, ArrayRef, Block, Coordinates, Function, Stmt};
 use std::collections::BTreeSet;
 
 /// Drop from `f` the hints its data would not run.
@@ -39,7 +39,7 @@ fn large_arrays(f: &Function) -> BTreeSet<ArrayRef> {
     out
 }
 
-fn keep_in(b: &mut Block, large: &BTreeSet<ArrayRef>, scattered: &BTreeSet<ArrayRef>) {
+fn keep_in(b: &mut Block, large: &BTreeSet<ArrayRef>, scattered: &BTreeSet<Coordinates>) {
     // The stream hints beside a loop's gathers run where its gathers do.
     let gathers_run = b
         .iter()

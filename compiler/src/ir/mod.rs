@@ -108,6 +108,87 @@ impl ArrayRef {
     }
 }
 
+/// Stored coordinates a loop reads by position: those at every `stride`-th
+/// element of `array` from `field`, the coordinate of position `p` at
+/// `array[p * stride + field]`. A level's own coordinate array has stride
+/// 1; the records of an interleaved (AoS) one hold each level's in a field.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Coordinates {
+    pub array: ArrayRef,
+    pub stride: i64,
+    pub field: i64,
+}
+
+impl Coordinates {
+    /// A level's own array of coordinates, one a position.
+    pub fn whole(array: ArrayRef) -> Self {
+        Coordinates {
+            array,
+            stride: 1,
+            field: 0,
+        }
+    }
+
+    /// The coordinates `crd` read at `index`, where `index` is a position
+    /// of `positions` (`p`), or of the records of an interleaved array
+    /// (`p * stride + field`, as `CrdLayout::index` writes it): the
+    /// position and the coordinates.
+    pub fn of_load(
+        crd: &ArrayRef,
+        index: &Expr,
+        positions: impl Fn(VarId) -> bool,
+    ) -> Option<(VarId, Coordinates)> {
+        let position = |e: &Expr| match e {
+            Expr::Var(p) if positions(*p) => Some(*p),
+            _ => None,
+        };
+        let record = |e: &Expr| match e {
+            Expr::Bin(BinOp::Mul, p, k) => Some((position(p)?, k.as_int()?)),
+            _ => None,
+        };
+        let (p, stride, field) = match index {
+            Expr::Bin(BinOp::Add, r, f) => {
+                let (p, stride) = record(r)?;
+                (p, stride, f.as_int()?)
+            }
+            e => match position(e) {
+                Some(p) => (p, 1, 0),
+                None => {
+                    let (p, stride) = record(e)?;
+                    (p, stride, 0)
+                }
+            },
+        };
+        (stride >= 1 && (0..stride).contains(&field)).then(|| {
+            (
+                p,
+                Coordinates {
+                    array: crd.clone(),
+                    stride,
+                    field,
+                },
+            )
+        })
+    }
+
+    /// The index of the coordinate of position `p`.
+    pub fn index(&self, p: Expr) -> Expr {
+        if self.stride == 1 {
+            return p;
+        }
+        Expr::add(Expr::mul(p, Expr::Int(self.stride)), Expr::Int(self.field))
+    }
+
+    /// The C name of a flag about these coordinates (`A2_crd_scattered`,
+    /// for an interleaved array's field `A1_crd_1of2_scattered`).
+    pub fn c_flag(&self, flag: &str) -> String {
+        match self.stride {
+            1 => format!("{}_{flag}", self.array.c_name()),
+            k => format!("{}_{}of{k}_{flag}", self.array.c_name(), self.field),
+        }
+    }
+}
+
 /// A runtime integer parameter: a level's size parameter or a dimension,
 /// or a constant of the machine the code is built for (`ParamRef::target`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -288,7 +369,7 @@ pub enum Stmt {
     /// It changes no value and never faults.
     PrefetchGather {
         array: ArrayRef,
-        coords: ArrayRef,
+        coords: Coordinates,
         at: Expr,
     },
     Comment(String),
@@ -350,7 +431,7 @@ pub struct Function {
     /// follow each other (`prefetch::strip_for_calls`), and asks for the
     /// elements gathered at scattered ones (`gathers::ask_gathers_by_calls`).
     /// Arrays not sampled (short, or no data) are not here.
-    pub lines_of_their_own: Vec<(ArrayRef, f64)>,
+    pub lines_of_their_own: Vec<(Coordinates, f64)>,
     /// Parameters with the value every call gives them: the dimensions and
     /// level parameters of the data the kernel is compiled for
     /// (`execute::prepare`). The Cranelift tier compiles them in as
@@ -741,11 +822,28 @@ impl Function {
             .filter(|a| a.slot == Slot::Vals)
             .map(|a| (a.clone(), 1 << 24))
             .collect();
-        self.lines_of_their_own = read
+        let mut sampled: std::collections::BTreeSet<Coordinates> = read
             .into_iter()
             .filter(|a| matches!(a.slot, Slot::Level(..)))
-            .map(|a| (a, 1.0))
+            .map(Coordinates::whole)
             .collect();
+        // The fields of interleaved records the function reads, as an
+        // AoS level's coordinates are sampled.
+        walk_block(&self.body, &mut |s| {
+            for e in stmt_exprs(s) {
+                e.walk(&mut |x| {
+                    if let Expr::Load(a, i) = x {
+                        let whole = Coordinates::whole(a.clone());
+                        if let Some((_, c)) = Coordinates::of_load(a, i, |_| true) {
+                            if c.stride > 1 && sampled.contains(&whole) {
+                                sampled.insert(c);
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        self.lines_of_their_own = sampled.into_iter().map(|c| (c, 1.0)).collect();
     }
 
     /// Arrays the function touches, sorted, with whether it writes them.
@@ -765,7 +863,7 @@ impl Function {
                 }
                 Stmt::PrefetchGather { array, coords, .. } => {
                     out.entry(array.clone()).or_insert(false);
-                    out.entry(coords.clone()).or_insert(false);
+                    out.entry(coords.array.clone()).or_insert(false);
                 }
                 _ => {}
             }

@@ -123,9 +123,9 @@ const STRIP: i64 = DISTANCE / 2;
 pub fn strip_for_calls(f: &mut Function) {
     let asked = Asked {
         large: large_arrays(f),
-        clustered: super::gathers::sampled_where(f, |share| {
+        clustered: super::gathers::whole_arrays(super::gathers::sampled_where(f, |share| {
             share <= super::gathers::FOLLOWING_LINES
-        }),
+        })),
     };
     let mut body = std::mem::take(&mut f.body);
     strip_block(&mut body, &mut f.vars, &asked);

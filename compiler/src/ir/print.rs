@@ -287,8 +287,8 @@ impl<'a> Printer<'a> {
     /// first the plain one ran CSR SpMV on the 3-D stencil 6-10% slower.
     /// The C compiler drops the asks' own tests in the asking copy, as
     /// they repeat the outer one.
-    fn gathering_nest(&mut self, asking: &Stmt, coords: &ArrayRef, plain: &Stmt, depth: usize) {
-        self.line(depth, &format!("if (!{}_scattered) {{", coords.c_name()));
+    fn gathering_nest(&mut self, asking: &Stmt, coords: &Coordinates, plain: &Stmt, depth: usize) {
+        self.line(depth, &format!("if (!{}) {{", coords.c_flag("scattered")));
         self.stmt(plain, depth + 1);
         self.line(depth, "} else {");
         self.in_gathering_copy = true;
@@ -471,10 +471,11 @@ impl<'a> Printer<'a> {
                 self.line(depth, &text);
             }
             Stmt::PrefetchGather { array, coords, at } => {
-                let (a, c_, at) = (array.c_name(), coords.c_name(), self.expr(at));
+                let (a, c_, at) = (array.c_name(), coords.array.c_name(), self.expr(at));
+                let scattered = coords.c_flag("scattered");
                 let text = match c {
                     true => format!(
-                        "if ({c_}_scattered && {at} < {c_}_count) tensor_prefetch(&{a}[{c_}[{at}]], sizeof *{a});"
+                        "if ({scattered} && {at} < {c_}_count) tensor_prefetch(&{a}[{c_}[{at}]], sizeof *{a});"
                     ),
                     false => format!("prefetch {a}[{c_}[{at}]] where scattered"),
                 };
@@ -657,7 +658,7 @@ fn hinted_within(s: &Stmt) -> Option<(ArrayRef, Stmt)> {
 
 /// The coordinates a loop of nest `s` gathers at and asks ahead for
 /// (`ir::gathers`), and the nest without those asks, if it has any.
-fn gathering(s: &Stmt) -> Option<(ArrayRef, Stmt)> {
+fn gathering(s: &Stmt) -> Option<(Coordinates, Stmt)> {
     if !matches!(s, Stmt::For { .. } | Stmt::While { .. }) {
         return None;
     }

@@ -4,7 +4,9 @@
 //! scratch array of the joined kernel (allocated by each call, as a
 //! workspace is), its dimensions read from the tensors that give them.
 
-use super::{ArrayRef, Block, ElemTy, Expr, Function, ParamRef, ParamSlot, Slot, Stmt, VarId};
+use super::{
+    ArrayRef, Block, Coordinates, ElemTy, Expr, Function, ParamRef, ParamSlot, Slot, Stmt, VarId,
+};
 
 /// How the temporary `tensor` appears in the joined kernel.
 pub struct Temporary<'a> {
@@ -128,7 +130,10 @@ fn stmt(s: &Stmt, o: usize, t: &Temporary<'_>) -> Stmt {
         },
         Stmt::PrefetchGather { array, coords, at } => Stmt::PrefetchGather {
             array: t.array(array),
-            coords: t.array(coords),
+            coords: Coordinates {
+                array: t.array(&coords.array),
+                ..coords.clone()
+            },
             at: e(at),
         },
         Stmt::Comment(c) => Stmt::Comment(c.clone()),

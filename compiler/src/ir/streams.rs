@@ -734,12 +734,17 @@ mod tests {
         asked_in_copies(&text, "A_vals", hint, 1);
         // COO-AoS's pairs of coordinates span as many bytes a position as
         // its values: both are asked for, and the C's plain copy has
-        // neither hint.
+        // neither hint (`x` small again: no copies for its gathers).
         let aos = spmv("COO-AoS");
         assert_eq!(
             hinted(&aos),
             vec!["A1_crd".to_string(), "A_vals".to_string()]
         );
+        let mut aos = crate::ir::passes::lowered(
+            SPMV,
+            &[("A", "COO-AoS", 2), ("x", "dense", 1), ("y", "dense", 1)],
+        );
+        aos.lengths = vec![(crate::ir::ArrayRef::vals("x"), 1000)];
         let text = crate::ir::c::function(&aos);
         let pairs =
             "if (A1_crd_large) tensor_prefetch_from(A1_crd, pA1 * 2 + 512, 1 * sizeof *A1_crd);";

@@ -846,7 +846,7 @@ impl<'a, 'b> Translator<'a, 'b> {
                 ..
             } => self.prefetch_stream(array, at, *positions)?,
             Stmt::PrefetchGather { array, coords, at } => {
-                self.prefetch_gather(array, coords, at)?
+                self.prefetch_gather(array, &coords.array, at)?
             }
             Stmt::Comment(_) | Stmt::Unlikely => {}
         }

@@ -80,6 +80,9 @@ impl LevelFormat for Compressed {
         // level's coordinates.
         (!self.layout.is_aos()).then_some("crd")
     }
+    fn stored_coordinates(&self, level: usize) -> Option<StoredCoordinates> {
+        Some(self.layout.stored(level))
+    }
     fn pack(&self, input: &PackInput) -> Result<PackOutput, String> {
         let mut pos = vec![0i32; input.parent_size + 1];
         let mut columns: Vec<Vec<i32>> = vec![Vec::new(); self.stride()];

@@ -2,7 +2,7 @@
 //! interleaved with the levels below it in one array (AoS COO), where field
 //! `field` of entry `p` sits at `crd[p * stride + field]` of level `owner`.
 
-use crate::format::level::LevelCtx;
+use crate::format::level::{LevelCtx, StoredCoordinates};
 use crate::ir::{ArrayRef, Expr};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +56,23 @@ impl CrdLayout {
     }
     pub fn load(&self, c: &LevelCtx, pos: Expr) -> Expr {
         Expr::load(self.array(c), self.index(pos))
+    }
+    /// Where level `level` of this layout keeps its coordinates.
+    pub fn stored(&self, level: usize) -> StoredCoordinates {
+        let (owner, stride, field) = match *self {
+            CrdLayout::Own => (level, 1, 0),
+            CrdLayout::Aos {
+                owner,
+                stride,
+                field,
+            } => (owner, stride, field),
+        };
+        StoredCoordinates {
+            owner,
+            array: "crd",
+            stride,
+            field,
+        }
     }
     /// Whether this level owns a `crd` array (AoS levels other than the
     /// owner read the owner's).

@@ -90,6 +90,9 @@ impl LevelFormat for Singleton {
         // level's coordinates.
         (!self.layout.is_aos()).then_some("crd")
     }
+    fn stored_coordinates(&self, level: usize) -> Option<StoredCoordinates> {
+        Some(self.layout.stored(level))
+    }
     fn pack(&self, input: &PackInput) -> Result<PackOutput, String> {
         // One child per parent position; parents without entries (padding,
         // as in ELL) get -1 when padded (skipped), else coordinate 0 and an
