@@ -87,11 +87,7 @@ impl Translator<'_, '_> {
         let q = self.b.ins().smin(at, last);
         let base = self.base(coords)?;
         let address = self.element(base, coords, q);
-        let c = self
-            .b
-            .ins()
-            .load(types::I32, flags().with_readonly(), address, 0);
-        let c = self.b.ins().sextend(types::I64, c);
+        let c = self.b.ins().sload32(flags().with_readonly(), address, 0);
         let base = self.base(array)?;
         let address = self.element(base, array, c);
         self.hint(address, 0);

@@ -463,10 +463,10 @@ impl<'a, 'b> Translator<'a, 'b> {
                     flags().with_readonly()
                 };
                 match a.elem() {
-                    ElemTy::I32 => {
-                        let v = self.b.ins().load(types::I32, f, addr, offset);
-                        self.b.ins().sextend(types::I64, v)
-                    }
+                    // One sign-extending load (`movslq` from memory): a
+                    // load and a `sextend` apart stay two instructions
+                    // where Cranelift does not sink the load into it.
+                    ElemTy::I32 => self.b.ins().sload32(f, addr, offset),
                     ElemTy::F64 => self.b.ins().load(types::F64, f, addr, offset),
                 }
             }
