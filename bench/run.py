@@ -203,16 +203,38 @@ def gen(kind, size):
     return path
 
 
+# The rows of the issue's table, on the bench inputs closest to its:
+# its "2-D stencil" rows are the 40K-row one, "4-diagonal" the banded
+# one (tridiagonal), R-MAT the power-law one; its Facebook-like TTV has
+# a sparse result here (see `third_order`).
+TABLE_ROWS = {
+    ("SpMV CSR", "stencil3d"), ("SpMV CSR", "powerlaw"), ("SpMV CSR", "uniform"),
+    ("SpMV COO", "stencil2d_40K"), ("SpMV COO", "stencil3d"), ("SpMV COO", "powerlaw"),
+    ("SpMV DIA", "stencil2d_40K"), ("SpMV DIA", "stencil3d"), ("SpMV DIA", "banded"),
+    ("add CSR+CSR -> CSR", "stencil2d_40K"), ("add CSR+CSR -> CSR", "stencil3d"),
+    ("add CSR+CSR -> CSR", "banded"), ("add CSR+CSR -> CSR", "powerlaw"),
+    ("SpDM COO x dense(32)", "uniform"), ("SpDM COO x dense(32)", "stencil3d"), ("SpDM COO x dense(32)", "powerlaw"),
+    ("TTV COO -> CSR", "facebook_like"), ("MTTKRP COO", "facebook_like"), ("MTTKRP COO", "nell2_10M"),
+    ("TTV COO", "nell2_like"), ("MTTKRP COO", "nell2_like"), ("INNERPROD COO", "nell2_like"),
+    ("PLUS COO -> COO", "nell2_like"),
+}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--small", action="store_true", help="tiny inputs, a quick smoke run")
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3, help="passes over every row; each tier and peer keeps its least median")
     ap.add_argument("--threads", type=int, default=2, help="threads of the multi-threaded rows (tensorc and MKL)")
-    ap.add_argument("--only", metavar="REGEX", help="only the rows whose 'kernel input' matches, e.g. 'SpMV DIA banded|TTV COO nell2'"
-                    " (a focused check: the report then holds those rows alone)")
+    ap.add_argument("--only", metavar="REGEX", help="only the rows whose 'kernel input' matches, e.g. 'SpMV DIA banded|TTV COO nell2',"
+                    " or 'table' for the rows of the issue's table (a focused check: the report then holds those rows alone)")
     args = ap.parse_args()
-    only = re.compile(args.only) if args.only else None
+    pattern = re.compile(args.only) if args.only and args.only != "table" else None
+
+    def wanted(kernel, inp):
+        if args.only == "table":
+            return (kernel, inp) in TABLE_ROWS
+        return pattern is None or bool(pattern.search(f"{kernel} {inp}"))
     R = args.repeats
     OUT.mkdir(parents=True, exist_ok=True)
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "tensor-compiler", "--bins", "--examples"], cwd=ROOT, check=True)
@@ -251,7 +273,7 @@ def main():
         its fast mode. A peer more than twice as slow as the row's best peer
         in an earlier pass cannot become the best peer and is not run again
         (pydata's MTTKRP takes 10 s)."""
-        if only and not only.search(f"{kernel} {inp}"):
+        if not wanted(kernel, inp):
             return
         e = table.setdefault((kernel, inp), {"tiers": {}, "compiles": [], "compiles_cpu": [], "one": {}, "peers": {}, "err": None,
                                              "bytes": bytes_moved, "seen": False})
@@ -503,21 +525,6 @@ def main():
     # format studies (BCSR, CSB, ELL, ... against CSR peers).
     issue_kernels = ("SpMV CSR", "SpMV COO", "SpMV DIA", "add CSR+CSR -> CSR", "SpDM COO x dense(32)", "TTV COO", "TTV COO -> CSR",
                      "MTTKRP COO", "INNERPROD COO", "PLUS COO -> COO")
-    # The rows of the issue's table, on the bench inputs closest to its:
-    # its "2-D stencil" rows are the 40K-row one, "4-diagonal" the banded
-    # one (tridiagonal), R-MAT the power-law one; its Facebook-like TTV has
-    # a sparse result here (see `third_order`).
-    table_rows = {
-        ("SpMV CSR", "stencil3d"), ("SpMV CSR", "powerlaw"), ("SpMV CSR", "uniform"),
-        ("SpMV COO", "stencil2d_40K"), ("SpMV COO", "stencil3d"), ("SpMV COO", "powerlaw"),
-        ("SpMV DIA", "stencil2d_40K"), ("SpMV DIA", "stencil3d"), ("SpMV DIA", "banded"),
-        ("add CSR+CSR -> CSR", "stencil2d_40K"), ("add CSR+CSR -> CSR", "stencil3d"),
-        ("add CSR+CSR -> CSR", "banded"), ("add CSR+CSR -> CSR", "powerlaw"),
-        ("SpDM COO x dense(32)", "uniform"), ("SpDM COO x dense(32)", "stencil3d"), ("SpDM COO x dense(32)", "powerlaw"),
-        ("TTV COO -> CSR", "facebook_like"), ("MTTKRP COO", "facebook_like"), ("MTTKRP COO", "nell2_10M"),
-        ("TTV COO", "nell2_like"), ("MTTKRP COO", "nell2_like"), ("INNERPROD COO", "nell2_like"),
-        ("PLUS COO -> COO", "nell2_like"),
-    }
     for tier in ("cc", "cranelift"):
         ratios = [r[f"{tier}_ratio"] for r in rows if r[f"{tier}_ratio"] and "threads" not in r["kernel"]]
         if ratios:
@@ -525,7 +532,7 @@ def main():
         ratios = [r[f"{tier}_ratio"] for r in rows if r[f"{tier}_ratio"] and r["kernel"] in issue_kernels]
         if ratios:
             lines.append(f"Geometric mean, {tier} tier / best peer, the issue's kernels ({', '.join(issue_kernels)}): **{float(np.exp(np.mean(np.log(ratios)))):.2f}** over {len(ratios)} rows.")
-        table = [r for r in rows if r[f"{tier}_ratio"] and (r["kernel"], r["input"]) in table_rows]
+        table = [r for r in rows if r[f"{tier}_ratio"] and (r["kernel"], r["input"]) in TABLE_ROWS]
         if table:
             over = ", ".join(f"{r['kernel']} on {r['input']} {r[f'{tier}_ratio']:.2f}" for r in table if r[f"{tier}_ratio"] > 1.0)
             mean = float(np.exp(np.mean(np.log([r[f"{tier}_ratio"] for r in table]))))
