@@ -20,6 +20,30 @@ impl Expr {
             _ => None,
         }
     }
+    /// `(p, k, c)` where this index is `p * k + c` for a variable `p`
+    /// that `is_position` accepts and constants `k` and `c` (`p`: 1 and 0;
+    /// `p + c`: 1 and `c`; `p * k`: `k` and 0): where a loop over
+    /// positions reads an array in order, `k` elements a position.
+    pub fn scaled_position(
+        &self,
+        is_position: impl Fn(VarId) -> bool,
+    ) -> Option<(VarId, i64, i64)> {
+        let scaled = |e: &Expr| match e {
+            Expr::Var(p) if is_position(*p) => Some((*p, 1)),
+            Expr::Bin(BinOp::Mul, a, k) => match (&**a, k.as_int()) {
+                (Expr::Var(p), Some(k)) if is_position(*p) => Some((*p, k)),
+                _ => None,
+            },
+            _ => None,
+        };
+        match self {
+            Expr::Bin(BinOp::Add, a, c) if c.as_int().is_some() => {
+                let (p, k) = scaled(a)?;
+                Some((p, k, c.as_int()?))
+            }
+            e => scaled(e).map(|(p, k)| (p, k, 0)),
+        }
+    }
     pub fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
         use BinOp::*;
         match (op, a.as_int(), b.as_int()) {

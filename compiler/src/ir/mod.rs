@@ -138,27 +138,7 @@ impl Coordinates {
         index: &Expr,
         positions: impl Fn(VarId) -> bool,
     ) -> Option<(VarId, Coordinates)> {
-        let position = |e: &Expr| match e {
-            Expr::Var(p) if positions(*p) => Some(*p),
-            _ => None,
-        };
-        let record = |e: &Expr| match e {
-            Expr::Bin(BinOp::Mul, p, k) => Some((position(p)?, k.as_int()?)),
-            _ => None,
-        };
-        let (p, stride, field) = match index {
-            Expr::Bin(BinOp::Add, r, f) => {
-                let (p, stride) = record(r)?;
-                (p, stride, f.as_int()?)
-            }
-            e => match position(e) {
-                Some(p) => (p, 1, 0),
-                None => {
-                    let (p, stride) = record(e)?;
-                    (p, stride, 0)
-                }
-            },
-        };
+        let (p, stride, field) = index.scaled_position(positions)?;
         (stride >= 1 && (0..stride).contains(&field)).then(|| {
             (
                 p,

@@ -460,18 +460,8 @@ fn read_in_order(
     written: &BTreeSet<ArrayRef>,
 ) -> BTreeMap<ArrayRef, (VarId, i64)> {
     let at_position = |i: &Expr| -> Option<(VarId, i64)> {
-        let scaled = |e: &Expr| match e {
-            Expr::Var(p) if positions.contains(p) => Some((*p, 1)),
-            Expr::Bin(super::BinOp::Mul, a, b) => match (&**a, &**b) {
-                (Expr::Var(p), Expr::Int(k)) if positions.contains(p) && *k > 0 => Some((*p, *k)),
-                _ => None,
-            },
-            _ => None,
-        };
-        match i {
-            Expr::Bin(super::BinOp::Add, a, b) if matches!(**b, Expr::Int(_)) => scaled(a),
-            _ => scaled(i),
-        }
+        let (p, k, _) = i.scaled_position(|p| positions.contains(&p))?;
+        (k > 0).then_some((p, k))
     };
     let mut streams = BTreeMap::new();
     super::walk_block(body, &mut |st| {
