@@ -1329,7 +1329,7 @@ int main(void) {
 
 /// SpMV from CSR, DCSR, COO and COO-AoS where `x` passes the 4 MiB from
 /// which the C asks ahead for the elements its loops gather
-/// (`ir::gathers`; COO-AoS asks for its streams only): on
+/// (`ir::gathers`; COO-AoS at its columns, field 1 of its records): on
 /// scattered coordinates (a power-law graph, a uniform random matrix, the
 /// collaboration graph ca-GrQc copied down the diagonal) the kernel runs
 /// its asking copy, on a banded matrix its plain one, each on the cc tier
@@ -1387,6 +1387,12 @@ fn gathers_at_scattered_coordinates_agree() {
                 _ => "tensor_prefetch(&x_vals[A2_crd[",
             };
             assert!(text.contains(asks), "{what}\n{text}");
+            let gathers = match f {
+                "COO-AoS" => "tensor_prefetch(&x_vals[A1_crd[(pA1 + 64) * 2 + 1]]",
+                "COO" => "tensor_prefetch(&x_vals[A2_crd[pA1 + 64]]",
+                _ => "tensor_prefetch(&x_vals[A2_crd[pA2 + 64]]",
+            };
+            assert!(text.contains(gathers), "{what}\n{text}");
             if f != "COO-AoS" {
                 probe_text.get_or_insert(text);
             }
