@@ -343,10 +343,11 @@ pub enum Stmt {
         beside_gathers: bool,
     },
     /// A hint (`ir::gathers`): the element of `array` at the coordinate
-    /// `coords[at]` is read soon, by a loop gathering `array` at stored
-    /// coordinates; asked only where `at` is below `coords`' length. The
-    /// C asks only where the coordinates turn out scattered at run time.
-    /// It changes no value and never faults.
+    /// `coords.array[at]` is read soon, by a loop gathering `array` at
+    /// stored coordinates (`at` an index of that array: `q * stride +
+    /// field` for the record `q` of interleaved ones); asked only where
+    /// `at` is below the array's length. The C asks only where `coords`
+    /// turn out scattered at run time. It changes no value and never faults.
     PrefetchGather {
         array: ArrayRef,
         coords: Coordinates,
@@ -402,15 +403,16 @@ pub struct Function {
     /// for rows ahead through calls only in arrays known to be large
     /// (`prefetch::strip_for_calls`).
     pub lengths: Vec<(ArrayRef, usize)>,
-    /// The inputs' arrays of stored coordinates (`coordinate_array` of
-    /// a level) sampled in the data the kernel was made for, each with the
-    /// share of its samples on cache lines of their own
-    /// (`gathers::lines_of_their_own`): low where the coordinates follow
-    /// each other and the hardware prefetchers fetch the rows they choose.
-    /// The Cranelift tier asks for no row chosen by coordinates that
-    /// follow each other (`prefetch::strip_for_calls`), and asks for the
-    /// elements gathered at scattered ones (`gathers::ask_gathers_by_calls`).
-    /// Arrays not sampled (short, or no data) are not here.
+    /// The inputs' stored coordinates (`LevelFormat::stored_coordinates`:
+    /// a level's own array, or its field of an interleaved one) sampled in
+    /// the data the kernel was made for, each with the share of its
+    /// samples on cache lines of their own
+    /// (`gathers::field_lines_of_their_own`): low where the coordinates
+    /// follow each other and the hardware prefetchers fetch the rows they
+    /// choose. The Cranelift tier asks for no row chosen by coordinates
+    /// that follow each other (`prefetch::strip_for_calls`), and asks for
+    /// the elements gathered at scattered ones (`ir::hints_for_data`).
+    /// Coordinates not sampled (short, or no data) are not here.
     pub lines_of_their_own: Vec<(Coordinates, f64)>,
     /// Parameters with the value every call gives them: the dimensions and
     /// level parameters of the data the kernel is compiled for
