@@ -106,6 +106,11 @@ impl Code {
         }
     }
 
+    /// Where the kernel's code starts (for a profiler's map).
+    pub(super) fn address(&self) -> usize {
+        self.entry as usize
+    }
+
     /// Load `symbol` from the shared object at `path`.
     ///
     /// The object must come from `backend::cc`, which compiles the text of

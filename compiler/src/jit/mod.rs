@@ -4,6 +4,7 @@
 mod call;
 mod count;
 mod pairs;
+mod perf_map;
 mod placement;
 mod prefetch;
 mod room;
@@ -506,7 +507,7 @@ pub fn warm_up_compile(make: impl FnOnce() -> Option<Function>) -> bool {
         return false;
     }
     if let Some(f) = make() {
-        let _ = compile_now(&f, Instant::now());
+        let _ = compile_now(&f, Instant::now(), false);
     }
     true
 }
@@ -523,12 +524,13 @@ fn stop_warm_up() {
 pub fn compile(f: &Function) -> Result<CompiledKernel, String> {
     let start = Instant::now();
     stop_warm_up();
-    compile_now(f, start)
+    compile_now(f, start, true)
 }
 
 /// `compile` without waiting for the warm-up; its compile time is counted
-/// from `start`.
-fn compile_now(f: &Function, start: Instant) -> Result<CompiledKernel, String> {
+/// from `start`. `profiled`: named in a profiler's map (`jit::perf_map`);
+/// the warm-up's throwaway is not, as its pages are reused by the next.
+fn compile_now(f: &Function, start: Instant, profiled: bool) -> Result<CompiledKernel, String> {
     let cpu_start = thread_cpu_time();
     let Translated {
         kernel,
@@ -539,6 +541,7 @@ fn compile_now(f: &Function, start: Instant) -> Result<CompiledKernel, String> {
     let mut ws = Workspace::take();
     let built = build(&kernel, &arrays, &params, false, &mut ws);
     let placing = ws.ctx.compiled_code().and_then(placing);
+    let code_len = ws.ctx.compiled_code().map_or(0, |c| c.code_buffer().len());
     let (mut module, id, prefetches) = built?;
     ws.give_back();
     module
@@ -552,6 +555,9 @@ fn compile_now(f: &Function, start: Instant) -> Result<CompiledKernel, String> {
         }
         _ => call::Code::new(module, ptr),
     };
+    if profiled {
+        perf_map::record(code.address(), code_len, &kernel.name);
+    }
     Ok(CompiledKernel {
         name: kernel.name.clone(),
         arrays,
