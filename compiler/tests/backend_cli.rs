@@ -331,3 +331,46 @@ fn the_library_resolves_choices() {
     );
     assert_eq!(auto.note.is_some(), auto.tier == Tier::Cranelift);
 }
+
+/// `TENSOR_PERF_MAP=1`: the Cranelift tier names each kernel it compiles in
+/// `/tmp/perf-<pid>.map` (`jit::perf_map`), one line of hexadecimal
+/// address, hexadecimal length and name, for `perf report`; without the
+/// variable no line is written.
+#[test]
+fn a_profiler_map_names_the_kernels_when_asked() {
+    let a = format!("A:{M}");
+    let args = ["y(i) = A(i,j) * x(j)", "-f", "A:CSR", "-i", a.as_str()];
+    for asked in [true, false] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tensorc"));
+        cmd.args(args)
+            .args(["--time", "2", "--backend", "cranelift"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if asked {
+            cmd.env("TENSOR_PERF_MAP", "1");
+        } else {
+            cmd.env_remove("TENSOR_PERF_MAP");
+        }
+        let child = cmd
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let map = std::path::PathBuf::from(format!("/tmp/perf-{}.map", child.id()));
+        let status = child.wait_with_output().unwrap().status;
+        assert!(status.success());
+        let text = std::fs::read_to_string(&map).unwrap_or_default();
+        std::fs::remove_file(&map).ok();
+        let ours: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("tensor_kernel_"))
+            .collect();
+        assert_eq!(ours.len(), usize::from(asked), "{text}");
+        for line in ours {
+            let fields: Vec<&str> = line.split(' ').collect();
+            assert_eq!(fields.len(), 3, "{line}");
+            let address = u64::from_str_radix(fields[0], 16).unwrap();
+            let len = u64::from_str_radix(fields[1], 16).unwrap();
+            assert!(address > 0 && len > 16, "{line}");
+        }
+    }
+}
