@@ -837,6 +837,18 @@ fn sparse_results_and_dense_rows_on_real_matrices() {
     assert!(coo_strips > 0, "no real matrix ran COO's rows in strips");
 }
 
+/// A dense `x` of `b`'s columns, `x[j] = value(j)`, and `b * x` by plain
+/// loops over `b`'s entries: the answer the kernels are checked against.
+fn x_and_plain_spmv(b: &CooTensor, value: impl Fn(usize) -> f64) -> (CooTensor, Vec<f64>) {
+    let xv: Vec<f64> = (0..b.dims[1]).map(value).collect();
+    let mut want = vec![0.0; b.dims[0]];
+    for e in 0..b.nnz() {
+        let c = b.coord(e);
+        want[c[0] as usize] += b.vals[e] * xv[c[1] as usize];
+    }
+    (CooTensor::from_dense(vec![b.dims[1]], &xv), want)
+}
+
 /// COO SpMV on the real matrices with the Cranelift kernel made as if for
 /// large data whose coordinates are scattered: where its loop over the
 /// entries is a `for` (rows too short for register runs, `ir::runs`), it
@@ -847,14 +859,8 @@ fn sparse_results_and_dense_rows_on_real_matrices() {
 fn gathers_asked_by_calls_on_real_matrices() {
     let mut asked = 0;
     for (name, b) in real_matrices() {
-        let (m, n) = (b.dims[0], b.dims[1]);
-        let xv: Vec<f64> = (0..n).map(|j| ((j * 3 % 11) as f64 - 5.0) / 2.0).collect();
-        let x = CooTensor::from_dense(vec![n], &xv);
-        let mut want = vec![0.0; m];
-        for e in 0..b.nnz() {
-            let c = b.coord(e);
-            want[c[0] as usize] += b.vals[e] * xv[c[1] as usize];
-        }
+        let m = b.dims[0];
+        let (x, want) = x_and_plain_spmv(&b, |j| ((j * 3 % 11) as f64 - 5.0) / 2.0);
         for threads in [1, 3] {
             let (got, code) = run_dense_made(
                 "y(i) = B(i,j) * x(j)",
@@ -882,14 +888,8 @@ fn gathers_asked_by_calls_on_real_matrices() {
 fn hinted_cranelift_spmv_on_real_matrices() {
     let mut hinted = 0;
     for (name, b) in real_matrices() {
-        let (m, n) = (b.dims[0], b.dims[1]);
-        let xv: Vec<f64> = (0..n).map(|j| ((j * 5 % 17) as f64 - 8.0) / 3.0).collect();
-        let x = CooTensor::from_dense(vec![n], &xv);
-        let mut want = vec![0.0; m];
-        for e in 0..b.nnz() {
-            let c = b.coord(e);
-            want[c[0] as usize] += b.vals[e] * xv[c[1] as usize];
-        }
+        let m = b.dims[0];
+        let (x, want) = x_and_plain_spmv(&b, |j| ((j * 5 % 17) as f64 - 8.0) / 3.0);
         for f in ["CSR", "CSC", "DCSR", "COO", "COO-AoS", "ELL", "BCSR(4)"] {
             let (got, code) = run_dense_made(
                 "y(i) = B(i,j) * x(j)",

@@ -31,8 +31,8 @@ fn large_arrays(f: &Function) -> BTreeSet<ArrayRef> {
             .lengths
             .iter()
             .find(|(v, _)| v.tensor == a.tensor)
-            .map_or(0, |(_, n)| *n as i64);
-        if entries.saturating_mul(a.elem().bytes() as i64) > super::prefetch::MIN_BYTES {
+            .map_or(0, |(_, n)| *n);
+        if super::prefetch::passes_min_bytes(entries, a.elem().bytes()) {
             out.insert(a);
         }
     }

@@ -169,9 +169,15 @@ pub(super) fn small_arrays(f: &Function) -> BTreeSet<ArrayRef> {
 fn known_arrays(f: &Function, large: bool) -> BTreeSet<ArrayRef> {
     f.lengths
         .iter()
-        .filter(|(_, n)| ((*n as i64).saturating_mul(8) > MIN_BYTES) == large)
+        .filter(|(a, n)| passes_min_bytes(*n, a.elem().bytes()) == large)
         .map(|(a, _)| a.clone())
         .collect()
+}
+
+/// Whether `elements` elements of `bytes` bytes pass `MIN_BYTES`: the
+/// C's `{a}_large`, answered from the data a kernel is made for.
+pub(super) fn passes_min_bytes(elements: usize, bytes: usize) -> bool {
+    (elements as i64).saturating_mul(bytes as i64) > MIN_BYTES
 }
 
 fn strip_block(b: &mut Block, vars: &mut Vec<VarInfo>, asked: &Asked) {

@@ -74,9 +74,10 @@ pub fn prefetch_streams(f: &mut Function) {
 }
 
 /// The Cranelift tier's form of the hints before each row where it has
-/// no prefetch instruction (not x86-64), so a loop over rows whose inner loop starts at
-/// `pos[i]` asks, through the routine `ir::prefetch` calls once per strip
-/// of 8 rows (`prefetch::strip_for_calls`), for the first `ROW_VALUES`
+/// no prefetch instruction (not x86-64): a loop over rows whose inner
+/// loop starts at `pos[i]` asks, through the routine `ir::prefetch`
+/// calls once per strip of 8 rows (`prefetch::strip_for_calls`), for the
+/// first `ROW_VALUES`
 /// values of each row `prefetch::DISTANCE` rows ahead: `Prefetch { vals,
 /// coords: pos, at: i + DISTANCE }`. The values only: the routine reads
 /// `f64` rows, and they are the widest stream (COO's loop gained from
