@@ -7,9 +7,77 @@ use crate::notation::reduce::{place_reductions, RExpr};
 use crate::notation::{Assignment, BinOp};
 use std::collections::{BTreeMap, HashMap};
 
-struct Dense {
-    dims: Vec<usize>,
-    data: Vec<f64>,
+/// The right-hand side with its index variables numbered and its operands
+/// named by position: per point the evaluators only index vectors (names
+/// looked up by hashing, per point, made the oracle most of a test's time).
+enum Node {
+    Const(f64),
+    Neg(Box<Node>),
+    Bin(BinOp, Box<Node>, Box<Node>),
+    /// Operand number, and the variable number of each of its indices.
+    Access(usize, Vec<usize>),
+    /// The summed variables' numbers and extents.
+    Sum(Vec<(usize, usize)>, Box<Node>),
+}
+
+/// `a`'s right-hand side with reductions placed, as a `Node`; the free
+/// variables (the left-hand side's, numbered first) with their extents;
+/// and the operands in the order `Node::Access` numbers them.
+struct Numbered {
+    rhs: Node,
+    free: Vec<(usize, usize)>,
+    operands: Vec<String>,
+    vars: usize,
+}
+
+impl Numbered {
+    fn new(a: &Assignment, extents: &HashMap<String, usize>, out_dims: &[usize]) -> Numbered {
+        let mut names: Vec<String> = a.lhs.vars().iter().map(|s| s.to_string()).collect();
+        let free = (0..names.len()).zip(out_dims.iter().copied()).collect();
+        let mut operands = Vec::new();
+        let rhs = number(&place_reductions(a), extents, &mut names, &mut operands);
+        Numbered {
+            rhs,
+            free,
+            operands,
+            vars: names.len(),
+        }
+    }
+}
+
+fn number(
+    e: &RExpr,
+    extents: &HashMap<String, usize>,
+    names: &mut Vec<String>,
+    operands: &mut Vec<String>,
+) -> Node {
+    fn slot(list: &mut Vec<String>, name: &str) -> usize {
+        match list.iter().position(|n| n == name) {
+            Some(k) => k,
+            None => {
+                list.push(name.to_string());
+                list.len() - 1
+            }
+        }
+    }
+    let mut sub =
+        |x: &RExpr, names: &mut Vec<String>| Box::new(number(x, extents, names, operands));
+    match e {
+        RExpr::Const(v) => Node::Const(*v),
+        RExpr::Neg(x) => Node::Neg(sub(x, names)),
+        RExpr::Bin(op, x, y) => Node::Bin(*op, sub(x, names), sub(y, names)),
+        RExpr::Sum(vars, body) => {
+            let summed = vars
+                .iter()
+                .map(|v| (slot(names, v), extents.get(v).copied().unwrap_or(0)))
+                .collect();
+            Node::Sum(summed, sub(body, names))
+        }
+        RExpr::Access(acc) => Node::Access(
+            slot(operands, &acc.tensor),
+            acc.indices.iter().map(|i| slot(names, &i.name)).collect(),
+        ),
+    }
 }
 
 /// Evaluate `a` on `inputs`. The result has `out_dims`; with `+=` it starts
@@ -20,24 +88,20 @@ pub fn evaluate(
     out_dims: &[usize],
     initial: Option<&CooTensor>,
 ) -> Result<CooTensor, String> {
-    let var_dims = index_extents(a, inputs, out_dims)?;
-    let mut dense: HashMap<&str, Dense> = HashMap::new();
-    for acc in a.rhs.accesses() {
-        let t = &inputs[&acc.tensor];
-        dense.entry(acc.tensor.as_str()).or_insert_with(|| Dense {
-            dims: t.dims.clone(),
-            data: t.to_dense(),
-        });
-    }
-    let r = place_reductions(a);
-    let free: Vec<String> = a.lhs.vars().iter().map(|s| s.to_string()).collect();
+    let extents = index_extents(a, inputs, out_dims)?;
+    let n = Numbered::new(a, &extents, out_dims);
+    let dense: Vec<(Vec<usize>, Vec<f64>)> = n
+        .operands
+        .iter()
+        .map(|name| (inputs[name].dims.clone(), inputs[name].to_dense()))
+        .collect();
     let size: usize = out_dims.iter().product();
     let mut out = match initial {
         Some(t) if a.accumulate => t.to_dense(),
         _ => vec![0.0; size],
     };
-    for_each_point(&free, out_dims, &mut HashMap::new(), &mut |lin, env| {
-        out[lin] += eval(&r, &dense, &var_dims, env)
+    for_each_point(&n.free, &mut vec![0; n.vars], &mut |lin, env| {
+        out[lin] += eval(&n.rhs, &dense, env)
     });
     Ok(CooTensor::from_dense(out_dims.to_vec(), &out))
 }
@@ -77,64 +141,52 @@ fn index_extents(
     Ok(var_dims)
 }
 
-/// Call `f` at every point of the variables `vars` over `extents`, with
-/// its linear index (row-major) and `env` holding its coordinates.
+/// Call `f` at every point of the variables `vars` (number, extent), with
+/// its linear index (row-major) and `env` holding its coordinates at the
+/// variables' numbers.
 fn for_each_point(
-    vars: &[String],
-    extents: &[usize],
-    env: &mut HashMap<String, usize>,
-    f: &mut dyn FnMut(usize, &mut HashMap<String, usize>),
+    vars: &[(usize, usize)],
+    env: &mut [usize],
+    f: &mut dyn FnMut(usize, &mut [usize]),
 ) {
-    let total: usize = extents.iter().product();
+    let total: usize = vars.iter().map(|v| v.1).product();
     for lin in 0..total {
         let mut rest = lin;
-        for d in (0..vars.len()).rev() {
-            env.insert(vars[d].clone(), rest % extents[d]);
-            rest /= extents[d];
+        for &(var, extent) in vars.iter().rev() {
+            env[var] = rest % extent;
+            rest /= extent;
         }
         f(lin, env);
     }
 }
 
-/// The linear index of access `acc` of a tensor of `dims` at `env`.
-fn linear(acc: &crate::notation::Access, dims: &[usize], env: &HashMap<String, usize>) -> usize {
-    let mut lin = 0;
-    for (i, n) in acc.indices.iter().zip(dims) {
-        lin = lin * n + env[&i.name];
-    }
-    lin
+/// The linear index (row-major) into a tensor of `dims` of the access by
+/// the variables numbered `vars` at `env`.
+fn linear(vars: &[usize], dims: &[usize], env: &[usize]) -> usize {
+    vars.iter()
+        .zip(dims)
+        .fold(0, |lin, (v, n)| lin * n + env[*v])
 }
 
-fn eval(
-    e: &RExpr,
-    t: &HashMap<&str, Dense>,
-    dims: &HashMap<String, usize>,
-    env: &mut HashMap<String, usize>,
-) -> f64 {
+fn eval(e: &Node, t: &[(Vec<usize>, Vec<f64>)], env: &mut [usize]) -> f64 {
     match e {
-        RExpr::Const(v) => *v,
-        RExpr::Neg(x) => -eval(x, t, dims, env),
-        RExpr::Bin(op, a, b) => {
-            let (x, y) = (eval(a, t, dims, env), eval(b, t, dims, env));
+        Node::Const(v) => *v,
+        Node::Neg(x) => -eval(x, t, env),
+        Node::Bin(op, a, b) => {
+            let (x, y) = (eval(a, t, env), eval(b, t, env));
             match op {
                 BinOp::Add => x + y,
                 BinOp::Sub => x - y,
                 BinOp::Mul => x * y,
             }
         }
-        RExpr::Access(acc) => {
-            let d = &t[acc.tensor.as_str()];
-            d.data[linear(acc, &d.dims, env)]
+        Node::Access(k, vars) => {
+            let (dims, data) = &t[*k];
+            data[linear(vars, dims, env)]
         }
-        RExpr::Sum(vars, body) => {
-            let extents: Vec<usize> = vars
-                .iter()
-                .map(|v| dims.get(v).copied().unwrap_or(0))
-                .collect();
+        Node::Sum(vars, body) => {
             let mut acc = 0.0;
-            for_each_point(vars, &extents, env, &mut |_, env| {
-                acc += eval(body, t, dims, env)
-            });
+            for_each_point(vars, env, &mut |_, env| acc += eval(body, t, env));
             acc
         }
     }
@@ -154,44 +206,39 @@ pub fn evaluate_stored(
     out_dims: &[usize],
     initial: Option<&CooTensor>,
 ) -> Result<CooTensor, String> {
-    let dims = index_extents(a, inputs, out_dims)?;
-    let mut stored: HashMap<&str, (Vec<usize>, Vec<Option<f64>>)> = HashMap::new();
-    for acc in a.rhs.accesses() {
-        let t = &inputs[&acc.tensor];
-        stored.entry(acc.tensor.as_str()).or_insert_with(|| {
-            let absent = all_stored.contains(&acc.tensor).then_some(0.0);
+    let extents = index_extents(a, inputs, out_dims)?;
+    let n = Numbered::new(a, &extents, out_dims);
+    let stored: Vec<(Vec<usize>, Vec<Option<f64>>)> = n
+        .operands
+        .iter()
+        .map(|name| {
+            let t = &inputs[name];
+            let absent = all_stored.contains(name).then_some(0.0);
             let mut slots = vec![absent; t.dims.iter().product()];
             for e in 0..t.nnz() {
                 let slot = &mut slots[t.linear_index(t.coord(e))];
                 *slot = Some(slot.unwrap_or(0.0) + t.vals[e]);
             }
             (t.dims.clone(), slots)
-        });
-    }
-    let r = place_reductions(a);
-    let free: Vec<String> = a.lhs.vars().iter().map(|s| s.to_string()).collect();
+        })
+        .collect();
     let mut out = match initial {
         Some(t) if a.accumulate => t.to_dense(),
         _ => vec![0.0; out_dims.iter().product()],
     };
-    for_each_point(&free, out_dims, &mut HashMap::new(), &mut |lin, env| {
-        out[lin] += eval_stored(&r, &stored, &dims, env).unwrap_or(0.0)
+    for_each_point(&n.free, &mut vec![0; n.vars], &mut |lin, env| {
+        out[lin] += eval_stored(&n.rhs, &stored, env).unwrap_or(0.0)
     });
     Ok(CooTensor::from_dense(out_dims.to_vec(), &out))
 }
 
 /// A term's value, or `None` where no operand entry takes part.
-fn eval_stored(
-    e: &RExpr,
-    t: &HashMap<&str, (Vec<usize>, Vec<Option<f64>>)>,
-    dims: &HashMap<String, usize>,
-    env: &mut HashMap<String, usize>,
-) -> Option<f64> {
+fn eval_stored(e: &Node, t: &[(Vec<usize>, Vec<Option<f64>>)], env: &mut [usize]) -> Option<f64> {
     match e {
-        RExpr::Const(v) => Some(*v),
-        RExpr::Neg(x) => eval_stored(x, t, dims, env).map(|v| -v),
-        RExpr::Bin(op, a, b) => {
-            let (x, y) = (eval_stored(a, t, dims, env), eval_stored(b, t, dims, env));
+        Node::Const(v) => Some(*v),
+        Node::Neg(x) => eval_stored(x, t, env).map(|v| -v),
+        Node::Bin(op, a, b) => {
+            let (x, y) = (eval_stored(a, t, env), eval_stored(b, t, env));
             match (op, x, y) {
                 (BinOp::Mul, Some(x), Some(y)) => Some(x * y),
                 (BinOp::Mul, ..) => None,
@@ -202,18 +249,14 @@ fn eval_stored(
                 (_, None, y) => y,
             }
         }
-        RExpr::Access(acc) => {
-            let (d, slots) = &t[acc.tensor.as_str()];
-            slots[linear(acc, d, env)]
+        Node::Access(k, vars) => {
+            let (dims, slots) = &t[*k];
+            slots[linear(vars, dims, env)]
         }
-        RExpr::Sum(vars, body) => {
-            let extents: Vec<usize> = vars
-                .iter()
-                .map(|v| dims.get(v).copied().unwrap_or(0))
-                .collect();
+        Node::Sum(vars, body) => {
             let mut acc = None;
-            for_each_point(vars, &extents, env, &mut |_, env| {
-                if let Some(v) = eval_stored(body, t, dims, env) {
+            for_each_point(vars, env, &mut |_, env| {
+                if let Some(v) = eval_stored(body, t, env) {
                     acc = Some(acc.unwrap_or(0.0) + v);
                 }
             });

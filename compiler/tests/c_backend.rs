@@ -1696,13 +1696,22 @@ fn rows_stored_once_from_real_matrices_on_both_tiers() {
         // cancel round differently in another order (the kernel sums in
         // two accumulators, `ir::unroll`).
         let what = format!("{}: {expr}, B in DCSR", path.display());
+        // `M` by its columns, so that the loop below reads it in order.
+        let mt: Vec<f64> = (0..n * cols)
+            .map(|q| mv[(q % cols) * n + q / cols])
+            .collect();
         let (mut want, mut size) = (vec![0.0; m * cols], vec![0.0f64; m * cols]);
         for e in 0..b.nnz() {
             let c = b.coord(e);
             let (i, l) = (c[0] as usize, c[1] as usize);
-            for j in 0..cols {
-                want[i * cols + j] += b.vals[e] * mv[j * n + l];
-                size[i * cols + j] += (b.vals[e] * mv[j * n + l]).abs();
+            let (row, col) = (i * cols..(i + 1) * cols, l * cols..(l + 1) * cols);
+            for ((w, s), x) in want[row.clone()]
+                .iter_mut()
+                .zip(&mut size[row])
+                .zip(&mt[col])
+            {
+                *w += b.vals[e] * x;
+                *s += (b.vals[e] * x).abs();
             }
         }
         let agree = |got: &[f64], tier: &str| {
