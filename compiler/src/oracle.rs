@@ -279,3 +279,90 @@ pub fn close(a: &CooTensor, b: &CooTensor) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notation::parse_assignment;
+
+    fn inputs(list: &[(&str, Vec<usize>, Vec<f64>)]) -> BTreeMap<String, CooTensor> {
+        list.iter()
+            .map(|(n, dims, data)| (n.to_string(), CooTensor::from_dense(dims.clone(), data)))
+            .collect()
+    }
+
+    fn dense(expr: &str, data: &BTreeMap<String, CooTensor>, out_dims: &[usize]) -> Vec<f64> {
+        let a = parse_assignment(expr).expect("test expression parses");
+        evaluate(&a, data, out_dims, None)
+            .expect("test operands fit")
+            .to_dense()
+    }
+
+    #[test]
+    fn products_and_sums_by_hand() {
+        // A = [[1, 2], [0, 3], [4, 0]], x = [5, 6]
+        let data = inputs(&[
+            ("A", vec![3, 2], vec![1.0, 2.0, 0.0, 3.0, 4.0, 0.0]),
+            ("x", vec![2], vec![5.0, 6.0]),
+            ("z", vec![3], vec![1.0, 1.0, 1.0]),
+        ]);
+        assert_eq!(
+            dense("y(i) = A(i,j) * x(j)", &data, &[3]),
+            [17.0, 18.0, 20.0]
+        );
+        // The sum over `j` covers the product only: `z` is added once.
+        assert_eq!(
+            dense("y(i) = A(i,j) * x(j) + z(i)", &data, &[3]),
+            [18.0, 19.0, 21.0]
+        );
+        // A transpose, then a scalar: every element of A times itself.
+        assert_eq!(
+            dense("B(j,i) = A(i,j)", &data, &[2, 3]),
+            [1.0, 0.0, 4.0, 2.0, 3.0, 0.0]
+        );
+        assert_eq!(dense("a = A(i,j) * A(i,j)", &data, &[]), [30.0]);
+        // Both operands read at the same variables in another order.
+        assert_eq!(
+            dense("w(j) = A(i,j) * z(i) - x(j)", &data, &[2]),
+            [0.0, -1.0]
+        );
+    }
+
+    #[test]
+    fn an_accumulating_assignment_starts_from_the_initial_result() {
+        let data = inputs(&[("b", vec![2], vec![1.0, 2.0])]);
+        let a = parse_assignment("y(i) += b(i)").expect("parses");
+        let initial = CooTensor::from_dense(vec![2], &[10.0, 20.0]);
+        let y = evaluate(&a, &data, &[2], Some(&initial)).expect("fits");
+        assert_eq!(y.to_dense(), [11.0, 22.0]);
+    }
+
+    #[test]
+    fn absent_entries_are_no_terms_for_the_stored_oracle() {
+        // A stores (0,0) only; x(1) is infinite: evaluate reads 0 * inf.
+        let data = inputs(&[
+            ("A", vec![1, 2], vec![2.0, 0.0]),
+            ("x", vec![2], vec![3.0, f64::INFINITY]),
+        ]);
+        let a = parse_assignment("y(i) = A(i,j) * x(j)").expect("parses");
+        assert!(evaluate(&a, &data, &[1], None).expect("fits").to_dense()[0].is_nan());
+        let none = std::collections::BTreeSet::new();
+        let y = evaluate_stored(&a, &data, &none, &[1], None).expect("fits");
+        assert_eq!(y.to_dense(), [6.0]);
+        // Stored as dense, A's zero is a value: 0 * inf is NaN again.
+        let all: std::collections::BTreeSet<String> = ["A".to_string()].into();
+        let y = evaluate_stored(&a, &data, &all, &[1], None).expect("fits");
+        assert!(y.to_dense()[0].is_nan());
+    }
+
+    #[test]
+    fn mismatched_extents_are_errors() {
+        let data = inputs(&[
+            ("A", vec![2, 2], vec![1.0; 4]),
+            ("x", vec![3], vec![1.0; 3]),
+        ]);
+        let a = parse_assignment("y(i) = A(i,j) * x(j)").expect("parses");
+        let e = evaluate(&a, &data, &[2], None).err().expect("an error");
+        assert!(e.contains("index `j` ranges over 2 and 3"), "{e}");
+    }
+}

@@ -1,9 +1,11 @@
 //! The optimizing tier: the kernel's C (`ir::c::function`, exactly what
 //! `--emit c` prints) compiled by the system C compiler (`$CC`, default
 //! `cc`) at -O3 for the host CPU into a shared object, cached on disk by a
-//! hash of the C text, the flags and the compiler's `--version`.
+//! hash of the C text, the flags and the compiler's `--version`. The
+//! flags define the target's constants at the host's values
+//! (`target::host_defines`), which the Cranelift tier also takes.
 
-use crate::ir::{c, Function};
+use crate::ir::{c, target, Function};
 use crate::jit::{Code, CompiledKernel, Tier};
 use std::path::PathBuf;
 use std::process::Command;
@@ -123,7 +125,7 @@ fn plan(f: &Function, cc: &Compiler) -> (String, String, PathBuf) {
 
 /// `plan` for a C text of its own.
 fn plan_text(text: String, cc: &Compiler) -> (String, String, PathBuf) {
-    let flags = [FLAGS, ASM_FLAGS].concat().join(" ");
+    let flags = [FLAGS, ASM_FLAGS].concat().join(" ") + " " + &target::host_defines().join(" ");
     let key = format!(
         "{:032x}",
         fnv128(&[&text, &flags, &cc.command.join(" "), &cc.full_version])
@@ -202,6 +204,7 @@ fn build_planned(
         Command::new(&cc.command[0])
             .args(&cc.command[1..])
             .args(flags)
+            .args(target::host_defines())
             .arg("-o")
             .arg(&tmp)
             .arg(&src)

@@ -140,16 +140,16 @@ static inline void tensor_prefetch(const void *p, int64_t bytes) {
 
 /* The fewest rows from which a nest that revisits its rows (DIA's
    diagonals, ELL's slots) runs them in tiles that stay in the L1 cache.
-   On AMD Zen, whose last-level cache serves a core fast, untiled passes
-   over a result that cache holds cost less than the tiles' restarted
-   streams; on an Intel Xeon the tiles pay from tens of thousands of rows
-   (DIA SpMV on 1M rows: 0.61x the time). The target the C is compiled
-   for picks (-march=native in tensorc's cc tier); define it to override. */
+   On AMD Zen 3 and later, whose last-level cache serves a core fast,
+   untiled passes over a result that cache holds cost less than the tiles'
+   restarted streams (the value below assumes 32 MiB of L3, 16 bytes a
+   row); on an Intel Xeon or an AMD Zen 1 the tiles pay from tens of
+   thousands of rows (DIA SpMV on 1M rows: 0.61x-0.7x the time). The
+   target the C is compiled for picks; define it to override (tensorc's
+   cc tier defines the value its host measures). */
 #ifndef TENSOR_TILE_FROM_ROWS
-#if defined(__znver1__) || defined(__znver2__) || defined(__znver3__) || \
-    defined(__znver4__) || defined(__znver5__) || defined(__tune_znver1__) || \
-    defined(__tune_znver2__) || defined(__tune_znver3__) || \
-    defined(__tune_znver4__) || defined(__tune_znver5__)
+#if defined(__znver3__) || defined(__znver4__) || defined(__znver5__) || \
+    defined(__tune_znver3__) || defined(__tune_znver4__) || defined(__tune_znver5__)
 #define TENSOR_TILE_FROM_ROWS ((int64_t)1 << 21)
 #else
 #define TENSOR_TILE_FROM_ROWS ((int64_t)2048)
@@ -688,12 +688,12 @@ mod tests {
         use crate::ir::{ParamRef, TargetConstant};
         let name = ParamRef::target(TargetConstant::TileFromRows).c_name();
         assert_eq!(name, "TENSOR_TILE_FROM_ROWS");
-        let zen = crate::ir::tile::from_rows(true);
+        let zen = crate::ir::tile::from_rows(true, None);
         assert_eq!(zen.count_ones(), 1);
         let zen_line = format!("#define {name} ((int64_t)1 << {})", zen.trailing_zeros());
         let other_line = format!(
             "#define {name} ((int64_t){})",
-            crate::ir::tile::from_rows(false)
+            crate::ir::tile::from_rows(false, None)
         );
         for line in [zen_line, other_line] {
             assert!(super::HELPERS.contains(&line), "{line}");

@@ -32,7 +32,7 @@ mod sort;
 pub mod splice;
 mod streams;
 mod strips;
-mod target;
+pub mod target;
 mod tile;
 pub mod unroll;
 

@@ -22,35 +22,54 @@ use std::collections::BTreeSet;
 /// leaves room for the streams the rows read.
 const TILE: i64 = 1024;
 
-/// The fewest rows a nest is tiled for on an AMD Zen core: 16 MiB of
-/// `f64` in the result and as much in the vector the rows read, together
-/// a 32 MiB last-level cache. While both stay in that cache, the passes
-/// over them are cheap and the tiles cost more than they save: every tile
-/// restarts each outer iteration's stream, and the prefetchers find it
-/// again only after a few misses (AMD EPYC, 32 MiB L3, cc tier, DIA SpMV,
-/// tiled -> untiled: 3-D stencil of 1.33M rows 7.2 -> 5.0 ms, 2-D stencil
-/// of 1M rows 2.7 -> 2.4, block-diagonal of 270K rows with 15 diagonals
-/// 3.8 -> 2.5; ELL SpMV on the 3-D stencil 14.6 -> 8.0). Past it the
-/// tiles win as the module says (tridiagonal, 6M rows: 13.0 -> 10.1 ms).
-const FROM_ROWS_ZEN: i64 = 1 << 21;
+/// The fewest rows a nest is tiled for on an AMD Zen 3 or later core whose
+/// last-level cache is unknown: 16 MiB of `f64` in the result and as much
+/// in the vector the rows read, together a 32 MiB last-level cache (see
+/// `ROW_BYTES`).
+const FROM_ROWS_ZEN3: i64 = 1 << 21;
 
-/// The fewest rows a nest is tiled for elsewhere: two tiles. On an Intel
-/// Xeon (2 MiB L2 a core, a last-level cache shared over a mesh) passes
-/// over a result its L2 does not hold cost about what passes through
-/// memory do, and the tiles pay from tens of thousands of rows (cc tier,
-/// DIA SpMV, untiled -> tiled, `examples/ab_kernels`, 10 rounds: 2-D
-/// stencil of 40K rows 0.070 -> 0.067 ms, of 1M rows 4.72 -> 2.57,
-/// block-diagonal 4.98 -> 2.19, 3-D stencil 9.79 -> 8.09, tridiagonal of
-/// 1M rows 2.84 -> 1.72; ELL SpMV 0.82-1.01x, but 1.10x on the 3-D
-/// stencil).
+/// Bytes a row keeps in the caches between the outer iterations of an
+/// untiled nest: an `f64` of the result and one of the vector it reads.
+/// On an AMD Zen 3 or later core (one L3 of 32 MiB for eight cores) a
+/// nest is tiled from the rows whose bytes fill its last-level cache.
+/// While the result and the vector stay in that cache, the passes over
+/// them are cheap and the tiles cost more than they save: every tile
+/// restarts each outer iteration's stream, and the prefetchers find it
+/// again only after a few misses (AMD EPYC, Zen 3, 32 MiB L3, cc tier,
+/// DIA SpMV, tiled -> untiled: 3-D stencil of 1.33M rows 7.2 -> 5.0 ms,
+/// 2-D stencil of 1M rows 2.7 -> 2.4, block-diagonal of 270K rows with
+/// 15 diagonals 3.8 -> 2.5; ELL SpMV on the 3-D stencil 14.6 -> 8.0).
+/// Past it the tiles win as the module says (tridiagonal, 6M rows: 13.0
+/// -> 10.1 ms).
+const ROW_BYTES: u64 = 16;
+
+/// The fewest rows a nest is tiled for on other cores: two tiles. On an
+/// Intel Xeon (2 MiB L2 a core, a last-level cache shared over a mesh)
+/// passes over a result its L2 does not hold cost about what passes
+/// through memory do, and the tiles pay from tens of thousands of rows
+/// (cc tier, DIA SpMV, untiled -> tiled, `examples/ab_kernels`, 10
+/// rounds: 2-D stencil of 40K rows 0.070 -> 0.067 ms, of 1M rows 4.72 ->
+/// 2.57, block-diagonal 4.98 -> 2.19, 3-D stencil 9.79 -> 8.09,
+/// tridiagonal of 1M rows 2.84 -> 1.72; ELL SpMV 0.82-1.01x, but 1.10x on
+/// the 3-D stencil). So on an AMD EPYC of Zen 1 (8 MiB L3 for four
+/// cores), though its L3 holds what Zen 3's passes gained on: tiled from
+/// 2,048 rows against 2M, DIA SpMV, `bench/ab_builds.sh`, 5 rounds, cc
+/// and Cranelift tiers: 3-D stencil 15.4 -> 9.1 and 15.5 -> 8.9 ms, 2-D
+/// stencil of 1M rows 8.2 -> 5.6 and 8.4 -> 5.3, tridiagonal of 1M rows
+/// 5.6 -> 4.0 and 5.7 -> 3.9; block-diagonal of 270K rows (4.3 MB of
+/// result and vector) 0.83-0.92x, 2-D stencil of 40K rows 0.97x
+/// (`examples/ab_kernels`, cc); ELL SpMV on the 3-D stencil 0.82x (cc),
+/// 0.99x (Cranelift).
 const FROM_ROWS_ELSEWHERE: i64 = 2 * TILE;
 
-/// The fewest rows a nest is tiled for on a Zen core (`zen`) or another.
-pub fn from_rows(zen: bool) -> i64 {
-    if zen {
-        FROM_ROWS_ZEN
-    } else {
-        FROM_ROWS_ELSEWHERE
+/// The fewest rows a nest is tiled for on a Zen 3 or later core
+/// (`zen3`) with a last-level cache of `last_level_cache` bytes (`None`:
+/// unknown), or on another core.
+pub fn from_rows(zen3: bool, last_level_cache: Option<u64>) -> i64 {
+    match (zen3, last_level_cache) {
+        (false, _) => FROM_ROWS_ELSEWHERE,
+        (true, None) => FROM_ROWS_ZEN3,
+        (true, Some(bytes)) => ((bytes / ROW_BYTES) as i64).max(FROM_ROWS_ELSEWHERE),
     }
 }
 
@@ -252,6 +271,22 @@ mod tests {
     use super::*;
     use crate::ir::interp::test_memory::{self, scratch as array};
     use crate::ir::Emitter;
+
+    /// A Zen 3 core tiles from the rows that fill its last-level cache at
+    /// `ROW_BYTES` each; another core from two tiles, whatever its cache.
+    #[test]
+    fn the_rows_tiled_from_follow_the_cache_on_zen3() {
+        assert_eq!(from_rows(true, Some(32 << 20)), FROM_ROWS_ZEN3);
+        assert_eq!(from_rows(true, Some(96 << 20)), 6 << 20);
+        assert_eq!(from_rows(true, None), FROM_ROWS_ZEN3);
+        assert_eq!(from_rows(true, Some(1 << 10)), FROM_ROWS_ELSEWHERE);
+        assert_eq!(from_rows(false, Some(32 << 20)), FROM_ROWS_ELSEWHERE);
+        // What this host reads of its cache is whole lines, and more than
+        // an L1 data cache.
+        if let Some(bytes) = crate::ir::target::host_last_level_cache() {
+            assert!(bytes % 64 == 0 && bytes >= 32 << 10, "{bytes}");
+        }
+    }
 
     /// Diagonals as DIA SpMV runs them over `rows` rows: diagonal `d` has
     /// offset `off[d]` and covers rows `max(0, -off)..min(rows, rows -
