@@ -470,6 +470,10 @@ extern "C" fn reserve(rt: *mut Growable, slot: i64, len: i64) -> *mut u8 {
             Buf::I32(_) => 4,
             Buf::F64(_) => 8,
         };
+        // One growth at a time in the process: the shares of a kernel on
+        // several threads would each find the same memory available.
+        static GROWING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one_at_a_time = GROWING.lock().unwrap_or_else(|e| e.into_inner());
         if check_allocation(&g.tensor, "an output array", want as u128, bytes).is_err() {
             return std::ptr::null_mut();
         }

@@ -381,22 +381,26 @@ fn stitch_compressed(
     rest: &[&LevelStorage],
     parents: usize,
 ) -> Result<(LevelStorage, Vec<usize>), String> {
-    let bounds = |s: &LevelStorage| -> Result<Vec<i32>, String> {
-        s.array("pos")?
-            .get(..=parents)
-            .map(<[i32]>::to_vec)
-            .ok_or_else(|| format!("a share's pos holds fewer than {} bounds", parents + 1))
-    };
-    let first = bounds(&whole)?;
+    // Read in place, not copied: a share's `pos` has a bound for every
+    // parent of the whole result, and a copy of it held beside the
+    // original doubles the memory a large result's stitching needs.
+    let short = || format!("a share's pos holds fewer than {} bounds", parents + 1);
+    fn bounds(s: &LevelStorage, parents: usize) -> Option<&[i32]> {
+        s.array("pos").ok()?.get(..=parents)
+    }
+    let first = whole.arrays.get_mut("pos").ok_or("missing array `pos`")?;
+    if first.len() <= parents {
+        return Err(short());
+    }
+    first.truncate(parents + 1);
     let mut sizes = vec![first.last().map_or(0, |&n| n as usize)];
-    whole.arrays.insert("pos", first);
     let crd = whole.arrays.get_mut("crd").ok_or("missing array `crd`")?;
     if crd.len() < sizes[0] {
         return Err("a share's crd is shorter than its pos says".into());
     }
     crd.truncate(sizes[0]);
     for part in rest {
-        let pos = bounds(part)?;
+        let pos = bounds(part, parents).ok_or_else(short)?;
         let n = pos.last().map_or(0, |&n| n as usize);
         let crd = part
             .array("crd")?
@@ -407,7 +411,7 @@ fn stitch_compressed(
             .get_mut("pos")
             .ok_or("missing array `pos`")?
             .iter_mut()
-            .zip(&pos)
+            .zip(pos)
         {
             *a = a
                 .checked_add(*b)
@@ -490,5 +494,41 @@ impl Append for Compressed {
                 e.store(pos.clone(), p, cumsum.clone());
             },
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn level(pos: &[i32], crd: &[i32]) -> LevelStorage {
+        let mut s = LevelStorage::default();
+        s.arrays.insert("pos", pos.to_vec());
+        s.arrays.insert("crd", crd.to_vec());
+        s
+    }
+
+    /// Three rows in two shares, each share's arrays longer than what it
+    /// holds (room kept from an earlier run): the shares' `pos` add up and
+    /// their `crd` follow one another, cut to what they hold.
+    #[test]
+    fn shares_stitch_into_one_level() {
+        // share 0: row 0 holds columns 1 and 4; share 1: row 2 holds 0.
+        let first = level(&[0, 2, 2, 2, 99], &[1, 4, 77]);
+        let second = level(&[0, 0, 0, 1, 99], &[0, 55, 66]);
+        let (whole, sizes) = stitch_compressed(first, &[&second], 3).expect("stitches"); // ok: test
+        assert_eq!(whole.arrays["pos"], vec![0, 2, 2, 3]);
+        assert_eq!(whole.arrays["crd"], vec![1, 4, 0]);
+        assert_eq!(sizes, vec![2, 1]);
+    }
+
+    #[test]
+    fn a_share_without_a_bound_for_every_row_is_an_error() {
+        let first = level(&[0, 1, 1, 1], &[0]);
+        let short = level(&[0, 0, 1], &[2]);
+        let err = stitch_compressed(first, &[&short], 3).expect_err("short pos"); // ok: test
+        assert!(err.contains("fewer than 4 bounds"), "{err}");
+        let err = stitch_compressed(level(&[0, 1], &[0]), &[], 3).expect_err("short"); // ok: test
+        assert!(err.contains("fewer than 4 bounds"), "{err}");
     }
 }
