@@ -613,16 +613,18 @@ pub fn run_setup(name: &str, s: &Setup, o: &Options) -> Result<String, String> {
     // The figures reported first are those of the tier that served last.
     let served = timings.last().ok_or("no run")?;
     let timing = served.timing.clone();
-    // The summary needs only the values; a coordinate list is built for -o.
-    let entries = prepared.result_entries().map_err(|e| e.to_string())?;
-    let (stored, checksum) = (entries.len(), entries.vals.iter().sum::<f64>());
-    let coordinate_list = match o.output.is_empty() {
-        true => None,
-        false => Some(
-            entries
-                .to_coo()
-                .map_err(|reason| format!("tensor {}: {reason}", s.assignment.lhs.tensor))?,
-        ),
+    // The summary needs only the values, read without coordinates (a
+    // result of many rows and few entries would list every row); a
+    // coordinate list is built for -o.
+    let (stored, checksum, coordinate_list) = if o.output.is_empty() {
+        let vals = prepared.result_values().map_err(|e| e.to_string())?;
+        (vals.len(), vals.iter().sum::<f64>(), None)
+    } else {
+        let entries = prepared.result_entries().map_err(|e| e.to_string())?;
+        let list = entries
+            .to_coo()
+            .map_err(|reason| format!("tensor {}: {reason}", s.assignment.lhs.tensor))?;
+        (entries.len(), entries.vals.iter().sum::<f64>(), Some(list))
     };
     for w in &o.output {
         let (tname, path) = split_pair(w, "o")?;

@@ -497,6 +497,12 @@ impl Prepared {
         storage::Entries::of(&self.output)
     }
 
+    /// The values of the result's stored entries, without their
+    /// coordinates (`Entries::stored_values`): what a summary needs.
+    pub fn result_values(&self) -> Result<std::borrow::Cow<'_, [f64]>, StorageError> {
+        storage::Entries::stored_values(&self.output)
+    }
+
     /// The result's stored entries as a coordinate list.
     pub fn result(&self) -> Result<CooTensor, StorageError> {
         self.result_entries()?

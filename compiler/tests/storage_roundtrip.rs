@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use tensor_compiler::coo::CooTensor;
 use tensor_compiler::format::{parse_format, Registry};
-use tensor_compiler::storage::{pack, unpack, validate};
+use tensor_compiler::storage::{pack, unpack, validate, Entries};
 
 const MATRIX_FORMATS: &[&str] = &[
     "dense",
@@ -54,6 +54,10 @@ fn round_trip(t: &CooTensor, spec: &str) {
     validate(&packed).unwrap_or_else(|e| panic!("{spec}: {e}"));
     let back = unpack(&packed).unwrap_or_else(|e| panic!("{spec}: {e}"));
     assert_eq!(back.canonical(), t.canonical(), "format {spec}");
+    // The values alone, read without coordinates, are those of the entries.
+    let entries = Entries::of(&packed).unwrap_or_else(|e| panic!("{spec}: {e}"));
+    let values = Entries::stored_values(&packed).unwrap_or_else(|e| panic!("{spec}: {e}"));
+    assert_eq!(values, entries.vals, "values of {spec}");
     // The format's text form parses back to the same format.
     let again =
         parse_format(&f.spec(), t.order(), &r).unwrap_or_else(|e| panic!("{}: {e}", f.spec()));

@@ -193,6 +193,14 @@ pub trait ColumnUnpack {
     /// Every stored child of `input.parents`, in storage order (padding and
     /// empty slots left out).
     fn children<'s>(&self, input: &ColumnUnpackInput<'s, '_>) -> Result<Children<'s>, String>;
+
+    /// The positions of `children` alone, for reading values: a level
+    /// whose coordinates or owners cost memory in proportion to its
+    /// parents (a dense level's, a compressed level's runs) gives them
+    /// without listing those.
+    fn child_positions(&self, input: &ColumnUnpackInput<'_, '_>) -> Result<Positions, String> {
+        Ok(self.children(input)?.positions)
+    }
 }
 
 /// What a level sees when it is unpacked into columns.

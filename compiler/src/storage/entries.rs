@@ -115,61 +115,18 @@ impl<'a> Entries<'a> {
             tensor: t.name.clone(),
             reason,
         };
-        let generic =
-            || -> Result<Entries<'a>, StorageError> { Ok(Entries::from_coo(&unpack(t)?)) };
-        let CoordMap::Modes(order) = &t.format.map else {
-            return generic();
-        };
-        let unpackers: Option<Vec<&dyn ColumnUnpack>> =
-            t.format.levels.iter().map(|l| l.column_unpack()).collect();
-        let Some(unpackers) = unpackers else {
-            return generic();
+        let (Some(unpackers), CoordMap::Modes(order)) = (column_unpackers(t), &t.format.map) else {
+            return Ok(Entries::from_coo(&unpack(t)?));
         };
         let nlevels = unpackers.len();
-        if nlevels == 0
-            || order.len() != nlevels
-            || t.levels.len() != nlevels
-            || t.extents.len() != nlevels
-            || t.dims.len() != nlevels
-        {
-            return generic();
-        }
-        let memory = u128::from(MemoryLimit::available().0);
-        let mut parents = Positions::Range(0, 1);
         let mut levels = Vec::with_capacity(nlevels);
-        for (k, u) in unpackers.iter().enumerate() {
-            let input = ColumnUnpackInput {
-                level: k,
-                storage: &t.levels,
-                extents: &t.extents,
-                parents: &parents,
-                memory,
-            };
-            let children = u.children(&input).map_err(|r| StorageError::Invalid {
-                tensor: t.name.clone(),
-                level: k,
-                spec: t.format.levels[k].spec(),
-                reason: r,
-            })?;
+        let parents = walk_levels(t, &unpackers, |u, input| {
+            let children = u.children(input)?;
             levels.push((children.coords, children.owners));
-            parents = children.positions;
-        }
+            Ok(children.positions)
+        })?;
         let n = parents.len();
-        let vals = match &parents {
-            Positions::Range(lo, hi) => Cow::Borrowed(t.vals.get(*lo..*hi).ok_or_else(|| {
-                err(format!(
-                    "value positions {lo}..{hi} beyond the {} values",
-                    t.vals.len()
-                ))
-            })?),
-            Positions::List(v) => {
-                // Checked once up front, so the gather is a plain loop.
-                if v.iter().max().is_some_and(|&p| p >= t.vals.len()) {
-                    return Err(err("a value position beyond the values".into()));
-                }
-                Cow::Owned(v.iter().map(|&p| t.vals[p]).collect())
-            }
-        };
+        let vals = values_at(t, &parents)?;
         let level_cols = columns(levels, n).map_err(err)?;
         // Level k holds dimension order[k].
         let mut cols: Vec<Option<Column<'a>>> = vec![None; nlevels];
@@ -186,6 +143,95 @@ impl<'a> Entries<'a> {
             vals,
         })
     }
+}
+
+impl<'a> Entries<'a> {
+    /// The values of `t`'s stored entries, as `of` gives them, without
+    /// their coordinates: each level gives only the positions of its
+    /// children (`ColumnUnpack::child_positions`), so a result of many
+    /// rows and few entries is read in memory in proportion to its
+    /// entries (CSR of 2e9 rows: `of` lists 16 bytes a row).
+    pub fn stored_values(t: &'a Tensor) -> Result<Cow<'a, [f64]>, StorageError> {
+        let Some(unpackers) = column_unpackers(t) else {
+            return Ok(Cow::Owned(Entries::of(t)?.vals.into_owned()));
+        };
+        let positions = walk_levels(t, &unpackers, |u, input| u.child_positions(input))?;
+        values_at(t, &positions)
+    }
+}
+
+/// The levels' column unpacking, where every level has it and there is
+/// one level per dimension in a mode order; `None` where `t` is unpacked
+/// by its level functions instead.
+fn column_unpackers(t: &Tensor) -> Option<Vec<&dyn ColumnUnpack>> {
+    let CoordMap::Modes(order) = &t.format.map else {
+        return None;
+    };
+    let unpackers: Vec<&dyn ColumnUnpack> = t
+        .format
+        .levels
+        .iter()
+        .map(|l| l.column_unpack())
+        .collect::<Option<_>>()?;
+    let n = unpackers.len();
+    let one_per_dimension = n > 0
+        && order.len() == n
+        && t.levels.len() == n
+        && t.extents.len() == n
+        && t.dims.len() == n;
+    one_per_dimension.then_some(unpackers)
+}
+
+/// The positions of `t`'s last level that hold entries: from the root
+/// down, `step` reads level `k` under its parents' positions and gives
+/// the positions of their children.
+fn walk_levels<'s>(
+    t: &'s Tensor,
+    unpackers: &[&dyn ColumnUnpack],
+    mut step: impl FnMut(&dyn ColumnUnpack, &ColumnUnpackInput<'s, '_>) -> Result<Positions, String>,
+) -> Result<Positions, StorageError> {
+    let memory = u128::from(MemoryLimit::available().0);
+    let mut parents = Positions::Range(0, 1);
+    for (k, u) in unpackers.iter().enumerate() {
+        let input = ColumnUnpackInput {
+            level: k,
+            storage: &t.levels,
+            extents: &t.extents,
+            parents: &parents,
+            memory,
+        };
+        parents = step(*u, &input).map_err(|reason| StorageError::Invalid {
+            tensor: t.name.clone(),
+            level: k,
+            spec: t.format.levels[k].spec(),
+            reason,
+        })?;
+    }
+    Ok(parents)
+}
+
+/// The values at the last level's `positions`, borrowed where they are
+/// one run.
+fn values_at<'a>(t: &'a Tensor, positions: &Positions) -> Result<Cow<'a, [f64]>, StorageError> {
+    let err = |reason: String| StorageError::Pack {
+        tensor: t.name.clone(),
+        reason,
+    };
+    Ok(match positions {
+        Positions::Range(lo, hi) => Cow::Borrowed(t.vals.get(*lo..*hi).ok_or_else(|| {
+            err(format!(
+                "value positions {lo}..{hi} beyond the {} values",
+                t.vals.len()
+            ))
+        })?),
+        Positions::List(v) => {
+            // Checked once up front, so the gather is a plain loop.
+            if v.iter().max().is_some_and(|&p| p >= t.vals.len()) {
+                return Err(err("a value position beyond the values".into()));
+            }
+            Cow::Owned(v.iter().map(|&p| t.vals[p]).collect())
+        }
+    })
 }
 
 /// One column per level from each level's children, bottom up: entry `e`

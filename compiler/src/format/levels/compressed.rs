@@ -306,15 +306,7 @@ impl ColumnUnpack for Compressed {
             // Consecutive parents own one run of positions: their bounds are
             // a slice of `pos`, checked in one pass.
             Positions::Range(lo, hi) => {
-                let bounds = pos.get(*lo..=*hi).ok_or_else(|| {
-                    format!("pos has no entries {lo}..={hi} (length {})", pos.len())
-                })?;
-                if bounds[0] < 0 || bounds.windows(2).any(|w| w[1] < w[0]) {
-                    return Err(format!(
-                        "pos is negative or decreases between positions {lo} and {hi}"
-                    ));
-                }
-                let (a, b) = (bounds[0] as usize, bounds[bounds.len() - 1] as usize);
+                let (bounds, a, b) = run_of_children(pos, *lo, *hi)?;
                 let counts = bounds.windows(2).map(|w| (w[1] - w[0]) as usize);
                 (
                     Positions::Range(a, b),
@@ -358,6 +350,37 @@ impl ColumnUnpack for Compressed {
             owners,
         })
     }
+
+    fn child_positions(&self, input: &ColumnUnpackInput<'_, '_>) -> Result<Positions, String> {
+        match input.parents {
+            Positions::Range(lo, hi) if lo == hi => Ok(Positions::Range(0, 0)),
+            Positions::Range(lo, hi) => {
+                let pos = input.storage[input.level].array("pos")?;
+                let (_, a, b) = run_of_children(pos, *lo, *hi)?;
+                Ok(Positions::Range(a, b))
+            }
+            Positions::List(_) => Ok(self.children(input)?.positions),
+        }
+    }
+}
+
+/// The children of the consecutive parents `lo..hi` (`lo < hi`): their
+/// bounds `pos[lo..=hi]`, checked never to decrease, and the run of
+/// positions `pos[lo]..pos[hi]` they span.
+fn run_of_children(pos: &[i32], lo: usize, hi: usize) -> Result<(&[i32], usize, usize), String> {
+    let bounds = pos
+        .get(lo..=hi)
+        .ok_or_else(|| format!("pos has no entries {lo}..={hi} (length {})", pos.len()))?;
+    if bounds[0] < 0 || bounds.windows(2).any(|w| w[1] < w[0]) {
+        return Err(format!(
+            "pos is negative or decreases between positions {lo} and {hi}"
+        ));
+    }
+    Ok((
+        bounds,
+        bounds[0] as usize,
+        bounds[bounds.len() - 1] as usize,
+    ))
 }
 
 /// A share's `pos` counts its own parents' children from 0 and stays 0

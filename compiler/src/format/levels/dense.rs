@@ -185,17 +185,7 @@ impl ColumnUnpack for Dense {
             .ok_or("dense level size overflows")?;
         input.fits("the positions of a dense level", total as u128, 16)?;
         let coords: Vec<i32> = (0..parents.len()).flat_map(|_| 0..n as i32).collect();
-        let positions = match parents {
-            Positions::Range(lo, hi) => Positions::Range(
-                lo * n,
-                hi.checked_mul(n).ok_or("dense level size overflows")?,
-            ),
-            Positions::List(v) => {
-                let last = v.iter().max().map_or(Some(0), |&p| (p + 1).checked_mul(n));
-                last.ok_or("dense level size overflows")?;
-                Positions::List(v.iter().flat_map(|&p| p * n..(p + 1) * n).collect())
-            }
-        };
+        let positions = dense_positions(parents, n)?;
         let owners =
             owners_from_counts(std::iter::repeat_n(n, parents.len()), parents.len(), total)?;
         Ok(Children {
@@ -204,4 +194,29 @@ impl ColumnUnpack for Dense {
             owners,
         })
     }
+
+    fn child_positions(&self, input: &ColumnUnpackInput<'_, '_>) -> Result<Positions, String> {
+        let n = input.extent();
+        if let Positions::List(v) = input.parents {
+            let total = v.len().checked_mul(n).ok_or("dense level size overflows")?;
+            input.fits("the positions of a dense level", total as u128, 8)?;
+        }
+        dense_positions(input.parents, n)
+    }
+}
+
+/// The positions under `parents` of a dense level of extent `n`: every
+/// coordinate of each, in order (a range stays a range).
+fn dense_positions(parents: &Positions, n: usize) -> Result<Positions, String> {
+    Ok(match parents {
+        Positions::Range(lo, hi) => Positions::Range(
+            lo * n,
+            hi.checked_mul(n).ok_or("dense level size overflows")?,
+        ),
+        Positions::List(v) => {
+            let last = v.iter().max().map_or(Some(0), |&p| (p + 1).checked_mul(n));
+            last.ok_or("dense level size overflows")?;
+            Positions::List(v.iter().flat_map(|&p| p * n..(p + 1) * n).collect())
+        }
+    })
 }
