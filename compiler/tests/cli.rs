@@ -543,6 +543,53 @@ fn a_kernel_declared_twice_is_reported_where_it_is() {
     tensor_compiler::selfcheck::language(&std::fs::read_to_string(&file).unwrap());
 }
 
+/// A second format or tensor of a name was ignored without a word (the
+/// first was used); it is an error at its name, as a second kernel is.
+#[test]
+fn a_format_or_tensor_declared_twice_is_an_error() {
+    let dir = Scratch::new("twice_decl");
+    let file = dir.file(
+        "decl.tensor",
+        "format F = (dense)\nformat F = (compressed)\ntensor x : f64[3] @ F\ntensor x : f64[4] @ dense\ntensor y : f64[3] @ dense\nkernel k { y(i) = x(i) }\n",
+    );
+    let (code, _, err) = tensorc(&["check", &file]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("decl.tensor:2:8: error: format `F` is declared twice"),
+        "{err}"
+    );
+    assert!(
+        err.contains("decl.tensor:4:8: error: tensor `x` is declared twice"),
+        "{err}"
+    );
+    let (code, _, err) = tensorc(&["run", &file]);
+    assert_ne!(code, 0);
+    assert!(err.starts_with("error: "), "{err}");
+}
+
+/// `run` of a file that is not UTF-8, or whose only kernel does not
+/// parse, says where, not "no kernel to run".
+#[test]
+fn run_reports_what_keeps_a_file_from_having_a_kernel() {
+    let dir = Scratch::new("no_kernel");
+    let garbled = dir.file("garbled.tensor", "kernel k { y(i) = x(i) \n");
+    let (code, _, err) = tensorc(&["run", &garbled]);
+    assert_ne!(code, 0);
+    assert!(err.contains("garbled.tensor:"), "{err}");
+    assert!(!err.contains("no kernel to run"), "{err}");
+    let latin1 = dir.path("latin1.tensor");
+    std::fs::write(&latin1, b"// caf\xe9\nkernel k { y(i) = x(i) }\n").unwrap();
+    let (code, _, err) = tensorc(&["run", &latin1]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("latin1.tensor:1:7: not UTF-8 text (byte 0xE9)"),
+        "{err}"
+    );
+    let empty = dir.file("empty.tensor", "");
+    let (_, _, err) = tensorc(&["run", &empty]);
+    assert!(err.contains("no kernel to run"), "{err}");
+}
+
 /// `--fresh-result` times each run from an empty result (its arrays
 /// allocated and grown inside the timer): the result is the one the
 /// reused-arrays timing gives, also where it outgrows the room a fresh

@@ -22,7 +22,16 @@ fn load(analysis: &mut Analysis, path: &Path) -> Result<crate::language::db::Sou
             std::io::Read::read_to_end(&mut f, &mut bytes).map_err(|e| format!("cannot read: {e}"))
         })
         .map_err(|e| format!("{}: {e}", path.display()))?;
-    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let bytes = e.as_bytes();
+        let at = e.utf8_error().valid_up_to();
+        let (l, c) = line_col(&String::from_utf8_lossy(&bytes[..at]), at);
+        format!(
+            "{}:{l}:{c}: not UTF-8 text (byte 0x{:02X})",
+            path.display(),
+            bytes[at]
+        )
+    })?;
     let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     Ok(analysis.set_file(&abs, text))
 }
@@ -57,6 +66,22 @@ pub fn check_files(files: &[PathBuf]) -> (String, usize) {
     (out, errors)
 }
 
+/// Problems anywhere in the file stop a run: the first one, as an error.
+fn first_error(
+    analysis: &Analysis,
+    file: crate::language::db::SourceFile,
+    path: &Path,
+    text: &str,
+) -> Result<(), String> {
+    match analysis.diagnostics(file).into_iter().find(|d| d.is_error) {
+        Some(d) => {
+            let (l, c) = line_col(text, d.span.start);
+            Err(format!("{}:{l}:{c}: {}", path.display(), d.message))
+        }
+        None => Ok(()),
+    }
+}
+
 /// Compile and run one kernel of a file (the first when none is named).
 pub fn run_file(path: &Path, kernel: Option<&str>, o: &Options) -> Result<String, String> {
     let mut analysis = Analysis::new();
@@ -72,16 +97,16 @@ pub fn run_file(path: &Path, kernel: Option<&str>, o: &Options) -> Result<String
                 kernels.join(", ")
             ))
         }
-        None => kernels
-            .first()
-            .cloned()
-            .ok_or_else(|| format!("{}: no kernel to run", path.display()))?,
+        None => match kernels.first() {
+            Some(k) => k.clone(),
+            // A file whose only kernel does not parse says why.
+            None => {
+                first_error(&analysis, file, path, &text)?;
+                return Err(format!("{}: no kernel to run", path.display()));
+            }
+        },
     };
-    // Problems anywhere in the file stop the run, first one reported.
-    if let Some(d) = analysis.diagnostics(file).into_iter().find(|d| d.is_error) {
-        let (l, c) = line_col(&text, d.span.start);
-        return Err(format!("{}:{l}:{c}: {}", path.display(), d.message));
-    }
+    first_error(&analysis, file, path, &text)?;
     if let Some(e) = o.emit {
         let view = match e {
             Emit::C => View::C,

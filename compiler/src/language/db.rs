@@ -462,6 +462,35 @@ pub fn resolve_kernel<'db>(
     }
 }
 
+/// Items that repeat the name of an earlier item of their kind (format,
+/// tensor, kernel), by index, each with an error at its name: names are
+/// looked up as the first declaration, so a second would be ignored
+/// without a word.
+fn declared_twice(items: &[Item]) -> Vec<(usize, Diagnostic)> {
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    let mut repeated = Vec::new();
+    for (at, it) in items.iter().enumerate() {
+        let (kind, name) = match &it.kind {
+            ItemKind::Format(f) => ("format", &f.name),
+            ItemKind::Tensor(t) => ("tensor", &t.name),
+            ItemKind::Kernel(k) => ("kernel", &k.name),
+        };
+        if seen.contains(&(kind, name.name.as_str())) {
+            repeated.push((
+                at,
+                Diagnostic {
+                    span: shift(name.span, it.span.start),
+                    message: format!("{kind} `{}` is declared twice (rename one)", name.name),
+                    severity: Severity::Error,
+                },
+            ));
+        } else {
+            seen.push((kind, &name.name));
+        }
+    }
+    repeated
+}
+
 fn shift(s: Span, base: usize) -> Span {
     Span::new(s.start + base, s.end + base)
 }
@@ -622,27 +651,19 @@ fn diagnostics_with(db: &dyn Db, file: SourceFile, compiling: bool) -> Vec<Diagn
             )
         })
         .collect();
-    let mut kernels_seen: Vec<&str> = Vec::new();
-    for it in &parsed.items {
+    let repeated = declared_twice(&parsed.items);
+    found.extend(repeated.iter().map(|(_, d)| (d.clone(), None)));
+    for (at, it) in parsed.items.iter().enumerate() {
         let ItemKind::Kernel(k) = &it.kind else {
             continue;
         };
         let base = it.span.start;
         // Queries are keyed by name and answer for the first kernel of that
-        // name; a second one is an error of its own (and its relative spans
+        // name; a second one is only its error (and its relative spans
         // must not be shifted by the wrong base).
-        if kernels_seen.contains(&k.name.name.as_str()) {
-            found.push((
-                Diagnostic {
-                    span: shift(k.name.span, base),
-                    message: format!("kernel `{}` is declared twice (rename one)", k.name.name),
-                    severity: Severity::Error,
-                },
-                None,
-            ));
+        if repeated.iter().any(|(i, _)| *i == at) {
             continue;
         }
-        kernels_seen.push(&k.name.name);
         let name = Name::new(db, k.name.name.clone());
         let abs = |p: &Problem| {
             (
