@@ -179,6 +179,17 @@ impl<'a> Parser<'a> {
                         _ => return self.fail("an index variable"),
                     }
                     self.bump();
+                    // `sqrt(A(i,j))`: an access inside an access reads as
+                    // a function call, which index notation here has not.
+                    if *self.peek() == Tok::Sym("(") {
+                        let inner = &indices[indices.len() - 1].name;
+                        return Err(err(
+                            span.start,
+                            self.src,
+                            self.base,
+                            format!("`{name}(...)` holds `{inner}(...)`: a tensor's indices are index variables, and there are no functions (only +, - and * of tensors and numbers)"),
+                        ));
+                    }
                     if *self.peek() == Tok::Sym(",") {
                         self.bump();
                     } else {
@@ -358,6 +369,11 @@ mod tests {
         assert_eq!(e.col, 13);
         let e = parse_assignment("").unwrap_err();
         assert!(e.message.contains("a tensor name"), "{e}");
+        // A function call is named as one, at the function.
+        let e = parse_assignment("y(i) = sqrt(A(i,j))").unwrap_err();
+        assert_eq!(e.col, 8);
+        assert!(e.message.contains("`sqrt(...)` holds `A(...)`"), "{e}");
+        assert!(e.message.contains("no functions"), "{e}");
     }
 
     #[test]
