@@ -172,8 +172,11 @@ fn level_functions() {
                 show(&mut e, "append_init", vec![], &mut out);
                 app.append_coord(&c, &mut e, parent.clone(), i.clone());
                 show(&mut e, "append_coord", vec![], &mut out);
-                app.append_edges(&c, &mut e, parent.clone(), Expr::Int(3), Expr::Int(7));
+                let children = || (Expr::Int(3), Expr::Int(7));
+                app.append_edges(&c, &mut e, parent.clone(), children(), false);
                 show(&mut e, "append_edges", vec![], &mut out);
+                app.append_edges(&c, &mut e, parent.clone(), children(), true);
+                show(&mut e, "append_edges, parents fixed", vec![], &mut out);
                 app.append_finalize(&c, &mut e, Expr::Var(0), Expr::Int(0));
                 show(&mut e, "append_finalize", vec![], &mut out);
             }

@@ -126,13 +126,16 @@ pub trait Insert {
 pub trait Append {
     fn append_init(&self, c: &LevelCtx, e: &mut Emitter, parent_size: Expr, size: Expr);
     fn append_coord(&self, c: &LevelCtx, e: &mut Emitter, pos: Expr, coord: Expr);
+    /// Close parent `parent_pos`'s `children` (positions `begin..end`). `parents_fixed`:
+    /// the parents are as many as `append_init` was told (a dense or
+    /// hashed level above, or the root), not appended as they come.
     fn append_edges(
         &self,
         c: &LevelCtx,
         e: &mut Emitter,
         parent_pos: Expr,
-        pbegin: Expr,
-        pend: Expr,
+        children: (Expr, Expr),
+        parents_fixed: bool,
     );
     fn append_finalize(&self, c: &LevelCtx, e: &mut Emitter, parent_size: Expr, size: Expr);
     /// Whether results with this level can be computed by threads over

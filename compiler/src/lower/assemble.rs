@@ -154,7 +154,9 @@ impl<'p> Lowerer<'p> {
                 Assembly::Append(app) => {
                     let size = self.out_sizes[&self.chain_head(k)].clone();
                     if k == 0 {
-                        app.append_edges(&c, &mut self.e, Expr::Int(0), Expr::Int(0), size.clone());
+                        // The root: one parent, `append_init` sized for it.
+                        let children = (Expr::Int(0), size.clone());
+                        app.append_edges(&c, &mut self.e, Expr::Int(0), children, true);
                     }
                     app.append_finalize(&c, &mut self.e, parent_size.clone(), size.clone());
                     parent_size = size;
@@ -238,12 +240,14 @@ impl<'p> Lowerer<'p> {
                         self.flush_workspace(&st, &[]);
                     }
                     if let Assembly::Append(app) = o.format.levels[k + 1].assembly() {
+                        // Below an inserting level: its positions are
+                        // all known to `append_init`.
                         app.append_edges(
                             &LevelCtx::new(&o.tensor, k + 1),
                             &mut self.e,
                             pos,
-                            begin,
-                            counter,
+                            (begin, counter),
+                            true,
                         );
                     }
                     Ok(())
@@ -312,12 +316,14 @@ impl<'p> Lowerer<'p> {
                     self.e.open();
                     self.append_chain(h, &at, &coords);
                     if let Assembly::Append(app) = o.format.levels[t + 1].assembly() {
+                        // Below an appending level: parents come as
+                        // they are appended.
                         app.append_edges(
                             &LevelCtx::new(&o.tensor, t + 1),
                             &mut self.e,
                             at.clone(),
-                            begin.clone(),
-                            child.clone(),
+                            (begin.clone(), child.clone()),
+                            false,
                         );
                     }
                     self.e.set(&at, Expr::add(at.clone(), Expr::Int(1)));

@@ -114,7 +114,19 @@ pub(super) fn compile_sharing_rows(
     }
     let mut l = lowerer(first, first_graph, e, out_sizes, row_state, lengths);
     l.flush_workspace(&state(first, Expr::Var(i), vec![at.clone()]), &[]);
-    app.append_edges(&LevelCtx::new(&out.tensor, 1), &mut l.e, at, begin, counter);
+    // Rows located in an inserting level are all known to `append_init`.
+    let rows_fixed = matches!(
+        out.format.levels.first().map(|l| l.assembly()),
+        Some(Assembly::Insert(_))
+    );
+    let children = (begin, counter);
+    app.append_edges(
+        &LevelCtx::new(&out.tensor, 1),
+        &mut l.e,
+        at,
+        children,
+        rows_fixed,
+    );
     let body = l.e.close();
     l.e.push(Stmt::For {
         var: i,

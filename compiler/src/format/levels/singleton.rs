@@ -307,8 +307,8 @@ impl Append for Singleton {
         _c: &LevelCtx,
         _e: &mut Emitter,
         _parent_pos: Expr,
-        _pbegin: Expr,
-        _pend: Expr,
+        _children: (Expr, Expr),
+        _parents_fixed: bool,
     ) {
     }
     fn append_finalize(&self, _c: &LevelCtx, _e: &mut Emitter, _parent_size: Expr, _size: Expr) {}
