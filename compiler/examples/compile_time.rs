@@ -6,7 +6,12 @@
 //! `PASSES=1` adds Cranelift's pass timings, `CODEGEN_IR=1` the loop IR
 //! Cranelift's translator is given (after `passes::for_codegen`),
 //! `AS_IF_LARGE=1` compiles every kernel as if made for large data
-//! (`Function::make_as_if_large`: what the Cranelift tier does only there).
+//! (`Function::make_as_if_large`: what the Cranelift tier does only there),
+//! `DIMS="P:300,16 Q:400,16"` gives tensors other dimensions than 100 in
+//! each, and `FIXED=1` compiles the dense levels' sizes and the dimensions
+//! in as constants, as `tensorc` does for the data it runs
+//! (`Function::fixed_params`). The bench's MTTKRP of rank 16:
+//! `AS_IF_LARGE=1 FIXED=1 DIMS="A:3023,16 B:3023,2296,7204 P:2296,16 Q:7204,16"`.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -127,10 +132,11 @@ fn main() {
             .iter()
             .map(|(n, f, o)| (n.to_string(), parse_format(f, *o, &r).unwrap()))
             .collect();
-        let dims: BTreeMap<String, Vec<usize>> = specs
+        let mut dims: BTreeMap<String, Vec<usize>> = specs
             .iter()
             .map(|(n, _, o)| (n.to_string(), vec![100; *o]))
             .collect();
+        dims.extend(dims_from_env());
         let t0 = Instant::now();
         let as_if_large = std::env::var_os("AS_IF_LARGE").is_some_and(|v| v == "1");
         let mut k = if as_if_large {
@@ -146,6 +152,9 @@ fn main() {
         };
         if as_if_large {
             k.function.make_as_if_large();
+        }
+        if std::env::var_os("FIXED").is_some_and(|v| v == "1") {
+            fix_dimensions(&mut k.function, &dims);
         }
         let lower_ms = t0.elapsed().as_secs_f64() * 1e3;
         // CPU time of the compiling thread, not wall time: the figures
@@ -170,4 +179,34 @@ fn main() {
             times[times.len() / 2]
         );
     }
+}
+
+/// `DIMS`: `NAME:D1,D2,...` separated by spaces.
+fn dims_from_env() -> BTreeMap<String, Vec<usize>> {
+    let text = std::env::var("DIMS").unwrap_or_default();
+    text.split_whitespace()
+        .map(|spec| {
+            let (name, list) = spec.split_once(':').expect("DIMS: NAME:D1,D2,..."); // ok: example's input
+            let dims = list.split(',').map(|d| d.parse().expect("DIMS: a number")); // ok: example's input
+            (name.to_string(), dims.collect())
+        })
+        .collect()
+}
+
+/// Each dense level's size and each dimension as a fixed parameter.
+fn fix_dimensions(f: &mut tensor_compiler::ir::Function, dims: &BTreeMap<String, Vec<usize>>) {
+    use tensor_compiler::ir::ParamSlot;
+    f.fixed_params = f
+        .params()
+        .into_iter()
+        .filter_map(|p| {
+            let d = match p.slot {
+                ParamSlot::Level(k, "N") => k,
+                ParamSlot::Dim(d) => d,
+                _ => return None,
+            };
+            let v = *dims.get(&*p.tensor)?.get(d)?;
+            Some((p, v as i64))
+        })
+        .collect();
 }

@@ -647,3 +647,30 @@ fn fresh_result_timing_gives_the_reused_timings_result() {
     assert_ne!(code, 0);
     assert!(err.contains("--time"), "{err}");
 }
+
+/// A syntax error in a `.tensor` kernel says what the command line says
+/// of the same statement (tree-sitter alone said `unexpected `A(``), and a
+/// kernel without its `}` is named as such.
+#[test]
+fn kernel_syntax_errors_match_the_command_line() {
+    let dir = Scratch::new("body_errors");
+    let file = dir.file(
+        "body.tensor",
+        "tensor A : f64[3, 3] @ CSR\ntensor y : f64[3] @ dense\nkernel k { y(i) = sqrt(A(i,j)) }\nkernel open { y(i) = A(i,j)\nkernel c { y(i) = A(i,j) }\n",
+    );
+    let (code, _, err) = tensorc(&["check", &file]);
+    assert_ne!(code, 0);
+    let (_, _, cli) = tensorc(&["y(i) = sqrt(A(i,j))", "-d", "A:3,3"]);
+    let why = "`sqrt(...)` holds `A(...)`";
+    assert!(cli.contains(why), "{cli}");
+    assert!(
+        err.contains(&format!("body.tensor:3:19: error: syntax error: {why}")),
+        "{err}"
+    );
+    assert!(
+        err.contains("body.tensor:4:28: error: syntax error: missing `}`"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 2, "one error each: {err}");
+    tensor_compiler::selfcheck::language(&std::fs::read_to_string(&file).unwrap());
+}

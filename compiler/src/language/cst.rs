@@ -115,6 +115,9 @@ fn lower(text: &str, tree: &Tree, stop: &mut dyn FnMut() -> bool) -> Option<Pars
         if child.has_error() && child.kind() != "kernel_declaration" {
             continue;
         }
+        if child.has_error() {
+            explain_kernel_body(child, text, &mut out.errors);
+        }
         let l = Lower {
             text,
             base: child.start_byte(),
@@ -180,6 +183,50 @@ fn collect_errors(root: Node, text: &str, out: &mut Vec<SyntaxError>) {
         let children: Vec<Node> = n.children(&mut c).collect();
         stack.extend(children.into_iter().rev());
     }
+}
+
+/// The words that begin an item of a file (`grammar.js`).
+const ITEM_KEYWORDS: &[&str] = &["format", "tensor", "kernel"];
+
+/// Tree-sitter's errors in a kernel's body say only what text it could not
+/// place (`unexpected `A(``); the command line's parser, which reads the
+/// same statements, says why (a function call, an index that is a number,
+/// an operator the notation has not). Where it finds an error, its first
+/// stands for the body's errors, which are mostly that one's echoes.
+fn explain_kernel_body(kernel: Node, text: &str, errors: &mut Vec<SyntaxError>) {
+    let mut c = kernel.walk();
+    let children: Vec<Node> = kernel.children(&mut c).collect();
+    let brace = |n: &Node, kind: &str| n.kind() == kind && !n.is_missing();
+    let Some(open) = children.iter().find(|n| brace(n, "{")) else {
+        return;
+    };
+    let start = open.end_byte();
+    let end = children
+        .iter()
+        .rev()
+        .find(|n| brace(n, "}"))
+        .map_or(kernel.end_byte(), |n| n.start_byte());
+    let Some(body) = text.get(start..end) else {
+        return;
+    };
+    let parsed = crate::notation::parse_kernel_body_at(body, start, ITEM_KEYWORDS);
+    let Err(e) = parsed.statements else {
+        return;
+    };
+    // Tree-sitter's errors from the next item on (a body not closed) are
+    // that item's: kept.
+    let inside = |s: &SyntaxError| s.span.start >= start && s.span.start <= parsed.end;
+    let Some(first) = errors.iter().position(inside) else {
+        return;
+    };
+    errors.retain(|s| !inside(s));
+    errors.insert(
+        first,
+        SyntaxError {
+            span: Span::new(e.offset, e.end),
+            message: format!("syntax error: {}", e.message),
+        },
+    );
 }
 
 /// Lowering of one item; spans relative to the item's start.
@@ -424,6 +471,59 @@ mod tests {
         );
         assert!(f.items.iter().any(|i| i.name() == "b"));
         assert!(f.items.iter().any(|i| i.name() == "q"));
+    }
+
+    /// Errors in a kernel's body say what the command line says of the
+    /// same statement, once, where tree-sitter named only the text it
+    /// could not place (`unexpected `A(``, then its echo at `)`).
+    #[test]
+    fn body_errors_are_explained_by_the_notation_parser() {
+        let errors = |text: &str| -> Vec<(usize, String)> {
+            let f = parse(text);
+            f.errors
+                .iter()
+                .map(|e| (e.span.start, e.message.clone()))
+                .collect()
+        };
+        let text =
+            "tensor y : f64[3] @ dense\nkernel k {\n  // a comment\n  y(i) = sqrt(A(i,j))\n}\n";
+        let got = errors(text);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].0, text.find("sqrt").unwrap()); // ok: test code
+        assert!(
+            got[0].1.starts_with("syntax error: `sqrt(...)` holds"),
+            "{got:?}"
+        );
+        let text = "kernel k { y(i) = A(i,2) * x(j); z(i) = y(i) }";
+        let got = errors(text);
+        assert_eq!(
+            got,
+            [(
+                text.find('2').unwrap(),
+                "syntax error: expected an index variable, found `2`".into()
+            )]
+        ); // ok: test code
+           // A body that runs into the next item: its `}` is missing where it
+           // ends, and the next item's own error is still reported.
+        let text =
+            "kernel a { y(i) = x(i)\nkernel b { z(i) = x(i) w(i) }\ntensor q : f64[3] @ dense";
+        let got = errors(text);
+        assert_eq!(got[0].0, "kernel a { y(i) = x(i)".len(), "{got:?}");
+        assert!(got[0].1.contains("missing `}`"), "{got:?}");
+        assert!(got.len() >= 2, "{got:?}");
+        assert!(
+            got[1..]
+                .iter()
+                .all(|(at, _)| *at > text.find("kernel b").unwrap()),
+            "{got:?}"
+        ); // ok: test code
+           // Errors outside bodies are tree-sitter's, as before.
+        let got = errors("tensor y : f64[3] @ \nkernel k { y(i) = x(i) }");
+        let tree_sitter = |m: &str| m.starts_with("syntax error: unexpected `");
+        assert!(
+            !got.is_empty() && got.iter().all(|(_, m)| tree_sitter(m)),
+            "{got:?}"
+        );
     }
 
     #[test]

@@ -9,4 +9,4 @@ pub mod parse;
 pub mod reduce;
 
 pub use ast::*;
-pub use parse::{parse_assignment, ParseError};
+pub use parse::{parse_assignment, parse_kernel_body_at, ParseError};

@@ -1,6 +1,9 @@
 //! Parser for the command-line form of index notation:
 //! `y(i) = A(i,j) * x(j)`, `a = B(i,j) * C(i,j)`, `y(i) += 2 * -x(i)`.
 //! Errors carry the 1-based column of the offending character.
+//! The same parser reads the statements of a `.tensor` kernel's body
+//! (`parse_kernel_body_at`), so that a file's syntax errors there say what
+//! the command line says of the same text.
 
 use super::ast::*;
 use thiserror::Error;
@@ -9,8 +12,33 @@ use thiserror::Error;
 #[error("column {col}: {message}")]
 pub struct ParseError {
     pub col: usize,
+    /// Byte offsets of the offending text (`end` == `offset` where it is
+    /// the end of the input).
     pub offset: usize,
+    pub end: usize,
     pub message: String,
+}
+
+/// What the lexer reads: one expression (the command line), or a
+/// kernel's body in a `.tensor` file, which also has comments and `;`
+/// between statements.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Text {
+    Expression,
+    KernelBody,
+    /// A kernel's body up to the next item, where its `}` is missing.
+    UnclosedKernelBody,
+}
+
+impl Text {
+    /// How an error names the end of the text.
+    fn end(self) -> &'static str {
+        match self {
+            Text::Expression => "end of input",
+            Text::KernelBody => "the end of the kernel",
+            Text::UnclosedKernelBody => "the next item (the kernel's `}` is missing)",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -19,6 +47,9 @@ enum Tok {
     Num(f64),
     Sym(&'static str),
     End,
+    /// Text that is no token, last of the list: its error is reported
+    /// when the parser reaches it, after any error in the text before.
+    Bad(Box<ParseError>),
 }
 
 struct Lexer {
@@ -26,8 +57,21 @@ struct Lexer {
 }
 
 impl Lexer {
-    fn run(src: &str, base: usize) -> Result<Vec<(Tok, Span)>, ParseError> {
+    /// The tokens of `src`, ending at `End` or at the first `Bad`.
+    fn run(src: &str, base: usize, text: Text) -> Vec<(Tok, Span)> {
         let mut lx = Lexer { toks: Vec::new() };
+        match lx.tokens(src, base, text) {
+            Ok(()) => lx.push(Tok::End, src.len() + base, src.len() + base),
+            Err(e) => {
+                let (s, end) = (e.offset, e.end);
+                lx.push(Tok::Bad(Box::new(e)), s, end);
+            }
+        }
+        lx.toks
+    }
+
+    fn tokens(&mut self, src: &str, base: usize, text: Text) -> Result<(), ParseError> {
+        let lx = self;
         let b = src.as_bytes();
         let mut i = 0;
         while i < b.len() {
@@ -37,6 +81,23 @@ impl Lexer {
                 continue;
             }
             let start = i;
+            if text != Text::Expression && src[i..].starts_with("//") {
+                i = src[i..].find('\n').map_or(b.len(), |n| i + n);
+                continue;
+            }
+            if text != Text::Expression && src[i..].starts_with("/*") {
+                let Some(n) = src[i + 2..].find("*/") else {
+                    let at = Span::new(i + base, i + 2 + base);
+                    return Err(err(
+                        at,
+                        src,
+                        base,
+                        "a comment `/*` is not closed by `*/`".into(),
+                    ));
+                };
+                i += n + 4;
+                continue;
+            }
             if c.is_ascii_alphabetic() || c == b'_' {
                 while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
                     i += 1;
@@ -66,7 +127,7 @@ impl Lexer {
                 }
                 let v: f64 = src[start..i].parse().map_err(|_| {
                     err(
-                        start + base,
+                        Span::new(start + base, i + base),
                         src,
                         base,
                         format!("bad number `{}`", &src[start..i]),
@@ -83,10 +144,11 @@ impl Lexer {
                     (b'(', _) => "(",
                     (b')', _) => ")",
                     (b',', _) => ",",
+                    (b';', _) if text != Text::Expression => ";",
                     _ => {
                         let ch = src[i..].chars().next().unwrap_or('?');
                         return Err(err(
-                            i + base,
+                            Span::new(i + base, i + ch.len_utf8() + base),
                             src,
                             base,
                             format!("unexpected character `{ch}`"),
@@ -97,8 +159,7 @@ impl Lexer {
                 lx.push(Tok::Sym(sym), start + base, i + base);
             }
         }
-        lx.push(Tok::End, b.len() + base, b.len() + base);
-        Ok(lx.toks)
+        Ok(())
     }
 
     fn push(&mut self, t: Tok, s: usize, e: usize) {
@@ -106,12 +167,15 @@ impl Lexer {
     }
 }
 
-fn err(offset: usize, src: &str, base: usize, message: String) -> ParseError {
-    let local = offset.saturating_sub(base).min(src.len());
-    let col = src[..local].chars().count() + 1;
+/// An error at `at` (absolute byte offsets) of `src`, which starts at
+/// `base` of its text.
+fn err(at: Span, src: &str, base: usize, message: String) -> ParseError {
+    let local = at.start.saturating_sub(base).min(src.len());
+    let col = src.get(..local).map_or(local, |s| s.chars().count()) + 1;
     ParseError {
         col,
-        offset,
+        offset: at.start,
+        end: at.end.max(at.start),
         message,
     }
 }
@@ -119,6 +183,7 @@ fn err(offset: usize, src: &str, base: usize, message: String) -> ParseError {
 struct Parser<'a> {
     src: &'a str,
     base: usize,
+    text: Text,
     toks: Vec<(Tok, Span)>,
     at: usize,
 }
@@ -142,10 +207,11 @@ impl<'a> Parser<'a> {
             Tok::Ident(s) => format!("`{s}`"),
             Tok::Num(v) => format!("`{v}`"),
             Tok::Sym(s) => format!("`{s}`"),
-            Tok::End => "end of input".to_string(),
+            Tok::End => self.text.end().to_string(),
+            Tok::Bad(e) => return Err((**e).clone()),
         };
         Err(err(
-            self.span().start,
+            self.span(),
             self.src,
             self.base,
             format!("expected {what}, found {found}"),
@@ -184,7 +250,7 @@ impl<'a> Parser<'a> {
                     if *self.peek() == Tok::Sym("(") {
                         let inner = &indices[indices.len() - 1].name;
                         return Err(err(
-                            span.start,
+                            span,
                             self.src,
                             self.base,
                             format!("`{name}(...)` holds `{inner}(...)`: a tensor's indices are index variables, and there are no functions (only +, - and * of tensors and numbers)"),
@@ -211,7 +277,7 @@ impl<'a> Parser<'a> {
     fn check_depth(&self, depth: usize) -> Result<(), ParseError> {
         if depth > MAX_EXPR_DEPTH {
             return Err(err(
-                self.span().start,
+                self.span(),
                 self.src,
                 self.base,
                 format!("expression nested too deeply: more than {MAX_EXPR_DEPTH} levels of operators, signs and parentheses"),
@@ -289,32 +355,104 @@ impl<'a> Parser<'a> {
 /// Parse `lhs = rhs` or `lhs += rhs`. `base` is the byte offset of `src` in a
 /// larger text (spans are reported relative to that text).
 pub fn parse_assignment_at(src: &str, base: usize) -> Result<Assignment, ParseError> {
-    let toks = Lexer::run(src, base)?;
-    let mut p = Parser {
-        src,
-        base,
-        toks,
-        at: 0,
-    };
-    let lhs = p.access()?;
-    let accumulate = match p.peek() {
-        Tok::Sym("=") => false,
-        Tok::Sym("+=") => true,
-        _ => return p.fail("`=` or `+=`"),
-    };
-    p.bump();
-    let (rhs, _) = p.expr(0)?;
+    let mut p = Parser::new(src, base, Text::Expression);
+    let a = p.assignment()?;
     if *p.peek() != Tok::End {
         return p.fail("an operator or the end of the expression");
     }
-    let span = lhs.span.join(rhs.span());
-    check_indices(src, base, &lhs, &rhs)?;
-    Ok(Assignment {
-        lhs,
-        accumulate,
-        rhs,
-        span,
-    })
+    Ok(a)
+}
+
+/// A kernel's body as `parse_kernel_body_at` reads it.
+pub struct KernelBody {
+    pub statements: Result<Vec<Assignment>, ParseError>,
+    /// Where the body ends: at the end of the text, or where the next item
+    /// of the file begins inside it (its `}` is missing).
+    pub end: usize,
+}
+
+/// Parse the statements of a `.tensor` kernel's body (the text between its
+/// braces, at byte `base` of the file): assignments, each ended by `;` or
+/// by the start of the next, with comments between tokens. One of
+/// `item_keywords` followed by a name (`kernel b`), which no statement
+/// can hold, begins the next item: the body was not closed and ends there.
+pub fn parse_kernel_body_at(src: &str, base: usize, item_keywords: &[&str]) -> KernelBody {
+    let mut p = Parser::new(src, base, Text::KernelBody);
+    let item = p.toks.windows(2).position(|w| match (&w[0].0, &w[1].0) {
+        (Tok::Ident(k), Tok::Ident(_)) => item_keywords.contains(&k.as_str()),
+        _ => false,
+    });
+    let mut end = src.len() + base;
+    if let Some(k) = item {
+        end = p.toks[k].1.start;
+        // Where the `}` belongs: after the body's last token.
+        let close = k.checked_sub(1).map_or(base, |b| p.toks[b].1.end);
+        p.toks.truncate(k);
+        p.toks.push((Tok::End, Span::new(close, close)));
+        p.text = Text::UnclosedKernelBody;
+    }
+    KernelBody {
+        statements: p.statements(),
+        end,
+    }
+}
+
+impl<'a> Parser<'a> {
+    fn new(src: &'a str, base: usize, text: Text) -> Parser<'a> {
+        Parser {
+            src,
+            base,
+            text,
+            toks: Lexer::run(src, base, text),
+            at: 0,
+        }
+    }
+
+    /// A kernel body's statements, up to `End`.
+    fn statements(&mut self) -> Result<Vec<Assignment>, ParseError> {
+        let mut statements = Vec::new();
+        loop {
+            while *self.peek() == Tok::Sym(";") {
+                self.bump();
+            }
+            if *self.peek() == Tok::End {
+                return match self.text {
+                    Text::UnclosedKernelBody => Err(err(
+                        self.span(),
+                        self.src,
+                        self.base,
+                        "missing `}`: the kernel's body runs into the next item".into(),
+                    )),
+                    _ => Ok(statements),
+                };
+            }
+            statements.push(self.assignment()?);
+            if !matches!(self.peek(), Tok::Sym(";") | Tok::Ident(_) | Tok::End) {
+                return self.fail("an operator, `;` or the next statement");
+            }
+        }
+    }
+
+    /// `lhs = rhs` or `lhs += rhs`, up to the first token that continues
+    /// neither.
+    fn assignment(&mut self) -> Result<Assignment, ParseError> {
+        let lhs = self.access()?;
+        let accumulate = match self.peek() {
+            Tok::Sym("=") => false,
+            Tok::Sym("+=") => true,
+            _ => return self.fail("`=` or `+=`"),
+        };
+        self.bump();
+        let (rhs, _) = self.expr(0)?;
+        let span = lhs.span.join(rhs.span());
+        check_indices(self.src, self.base, &lhs, &rhs)?;
+        Ok(Assignment {
+            lhs,
+            accumulate,
+            rhs,
+            span,
+        })
+    }
 }
 
 pub fn parse_assignment(src: &str) -> Result<Assignment, ParseError> {
@@ -326,7 +464,7 @@ fn check_indices(src: &str, base: usize, lhs: &Access, _rhs: &Expr) -> Result<()
     for (n, i) in lhs.indices.iter().enumerate() {
         if lhs.indices[..n].iter().any(|j| j.name == i.name) {
             return Err(err(
-                i.span.start,
+                i.span,
                 src,
                 base,
                 format!("index variable `{}` appears twice in the result", i.name),
@@ -374,6 +512,77 @@ mod tests {
         assert_eq!(e.col, 8);
         assert!(e.message.contains("`sqrt(...)` holds `A(...)`"), "{e}");
         assert!(e.message.contains("no functions"), "{e}");
+    }
+
+    /// A `.tensor` kernel's body: statements ended by `;` or by the next,
+    /// comments between tokens, spans at the body's place in its file.
+    #[test]
+    fn kernel_bodies_parse_as_statements() {
+        let src = "y(i) = A(i,j) * x(j); // sum\n z(i) = /* twice */ 2 * y(i) w(i) += z(i)";
+        let body = parse_kernel_body_at(src, 100, &["kernel"]);
+        let statements = body.statements.unwrap(); // ok: test code, a panic is a failed test
+        let text: Vec<String> = statements.iter().map(|a| a.to_string()).collect();
+        assert_eq!(
+            text,
+            ["y(i) = A(i,j) * x(j)", "z(i) = 2 * y(i)", "w(i) += z(i)"]
+        );
+        assert_eq!(statements[1].span.start, 100 + src.find("z(i)").unwrap()); // ok: test code
+        assert_eq!(body.end, 100 + src.len());
+        // The command line has neither comments nor `;`.
+        assert!(parse_assignment("y(i) = x(i); ").is_err());
+        assert!(parse_assignment("y(i) = x(i) // c").is_err());
+    }
+
+    #[test]
+    fn kernel_body_errors_name_the_problem() {
+        let fails = |src: &str| {
+            let e = parse_kernel_body_at(src, 10, &["kernel"])
+                .statements
+                .unwrap_err();
+            (e.offset - 10, e.end - 10, e.message)
+        };
+        let (at, end, m) = fails("y(i) = sqrt(A(i,j))");
+        assert_eq!((at, end), (7, 11));
+        assert!(m.contains("`sqrt(...)` holds `A(...)`"), "{m}");
+        let (at, _, m) = fails("y(i) = A(i,j) * x(j,");
+        assert_eq!(at, 20);
+        assert_eq!(m, "expected an index variable, found the end of the kernel");
+        // Without `;`, `A(i,j) x(j)` is a statement and the start of the next.
+        let (at, _, m) = fails("y(i) = A(i,j) x(j)");
+        assert_eq!(at, 18);
+        assert_eq!(m, "expected `=` or `+=`, found the end of the kernel");
+        let (at, end, m) = fails("y(i) = A(i,j) / x(j)");
+        assert_eq!((at, end, m.as_str()), (14, 15, "unexpected character `/`"));
+        assert!(fails("y(i) = x(i) /* open").2.contains("not closed"));
+        // An error before a character that is no token is the one reported.
+        assert!(fails("y(i) = * x(i) $")
+            .2
+            .contains("expected an operand, found `*`"));
+        assert!(parse_assignment("y(i) = * x(i) $")
+            .unwrap_err()
+            .message
+            .contains("found `*`"));
+    }
+
+    /// `kernel b` inside a body begins the next item: the body ends there,
+    /// and its `}` is missing after its last token.
+    #[test]
+    fn a_body_running_into_the_next_item_is_unclosed() {
+        let src = "y(i) = x(i)\nkernel b { z(i) = x(i) }";
+        let body = parse_kernel_body_at(src, 0, &["kernel", "tensor"]);
+        assert_eq!(body.end, src.find("kernel").unwrap()); // ok: test code
+        let e = body.statements.unwrap_err();
+        assert_eq!(e.offset, "y(i) = x(i)".len());
+        assert!(e.message.starts_with("missing `}`"), "{}", e.message);
+        let e = parse_kernel_body_at("y(i) = x(i) *\ntensor t", 0, &["tensor"]);
+        let m = e.statements.unwrap_err().message;
+        assert!(
+            m.contains("expected an operand, found the next item"),
+            "{m}"
+        );
+        // A tensor named like a keyword is no item.
+        let ok = parse_kernel_body_at("kernel(i) = x(i)", 0, &["kernel"]);
+        assert!(ok.statements.is_ok());
     }
 
     #[test]
