@@ -168,17 +168,38 @@ fn level_functions() {
                 show(&mut e, "insert_finalize", vec![], &mut out);
             }
             Assembly::Append(app) => {
-                app.append_init(&c, &mut e, Expr::Var(0), Expr::Int(0));
-                show(&mut e, "append_init", vec![], &mut out);
+                let last = e.let_var("last", Expr::Int(-1));
+                show(
+                    &mut e,
+                    "(the caller's last parent closed)",
+                    vec![],
+                    &mut out,
+                );
+                let kinds = [
+                    ("parents appended", Parents::Appended),
+                    ("parents fixed", Parents::Fixed),
+                    ("parents in order", Parents::InOrder { last }),
+                ];
+                for (kind, parents) in &kinds {
+                    app.append_init(&c, &mut e, Expr::Var(0), parents);
+                    show(&mut e, &format!("append_init, {kind}"), vec![], &mut out);
+                }
                 app.append_coord(&c, &mut e, parent.clone(), i.clone());
                 show(&mut e, "append_coord", vec![], &mut out);
                 let children = || (Expr::Int(3), Expr::Int(7));
-                app.append_edges(&c, &mut e, parent.clone(), children(), false);
-                show(&mut e, "append_edges", vec![], &mut out);
-                app.append_edges(&c, &mut e, parent.clone(), children(), true);
-                show(&mut e, "append_edges, parents fixed", vec![], &mut out);
-                app.append_finalize(&c, &mut e, Expr::Var(0), Expr::Int(0));
-                show(&mut e, "append_finalize", vec![], &mut out);
+                for (kind, parents) in &kinds {
+                    app.append_edges(&c, &mut e, parent.clone(), children(), parents);
+                    show(&mut e, &format!("append_edges, {kind}"), vec![], &mut out);
+                }
+                for (kind, parents) in &kinds {
+                    app.append_finalize(&c, &mut e, Expr::Var(0), Expr::Int(9), parents);
+                    show(
+                        &mut e,
+                        &format!("append_finalize, {kind}"),
+                        vec![],
+                        &mut out,
+                    );
+                }
             }
             Assembly::None => out.push_str("(no assembly capability)\n"),
         }

@@ -121,23 +121,46 @@ pub trait Insert {
     fn insert_finalize(&self, c: &LevelCtx, e: &mut Emitter, parent_size: Expr, size: Expr);
 }
 
+/// How the parents of an appending level's children come, as its
+/// `Append` functions are told.
+#[derive(Clone, Debug)]
+pub enum Parents {
+    /// Appended as they come (the rows of a DCSR or CSF result): as many
+    /// as there are when the level is finalised.
+    Appended,
+    /// As many as `append_init` was told (the root, a hashed level above),
+    /// each closed at most once, in any order.
+    Fixed,
+    /// As many as `append_init` was told and closed in increasing order,
+    /// each at most once (below dense levels): `last` is a variable the
+    /// caller keeps, the position of the parent last closed (-1 before
+    /// the first).
+    InOrder { last: Expr },
+}
+
 /// The append capability: coordinates arrive in order, each parent's
 /// children contiguously.
 pub trait Append {
-    fn append_init(&self, c: &LevelCtx, e: &mut Emitter, parent_size: Expr, size: Expr);
+    fn append_init(&self, c: &LevelCtx, e: &mut Emitter, parent_size: Expr, parents: &Parents);
     fn append_coord(&self, c: &LevelCtx, e: &mut Emitter, pos: Expr, coord: Expr);
-    /// Close parent `parent_pos`'s `children` (positions `begin..end`). `parents_fixed`:
-    /// the parents are as many as `append_init` was told (a dense or
-    /// hashed level above, or the root), not appended as they come.
+    /// Close parent `parent_pos`'s `children` (positions `begin..end`).
     fn append_edges(
         &self,
         c: &LevelCtx,
         e: &mut Emitter,
         parent_pos: Expr,
         children: (Expr, Expr),
-        parents_fixed: bool,
+        parents: &Parents,
     );
-    fn append_finalize(&self, c: &LevelCtx, e: &mut Emitter, parent_size: Expr, size: Expr);
+    /// `size`: the level's positions in all.
+    fn append_finalize(
+        &self,
+        c: &LevelCtx,
+        e: &mut Emitter,
+        parent_size: Expr,
+        size: Expr,
+        parents: &Parents,
+    );
     /// Whether results with this level can be computed by threads over
     /// shares of the parent positions and stitched (`ir::Parallel::Stitch`).
     fn stitch_shares(&self) -> Option<&dyn StitchShares> {

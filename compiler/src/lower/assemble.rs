@@ -7,7 +7,7 @@ use super::lattice::LExpr;
 use super::operands::ResultAssembly;
 use super::vars::IndexVar;
 use super::{LowerError, Lowerer, Sink, State};
-use crate::format::level::{Assembly, LevelCtx};
+use crate::format::level::{Append, Assembly, LevelCtx, Parents};
 use crate::ir::{ArrayRef, Expr, Stmt};
 use crate::notation::BinOp;
 use std::collections::BTreeMap;
@@ -90,7 +90,13 @@ impl<'p> Lowerer<'p> {
                         });
                     }
                     seen_append = true;
-                    app.append_init(&c, &mut self.e, parent_size.clone(), Expr::Int(0));
+                    if self.parents_close_in_order(k) {
+                        let name = format!("{}{}_last_parent", o.tensor, k + 1);
+                        let last = self.e.let_var(&name, Expr::Int(-1));
+                        self.last_parents.insert(k, last);
+                    }
+                    let parents = self.parents(k);
+                    app.append_init(&c, &mut self.e, parent_size.clone(), &parents);
                     if self.chain_head(k) == k {
                         let counter = self.e.let_var(&format!("{}{}_count", o.tensor, k + 1), Expr::Int(0));
                         self.out_sizes.insert(k, counter.clone());
@@ -135,6 +141,54 @@ impl<'p> Lowerer<'p> {
         }
     }
 
+    /// Whether the parents of the result's appending level `k` are closed
+    /// in increasing position order, each at most once: below dense
+    /// levels (positions in the order of their coordinates, which the
+    /// loops visit in order), in a result each nest writes in turn (not a
+    /// buffer that nests append to one after another). The root's one
+    /// parent gains nothing from it.
+    fn parents_close_in_order(&self, k: usize) -> bool {
+        let levels = &self.p.output().format.levels;
+        k > 0
+            && self.p.assembly != ResultAssembly::Buffer
+            && levels[..k].iter().all(|l| {
+                matches!(l.assembly(), Assembly::Insert(_))
+                    && l.properties().full
+                    && l.properties().ordered
+            })
+    }
+
+    /// How the parents of the result's appending level `k` come.
+    pub(super) fn parents(&self, k: usize) -> Parents {
+        if let Some(last) = self.last_parents.get(&k) {
+            return Parents::InOrder { last: last.clone() };
+        }
+        let above = k
+            .checked_sub(1)
+            .map(|j| self.p.output().format.levels[j].assembly());
+        match above {
+            Some(Assembly::Append(_)) => Parents::Appended,
+            _ => Parents::Fixed,
+        }
+    }
+
+    /// Close parent `parent_pos` of the result's appending level `k`, whose
+    /// children are the positions `children`.
+    pub(super) fn close_parent(
+        &mut self,
+        k: usize,
+        app: &dyn Append,
+        parent_pos: Expr,
+        children: (Expr, Expr),
+    ) {
+        let c = LevelCtx::new(&self.p.output().tensor, k);
+        let parents = self.parents(k);
+        app.append_edges(&c, &mut self.e, parent_pos.clone(), children, &parents);
+        if let Parents::InOrder { last } = parents {
+            self.e.set(&last, parent_pos);
+        }
+    }
+
     /// Finalise appended levels once every coordinate is in.
     pub(super) fn epilogue(&mut self) {
         for (array, length) in std::mem::take(&mut self.lengths_at_end) {
@@ -154,11 +208,17 @@ impl<'p> Lowerer<'p> {
                 Assembly::Append(app) => {
                     let size = self.out_sizes[&self.chain_head(k)].clone();
                     if k == 0 {
-                        // The root: one parent, `append_init` sized for it.
-                        let children = (Expr::Int(0), size.clone());
-                        app.append_edges(&c, &mut self.e, Expr::Int(0), children, true);
+                        // The root: one parent.
+                        self.close_parent(k, app, Expr::Int(0), (Expr::Int(0), size.clone()));
                     }
-                    app.append_finalize(&c, &mut self.e, parent_size.clone(), size.clone());
+                    let parents = self.parents(k);
+                    app.append_finalize(
+                        &c,
+                        &mut self.e,
+                        parent_size.clone(),
+                        size.clone(),
+                        &parents,
+                    );
                     parent_size = size;
                 }
                 Assembly::None => {}
@@ -240,15 +300,7 @@ impl<'p> Lowerer<'p> {
                         self.flush_workspace(&st, &[]);
                     }
                     if let Assembly::Append(app) = o.format.levels[k + 1].assembly() {
-                        // Below an inserting level: its positions are
-                        // all known to `append_init`.
-                        app.append_edges(
-                            &LevelCtx::new(&o.tensor, k + 1),
-                            &mut self.e,
-                            pos,
-                            (begin, counter),
-                            true,
-                        );
+                        self.close_parent(k + 1, app, pos, (begin, counter));
                     }
                     Ok(())
                 } else {
@@ -316,15 +368,8 @@ impl<'p> Lowerer<'p> {
                     self.e.open();
                     self.append_chain(h, &at, &coords);
                     if let Assembly::Append(app) = o.format.levels[t + 1].assembly() {
-                        // Below an appending level: parents come as
-                        // they are appended.
-                        app.append_edges(
-                            &LevelCtx::new(&o.tensor, t + 1),
-                            &mut self.e,
-                            at.clone(),
-                            (begin.clone(), child.clone()),
-                            false,
-                        );
+                        let children = (begin.clone(), child.clone());
+                        self.close_parent(t + 1, app, at.clone(), children);
                     }
                     self.e.set(&at, Expr::add(at.clone(), Expr::Int(1)));
                     let then = self.e.close();

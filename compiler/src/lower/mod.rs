@@ -259,6 +259,9 @@ pub(crate) struct Lowerer<'p> {
     pub plans: Vec<VarPlan>,
     /// Counter of appended positions per append chain head of the result.
     pub out_sizes: BTreeMap<usize, Expr>,
+    /// Per appending result level whose parents are closed in order, the
+    /// variable holding the last one closed (`Parents::InOrder`).
+    pub last_parents: BTreeMap<usize, Expr>,
     /// Stores into the result that accumulate (`+=`) / that assign (`=`).
     pub accumulating_stores: usize,
     pub exact_stores: usize,
@@ -765,6 +768,7 @@ fn compile_parts(
     // A buffer is initialised once and finalised once: every nest appends
     // to the same counters.
     let mut out_sizes = BTreeMap::new();
+    let mut last_parents = BTreeMap::new();
     let mut lengths_at_end = Vec::new();
     let mut outer = None;
     let last = parts.len().saturating_sub(1);
@@ -781,6 +785,7 @@ fn compile_parts(
             e,
             plans: Vec::new(),
             out_sizes: std::mem::take(&mut out_sizes),
+            last_parents: std::mem::take(&mut last_parents),
             accumulating_stores: 0,
             exact_stores: 0,
             assigning_stores: 0,
@@ -823,6 +828,7 @@ fn compile_parts(
         let plans = std::mem::take(&mut l.plans);
         let coords = std::mem::take(&mut l.coords);
         out_sizes = std::mem::take(&mut l.out_sizes);
+        last_parents = std::mem::take(&mut l.last_parents);
         // Lengths deferred by a nest that is not the last to append go to
         // the last one's epilogue.
         lengths_at_end = std::mem::take(&mut l.lengths_at_end);

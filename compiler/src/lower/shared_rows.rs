@@ -61,7 +61,7 @@ pub(super) fn compile_sharing_rows(
         first,
         first_graph,
         Emitter::new(),
-        BTreeMap::new(),
+        (BTreeMap::new(), BTreeMap::new()),
         None,
         Vec::new(),
     );
@@ -93,7 +93,7 @@ pub(super) fn compile_sharing_rows(
     let counter = l.out_sizes[&1].clone();
     let begin =
         l.e.let_var(&format!("{}2_begin", out.tensor), counter.clone());
-    let (mut e, mut out_sizes, mut row_state) = (l.e, l.out_sizes, l.row);
+    let (mut e, mut out_sizes, mut row_state) = (l.e, (l.out_sizes, l.last_parents), l.row);
     let mut lengths = l.lengths_at_end;
     let mut nests = Vec::new();
     for (part, (p, graph)) in parts.iter().zip(&problems) {
@@ -110,23 +110,12 @@ pub(super) fn compile_sharing_rows(
             plans: std::mem::take(&mut l.plans),
             coords: std::mem::take(&mut l.coords),
         });
-        (e, out_sizes, row_state, lengths) = (l.e, l.out_sizes, l.row, l.lengths_at_end);
+        out_sizes = (l.out_sizes, l.last_parents);
+        (e, row_state, lengths) = (l.e, l.row, l.lengths_at_end);
     }
     let mut l = lowerer(first, first_graph, e, out_sizes, row_state, lengths);
     l.flush_workspace(&state(first, Expr::Var(i), vec![at.clone()]), &[]);
-    // Rows located in an inserting level are all known to `append_init`.
-    let rows_fixed = matches!(
-        out.format.levels.first().map(|l| l.assembly()),
-        Some(Assembly::Insert(_))
-    );
-    let children = (begin, counter);
-    app.append_edges(
-        &LevelCtx::new(&out.tensor, 1),
-        &mut l.e,
-        at,
-        children,
-        rows_fixed,
-    );
+    l.close_parent(1, app, at, (begin, counter));
     let body = l.e.close();
     l.e.push(Stmt::For {
         var: i,
@@ -160,7 +149,7 @@ fn lowerer<'p>(
     p: &'p Problem,
     graph: &IterationGraph,
     e: Emitter,
-    out_sizes: BTreeMap<usize, Expr>,
+    (out_sizes, last_parents): (BTreeMap<usize, Expr>, BTreeMap<usize, Expr>),
     row: Option<super::workspace::RowState>,
     lengths_at_end: Vec<(crate::ir::ArrayRef, Expr)>,
 ) -> Lowerer<'p> {
@@ -170,6 +159,7 @@ fn lowerer<'p>(
         e,
         plans: Vec::new(),
         out_sizes,
+        last_parents,
         accumulating_stores: 0,
         exact_stores: 0,
         assigning_stores: 0,

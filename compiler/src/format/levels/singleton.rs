@@ -297,7 +297,7 @@ impl CoordPositionIteration for Singleton {
 }
 
 impl Append for Singleton {
-    fn append_init(&self, _c: &LevelCtx, _e: &mut Emitter, _parent_size: Expr, _size: Expr) {}
+    fn append_init(&self, _c: &LevelCtx, _e: &mut Emitter, _size: Expr, _parents: &Parents) {}
     fn append_coord(&self, c: &LevelCtx, e: &mut Emitter, pos: Expr, coord: Expr) {
         e.reserve(c.array("crd"), Expr::add(pos.clone(), Expr::Int(1)));
         e.store(c.array("crd"), pos, coord);
@@ -308,8 +308,16 @@ impl Append for Singleton {
         _e: &mut Emitter,
         _parent_pos: Expr,
         _children: (Expr, Expr),
-        _parents_fixed: bool,
+        _parents: &Parents,
     ) {
     }
-    fn append_finalize(&self, _c: &LevelCtx, _e: &mut Emitter, _parent_size: Expr, _size: Expr) {}
+    fn append_finalize(
+        &self,
+        _c: &LevelCtx,
+        _e: &mut Emitter,
+        _parent_size: Expr,
+        _size: Expr,
+        _parents: &Parents,
+    ) {
+    }
 }
