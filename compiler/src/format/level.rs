@@ -125,8 +125,9 @@ pub trait Insert {
 /// `Append` functions are told.
 #[derive(Clone, Debug)]
 pub enum Parents {
-    /// Appended as they come (the rows of a DCSR or CSF result): as many
-    /// as there are when the level is finalised.
+    /// Appended as they come (the rows of a DCSR or CSF result), each
+    /// closed right after it is appended: as many as there are when the
+    /// level is finalised, closed in order, none skipped.
     Appended,
     /// As many as `append_init` was told (the root, a hashed level above),
     /// each closed at most once, in any order.

@@ -476,7 +476,7 @@ impl Append for Compressed {
         // Parents closed in order get `pos` as running ends, each entry
         // written once (`append_edges`); others get counts, summed at the
         // end, and a parent never closed counts 0.
-        if let Parents::InOrder { .. } = parents {
+        if let Parents::InOrder { .. } | Parents::Appended = parents {
             e.store(c.array("pos"), Expr::Int(0), Expr::Int(0));
             return;
         }
@@ -500,12 +500,12 @@ impl Append for Compressed {
         let at = Expr::add(parent_pos.clone(), Expr::Int(1));
         match parents {
             // Parents appended as we go (DCSR, CSF results) grow `pos`
-            // with them; fixed ones had all of it reserved by `append_init`
-            // (a reserve a row cost CSR results of short rows 13% of their
-            // time).
+            // with them, which takes their running ends (none is skipped);
+            // fixed ones had all of it reserved by `append_init` (a reserve
+            // a row cost CSR results of short rows 13% of their time).
             Parents::Appended => {
                 e.reserve(pos.clone(), Expr::add(parent_pos, Expr::Int(2)));
-                e.store(pos, at, Expr::sub(pend, pbegin));
+                e.store(pos, at, pend);
             }
             Parents::Fixed => e.store(pos, at, Expr::sub(pend, pbegin)),
             // The parents skipped since the last end where this one's
@@ -534,12 +534,17 @@ impl Append for Compressed {
         parents: &Parents,
     ) {
         let pos = c.array("pos");
-        if let Parents::InOrder { last } = parents {
+        match parents {
+            // Every parent appended was closed, its end written.
+            Parents::Appended => return,
             // The parents after the last one closed end where it does.
-            let from = Expr::add(last.clone(), Expr::Int(2));
-            let to = Expr::add(parent_size, Expr::Int(1));
-            e.for_("ptail", from, to, |e, q| e.store(pos.clone(), q, size));
-            return;
+            Parents::InOrder { last } => {
+                let from = Expr::add(last.clone(), Expr::Int(2));
+                let to = Expr::add(parent_size, Expr::Int(1));
+                e.for_("ptail", from, to, |e, q| e.store(pos.clone(), q, size));
+                return;
+            }
+            Parents::Fixed => {}
         }
         let cumsum = e.let_var("cumsum", Expr::load(pos.clone(), Expr::Int(0)));
         e.for_(
