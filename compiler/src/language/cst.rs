@@ -496,28 +496,20 @@ mod tests {
         );
         let text = "kernel k { y(i) = A(i,2) * x(j); z(i) = y(i) }";
         let got = errors(text);
-        assert_eq!(
-            got,
-            [(
-                text.find('2').unwrap(),
-                "syntax error: expected an index variable, found `2`".into()
-            )]
-        ); // ok: test code
-           // A body that runs into the next item: its `}` is missing where it
-           // ends, and the next item's own error is still reported.
+        let index_error = "syntax error: expected an index variable, found `2`";
+        let at = text.find('2').unwrap(); // ok: test code
+        assert_eq!(got, [(at, index_error.to_string())]);
+        // A body that runs into the next item: its `}` is missing where it
+        // ends, and the next item's own error is still reported.
         let text =
             "kernel a { y(i) = x(i)\nkernel b { z(i) = x(i) w(i) }\ntensor q : f64[3] @ dense";
         let got = errors(text);
         assert_eq!(got[0].0, "kernel a { y(i) = x(i)".len(), "{got:?}");
         assert!(got[0].1.contains("missing `}`"), "{got:?}");
         assert!(got.len() >= 2, "{got:?}");
-        assert!(
-            got[1..]
-                .iter()
-                .all(|(at, _)| *at > text.find("kernel b").unwrap()),
-            "{got:?}"
-        ); // ok: test code
-           // Errors outside bodies are tree-sitter's, as before.
+        let next = text.find("kernel b").unwrap(); // ok: test code
+        assert!(got[1..].iter().all(|(at, _)| *at > next), "{got:?}");
+        // Errors outside bodies are tree-sitter's, as before.
         let got = errors("tensor y : f64[3] @ \nkernel k { y(i) = x(i) }");
         let tree_sitter = |m: &str| m.starts_with("syntax error: unexpected `");
         assert!(

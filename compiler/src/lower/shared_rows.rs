@@ -93,11 +93,12 @@ pub(super) fn compile_sharing_rows(
     let counter = l.out_sizes[&1].clone();
     let begin =
         l.e.let_var(&format!("{}2_begin", out.tensor), counter.clone());
-    let (mut e, mut out_sizes, mut row_state) = (l.e, (l.out_sizes, l.last_parents), l.row);
+    // The result's counters pass from each part's lowerer to the next.
+    let (mut e, mut counters, mut row_state) = (l.e, (l.out_sizes, l.last_parents), l.row);
     let mut lengths = l.lengths_at_end;
     let mut nests = Vec::new();
     for (part, (p, graph)) in parts.iter().zip(&problems) {
-        let mut l = lowerer(p, graph, e, out_sizes, row_state, lengths);
+        let mut l = lowerer(p, graph, e, counters, row_state, lengths);
         l.e.comment(format!("{part}"));
         let rows = p.output().level_vars[0];
         l.coords.push((i, rows));
@@ -110,10 +111,10 @@ pub(super) fn compile_sharing_rows(
             plans: std::mem::take(&mut l.plans),
             coords: std::mem::take(&mut l.coords),
         });
-        out_sizes = (l.out_sizes, l.last_parents);
+        counters = (l.out_sizes, l.last_parents);
         (e, row_state, lengths) = (l.e, l.row, l.lengths_at_end);
     }
-    let mut l = lowerer(first, first_graph, e, out_sizes, row_state, lengths);
+    let mut l = lowerer(first, first_graph, e, counters, row_state, lengths);
     l.flush_workspace(&state(first, Expr::Var(i), vec![at.clone()]), &[]);
     l.close_parent(1, app, at, (begin, counter));
     let body = l.e.close();

@@ -297,7 +297,8 @@ impl CoordPositionIteration for Singleton {
 }
 
 impl Append for Singleton {
-    fn append_init(&self, _c: &LevelCtx, _e: &mut Emitter, _size: Expr, _parents: &Parents) {}
+    fn append_init(&self, _c: &LevelCtx, _e: &mut Emitter, _parent_size: Expr, _parents: &Parents) {
+    }
     fn append_coord(&self, c: &LevelCtx, e: &mut Emitter, pos: Expr, coord: Expr) {
         e.reserve(c.array("crd"), Expr::add(pos.clone(), Expr::Int(1)));
         e.store(c.array("crd"), pos, coord);
