@@ -10,6 +10,7 @@
 //! arrays. The struct layouts here match the runtime's `#[repr(C)]` ones, so
 //! the optimizing tier (`backend::cc`) runs this very text.
 
+use super::c_copies;
 use super::passes;
 use super::print::{Dialect, Printer};
 use super::*;
@@ -98,6 +99,18 @@ const HELPERS: &str = r#"#ifndef TENSOR_KERNEL_HELPERS
 #define TENSOR_KERNEL_HELPERS
 #define TACO_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define TACO_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* A kernel whose loops ask for what they gather where coordinates are
+   scattered is compiled twice, with and without the asks, each copy a
+   function of its own (see the kernel's entry point): inlining is forced
+   into each copy and kept out of their callers. */
+#if defined(__GNUC__) || defined(__clang__)
+#define TENSOR_INLINE static inline __attribute__((always_inline))
+#define TENSOR_NOINLINE static __attribute__((noinline))
+#else
+#define TENSOR_INLINE static inline
+#define TENSOR_NOINLINE static
+#endif
 
 /* A select whose arms are both evaluated, as in the loop IR. Written as a
    mask on the bits, not `c ? a : b`, which gcc may turn into a branch that
@@ -254,8 +267,9 @@ struct Layout {
     /// Grown value arrays the kernel never loads from: their zero fills
     /// may stream past the caches (`tensor_zero_f64`).
     streamed: BTreeSet<ArrayRef>,
-    /// Arrays of `prefetch` statements (see `tensor_prefetch`), and the
-    /// coordinate arrays they read.
+    /// Arrays of `prefetch` statements and stream hints, whose loops test
+    /// their size (see `tensor_prefetch`), and the coordinate arrays that
+    /// prefetches read.
     prefetched: BTreeSet<ArrayRef>,
     coords: BTreeSet<ArrayRef>,
     /// Coordinates of `prefetch_gather` statements, each with the
@@ -292,7 +306,6 @@ impl Layout {
             Stmt::PrefetchGather {
                 array, coords: c, ..
             } => {
-                prefetched.insert(array.clone());
                 coords.insert(c.array.clone());
                 gathered.entry(c.clone()).or_default().insert(array.clone());
             }
@@ -489,6 +502,7 @@ fn taken_names(l: &Layout, sym: &str) -> BTreeSet<String> {
     for c in l.gathered.keys() {
         taken.insert(c.c_flag("scattered"));
     }
+    taken.extend(c_copies::function_names(sym));
     for p in &l.params {
         taken.insert(p.c_name());
     }
@@ -511,12 +525,67 @@ fn c_vars(f: &Function, taken: &BTreeSet<String>) -> Vec<VarInfo> {
         .collect()
 }
 
+/// The line declaring array `a`'s data in a kernel's function (`writes`:
+/// the kernel stores to it).
+pub(super) fn data_line(sym: &str, a: &ArrayRef, writes: bool) -> String {
+    let (n, t) = (a.c_name(), c_elem(a.elem()));
+    let constness = if writes { "" } else { "const " };
+    format!("  {constness}{t}* restrict {n} = ({constness}{t}*)args->arrays[{sym}_{n}].data;\n")
+}
+
+/// The line declaring `a`'s length as `{a}_count`, for the coordinate
+/// arrays that prefetches and samples read.
+pub(super) fn count_line(sym: &str, a: &ArrayRef) -> String {
+    format!(
+        "  const int64_t {0}_count = args->arrays[{sym}_{0}].len;\n",
+        a.c_name()
+    )
+}
+
+/// The line declaring whether `a` is large enough to ask for ahead.
+pub(super) fn large_line(sym: &str, a: &ArrayRef) -> String {
+    format!(
+        "  const int {0}_large = args->arrays[{sym}_{0}].len * (int64_t)sizeof *{0} > TENSOR_PREFETCH_MIN_BYTES;\n",
+        a.c_name()
+    )
+}
+
+/// The line sampling coordinates `c` for `flag` with C function `test`,
+/// where one of `arrays` (gathered at them, or with rows they choose) is
+/// large enough to ask for.
+pub(super) fn sample_line(
+    flag: &str,
+    test: &str,
+    c: &Coordinates,
+    arrays: &BTreeSet<ArrayRef>,
+) -> String {
+    let large: Vec<String> = arrays
+        .iter()
+        .map(|a| format!("{}_large", a.c_name()))
+        .collect();
+    format!(
+        "  const int {} = ({}) && {test}({n}, {n}_count, {}, {});\n",
+        c.c_flag(flag),
+        large.join(" || "),
+        c.stride,
+        c.field,
+        n = c.array.c_name(),
+    )
+}
+
 /// The kernel's definition and its realloc-based reserve function.
 fn definitions(f: &Function, l: &Layout) -> String {
     let sym = symbol(f);
     let body = f;
     let mut out = String::new();
-    let _ = writeln!(out, "int64_t {sym}(tensor_args_t *args) {{");
+    // With gathers that ask, the loops are a function of the flags that
+    // say where coordinates are scattered, and the kernel samples them
+    // and calls one of two copies (`c_copies`).
+    let copies = !l.gathered.is_empty();
+    match copies {
+        true => out += &c_copies::loops_head(&sym, &l.gathered),
+        false => out += &format!("int64_t {sym}(tensor_args_t *args) {{\n"),
+    }
     for p in &l.params {
         let _ = writeln!(
             out,
@@ -525,52 +594,38 @@ fn definitions(f: &Function, l: &Layout) -> String {
         );
     }
     for (a, writes) in &l.arrays {
-        let (n, t) = (a.c_name(), c_elem(a.elem()));
-        let constness = if *writes { "" } else { "const " };
-        let _ = writeln!(
-            out,
-            "  {constness}{t}* restrict {n} = ({constness}{t}*)args->arrays[{sym}_{n}].data;"
-        );
+        out += &data_line(&sym, a, *writes);
+        let n = a.c_name();
         if l.grown.contains(a) {
             let _ = writeln!(out, "  int64_t {n}_len = args->arrays[{sym}_{n}].len;");
             let _ = writeln!(out, "  int64_t {n}_cap = args->arrays[{sym}_{n}].cap;");
         }
         if l.coords.contains(a) {
-            let _ = writeln!(
-                out,
-                "  const int64_t {n}_count = args->arrays[{sym}_{n}].len;"
-            );
+            out += &count_line(&sym, a);
         }
-        if l.prefetched.contains(a) {
-            let _ = writeln!(
-                out,
-                "  const int {n}_large = args->arrays[{sym}_{n}].len * (int64_t)sizeof *{n} > TENSOR_PREFETCH_MIN_BYTES;"
-            );
+        // (gathered arrays' sizes go into the scattered samples)
+        let sampled = !copies && l.gathered.values().any(|g| g.contains(a));
+        if l.prefetched.contains(a) || sampled {
+            out += &large_line(&sym, a);
         }
     }
     // Each coordinate array's samples: whether its coordinates are
-    // scattered (the gathers at them ask) and whether they follow each
-    // other (the rows they choose are not asked for); sampled only where
-    // some array gathered at them, or with rows chosen by them, is large.
+    // scattered (the gathers at them ask; sampled by the copies' caller)
+    // and whether they follow each other (the rows they choose are not
+    // asked for); sampled only where some array gathered at them, or with
+    // rows chosen by them, is large.
+    let no_samples = BTreeMap::new();
     let samples = [
-        ("scattered", "tensor_scattered", &l.gathered),
+        (
+            "scattered",
+            "tensor_scattered",
+            if copies { &no_samples } else { &l.gathered },
+        ),
         ("follows", "tensor_coordinates_follow", &l.rows_chosen),
     ];
     for (flag, test, by_coords) in samples {
         for (c, arrays) in by_coords {
-            let large: Vec<String> = arrays
-                .iter()
-                .map(|a| format!("{}_large", a.c_name()))
-                .collect();
-            let _ = writeln!(
-                out,
-                "  const int {} = ({}) && {test}({n}, {n}_count, {}, {});",
-                c.c_flag(flag),
-                large.join(" || "),
-                c.stride,
-                c.field,
-                n = c.array.c_name(),
-            );
+            out += &sample_line(flag, test, c, arrays);
         }
     }
     let vars = c_vars(&body, &taken_names(l, &sym));
@@ -592,6 +647,9 @@ fn definitions(f: &Function, l: &Layout) -> String {
         out.push_str("  return 1;\n");
     }
     out.push_str("}\n\n");
+    if copies {
+        out += &c_copies::entry_point(&sym, &l.gathered);
+    }
     let sizes: Vec<String> = l
         .arrays
         .iter()

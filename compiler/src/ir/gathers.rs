@@ -355,7 +355,17 @@ mod tests {
             1,
             "{text}"
         );
-        assert_eq!(text.matches("_scattered) {").count(), 1, "{text}");
+        // The loops take the flag (`ir::c_copies`), and the kernel calls
+        // a copy with it 0 or 1 by the sample.
+        assert_eq!(text.matches("_scattered) {").count(), 2, "{text}");
+        for line in [
+            "TENSOR_INLINE int64_t k_loops(tensor_args_t *args, const int A2_crd_scattered) {",
+            "  return k_loops(args, 0);",
+            "  return k_loops(args, 1);",
+            "  if (A2_crd_scattered) return k_asking(args);\n  return k_plain(args);",
+        ] {
+            assert_eq!(text.matches(line).count(), 1, "{line}: {text}");
+        }
         // Printed again, the kernel keeps the asks it has.
         assert_eq!(crate::ir::c::function(&csr), text);
         // COO and DCSR alike; lengths unknown keep the asks (and the test).

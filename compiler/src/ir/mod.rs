@@ -10,6 +10,7 @@
 mod block_streams;
 mod build;
 pub mod c;
+mod c_copies;
 mod case_steps;
 mod clip;
 mod early_steps;

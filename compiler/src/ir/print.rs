@@ -282,11 +282,10 @@ impl<'a> Printer<'a> {
     /// The test stands outside the outermost loop: inside a loop over
     /// rows, a test and a second inner loop each row cost short rows more
     /// than the asks saved (CSR SpMV on the tridiagonal matrix 13% slower,
-    /// the power-law one no faster). The plain copy comes first: gcc lays
-    /// out the first arm as the straight path, and with the asking copy
-    /// first the plain one ran CSR SpMV on the 3-D stencil 6-10% slower.
-    /// The C compiler drops the asks' own tests in the asking copy, as
-    /// they repeat the outer one.
+    /// the power-law one no faster). The loops are a function of the
+    /// flag, inlined into two copies with it 0 and 1 (`ir::c_copies`), so
+    /// the C compiler drops the test, the other arm, and the asks' own
+    /// tests from each, and treats neither as the cold path.
     fn gathering_nest(&mut self, asking: &Stmt, coords: &Coordinates, plain: &Stmt, depth: usize) {
         self.line(depth, &format!("if (!{}) {{", coords.c_flag("scattered")));
         self.stmt(plain, depth + 1);
