@@ -603,30 +603,16 @@ fn definitions(f: &Function, l: &Layout) -> String {
         if l.coords.contains(a) {
             out += &count_line(&sym, a);
         }
-        // (gathered arrays' sizes go into the scattered samples)
-        let sampled = !copies && l.gathered.values().any(|g| g.contains(a));
-        if l.prefetched.contains(a) || sampled {
+        if l.prefetched.contains(a) {
             out += &large_line(&sym, a);
         }
     }
-    // Each coordinate array's samples: whether its coordinates are
-    // scattered (the gathers at them ask; sampled by the copies' caller)
-    // and whether they follow each other (the rows they choose are not
-    // asked for); sampled only where some array gathered at them, or with
-    // rows chosen by them, is large.
-    let no_samples = BTreeMap::new();
-    let samples = [
-        (
-            "scattered",
-            "tensor_scattered",
-            if copies { &no_samples } else { &l.gathered },
-        ),
-        ("follows", "tensor_coordinates_follow", &l.rows_chosen),
-    ];
-    for (flag, test, by_coords) in samples {
-        for (c, arrays) in by_coords {
-            out += &sample_line(flag, test, c, arrays);
-        }
+    // Whether the coordinates that choose rows follow each other (the
+    // rows they choose are not asked for), sampled only where an array
+    // with rows chosen by them is large. Whether gathers' coordinates are
+    // scattered is sampled by the copies' caller (`c_copies`).
+    for (c, arrays) in &l.rows_chosen {
+        out += &sample_line("follows", "tensor_coordinates_follow", c, arrays);
     }
     let vars = c_vars(&body, &taken_names(l, &sym));
     let mut p = Printer::new(&vars, Dialect::C)
