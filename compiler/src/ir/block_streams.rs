@@ -99,10 +99,10 @@ fn hint_loop(s: &mut Stmt, written: &BTreeSet<ArrayRef>) {
 
 /// What the body of a loop over position `p` declares, to follow an
 /// index's step with `p` through it.
-struct Steps {
+struct Steps<'a> {
     p: VarId,
     /// The body's `let`s, of variables declared once and never set.
-    lets: BTreeMap<VarId, Expr>,
+    lets: BTreeMap<VarId, &'a Expr>,
     /// Variables of inner loops from 0: offsets within a block.
     offsets: BTreeSet<VarId>,
     /// Variables the body sets, declares twice, or loops over from
@@ -112,8 +112,8 @@ struct Steps {
     known: RefCell<BTreeMap<VarId, Option<i64>>>,
 }
 
-impl Steps {
-    fn of(p: VarId, body: &Block) -> Self {
+impl<'a> Steps<'a> {
+    fn of(p: VarId, body: &'a Block) -> Self {
         let mut steps = Steps {
             p,
             lets: BTreeMap::new(),
@@ -124,7 +124,7 @@ impl Steps {
         walk_block(body, &mut |t| match t {
             Stmt::Let(v, e) => {
                 // Declared twice: two values, no one step.
-                let twice = steps.lets.insert(*v, e.clone()).is_some();
+                let twice = steps.lets.insert(*v, e).is_some();
                 if twice {
                     steps.unknown.insert(*v);
                 }

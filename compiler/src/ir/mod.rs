@@ -579,11 +579,11 @@ pub fn walk_block<'a>(block: &'a [Stmt], f: &mut dyn FnMut(&'a Stmt)) {
 }
 
 /// The blocks a statement holds (a loop's body, an `if`'s two arms).
-pub fn nested_blocks_mut(s: &mut Stmt) -> Vec<&mut Block> {
+pub fn nested_blocks_mut(s: &mut Stmt) -> Few<&mut Block> {
     match s {
-        Stmt::For { body, .. } | Stmt::While { body, .. } => vec![body],
-        Stmt::If { then, els, .. } => vec![then, els],
-        _ => vec![],
+        Stmt::For { body, .. } | Stmt::While { body, .. } => Few::one(body),
+        Stmt::If { then, els, .. } => Few::two(then, els),
+        _ => Few::none(),
     }
 }
 
@@ -629,34 +629,75 @@ pub(super) fn is_constant(e: &Expr) -> bool {
 }
 
 /// `stmt_exprs`, to change them.
-pub(super) fn stmt_exprs_mut(s: &mut Stmt) -> Vec<&mut Expr> {
+pub(super) fn stmt_exprs_mut(s: &mut Stmt) -> Few<&mut Expr> {
     match s {
-        Stmt::Let(_, e) | Stmt::Set(_, e) => vec![e],
-        Stmt::Store(_, i, v) => vec![i, v],
-        Stmt::For { lo, hi, .. } => vec![lo, hi],
-        Stmt::While { cond, .. } | Stmt::If { cond, .. } => vec![cond],
-        Stmt::Reserve { len, .. } => vec![len],
+        Stmt::Let(_, e) | Stmt::Set(_, e) => Few::one(e),
+        Stmt::Store(_, i, v) => Few::two(i, v),
+        Stmt::For { lo, hi, .. } => Few::two(lo, hi),
+        Stmt::While { cond, .. } | Stmt::If { cond, .. } => Few::one(cond),
+        Stmt::Reserve { len, .. } => Few::one(len),
         Stmt::Prefetch {
             at, stride, len, ..
-        } => vec![at, stride, len],
-        Stmt::PrefetchStream { at, .. } | Stmt::PrefetchGather { at, .. } => vec![at],
-        Stmt::Comment(_) | Stmt::Unlikely => vec![],
+        } => Few::three(at, stride, len),
+        Stmt::PrefetchStream { at, .. } | Stmt::PrefetchGather { at, .. } => Few::one(at),
+        Stmt::Comment(_) | Stmt::Unlikely => Few::none(),
+    }
+}
+
+/// Up to three items kept in place: what a statement holds directly
+/// (`stmt_exprs`, `nested_blocks_mut`). Every pass asks for them at every
+/// statement it walks, so they come without a heap allocation.
+pub struct Few<T> {
+    items: [Option<T>; 3],
+}
+
+impl<T> Few<T> {
+    fn none() -> Self {
+        Few {
+            items: [None, None, None],
+        }
+    }
+    fn one(a: T) -> Self {
+        Few {
+            items: [Some(a), None, None],
+        }
+    }
+    fn two(a: T, b: T) -> Self {
+        Few {
+            items: [Some(a), Some(b), None],
+        }
+    }
+    fn three(a: T, b: T, c: T) -> Self {
+        Few {
+            items: [Some(a), Some(b), Some(c)],
+        }
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &T> {
+        self.items.iter().flatten()
+    }
+}
+
+impl<T> IntoIterator for Few<T> {
+    type Item = T;
+    type IntoIter = std::iter::Flatten<std::array::IntoIter<Option<T>, 3>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.items.into_iter().flatten()
     }
 }
 
 /// Every expression held directly by a statement.
-pub fn stmt_exprs(s: &Stmt) -> Vec<&Expr> {
+pub fn stmt_exprs(s: &Stmt) -> Few<&Expr> {
     match s {
-        Stmt::Let(_, e) | Stmt::Set(_, e) => vec![e],
-        Stmt::Store(_, i, v) => vec![i, v],
-        Stmt::For { lo, hi, .. } => vec![lo, hi],
-        Stmt::While { cond, .. } | Stmt::If { cond, .. } => vec![cond],
-        Stmt::Reserve { len, .. } => vec![len],
+        Stmt::Let(_, e) | Stmt::Set(_, e) => Few::one(e),
+        Stmt::Store(_, i, v) => Few::two(i, v),
+        Stmt::For { lo, hi, .. } => Few::two(lo, hi),
+        Stmt::While { cond, .. } | Stmt::If { cond, .. } => Few::one(cond),
+        Stmt::Reserve { len, .. } => Few::one(len),
         Stmt::Prefetch {
             at, stride, len, ..
-        } => vec![at, stride, len],
-        Stmt::PrefetchStream { at, .. } | Stmt::PrefetchGather { at, .. } => vec![at],
-        Stmt::Comment(_) | Stmt::Unlikely => vec![],
+        } => Few::three(at, stride, len),
+        Stmt::PrefetchStream { at, .. } | Stmt::PrefetchGather { at, .. } => Few::one(at),
+        Stmt::Comment(_) | Stmt::Unlikely => Few::none(),
     }
 }
 

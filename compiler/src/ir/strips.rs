@@ -427,19 +427,18 @@ pub(super) fn inlined(e: &Expr, lets: &[Stmt]) -> Expr {
     let mut e = e.clone();
     for s in lets.iter().rev() {
         let Stmt::Let(v, init) = s else { continue };
-        e = substituted(&e, *v, init);
+        substitute(&mut e, *v, init);
     }
     e
 }
 
-fn substituted(e: &Expr, v: VarId, by: &Expr) -> Expr {
-    let mut e = e.clone();
+/// Replace each read of `v` in `e` by `by`.
+fn substitute(e: &mut Expr, v: VarId, by: &Expr) {
     e.rewrite(&mut |x| {
-        if *x == Expr::Var(v) {
+        if matches!(x, Expr::Var(w) if *w == v) {
             *x = by.clone();
         }
     });
-    e
 }
 
 /// `term` at element `kb + w` of the strip, each `x + row` as `(x + kb)
@@ -461,7 +460,8 @@ fn lane(term: &Expr, row: VarId, kb: VarId, w: i64) -> Expr {
         };
         *x = Expr::add(Expr::add(offset, Expr::Var(kb)), Expr::Int(w));
     });
-    substituted(&e, row, &at())
+    substitute(&mut e, row, &at());
+    e
 }
 
 /// The nest's prefetch hints alone, with the `let`s and loops they need,
@@ -528,24 +528,6 @@ pub(super) fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>, strips: &Strips) -> O
             Box::new(n.row_hi.clone()),
         )
     };
-    // The elements past the last whole strip, as before.
-    let rest_hi = match strips.rest_says_short {
-        true => Expr::min(
-            Expr::add(Expr::Var(kb), Expr::Int(width - 1)),
-            n.row_hi.clone(),
-        ),
-        false => n.row_hi.clone(),
-    };
-    let rest = within_levels(
-        &n.levels,
-        vec![Stmt::For {
-            var: n.row,
-            lo: Expr::Var(kb),
-            hi: rest_hi,
-            body: n.row_body.clone(),
-        }],
-        &|_| true,
-    );
     let inside = strips.hints_in_strips;
     let mut out: Vec<Stmt> = match inside {
         true => Vec::new(),
@@ -578,6 +560,24 @@ pub(super) fn in_strips(s: &Stmt, vars: &mut Vec<VarInfo>, strips: &Strips) -> O
     // factor rows on the Cranelift tier: `ir::fixed_params`).
     let whole = matches!((&n.row_lo, &n.row_hi), (Expr::Int(0), Expr::Int(c)) if c % width == 0);
     if !whole {
+        // The elements past the last whole strip, as before.
+        let rest_hi = match strips.rest_says_short {
+            true => Expr::min(
+                Expr::add(Expr::Var(kb), Expr::Int(width - 1)),
+                n.row_hi.clone(),
+            ),
+            false => n.row_hi.clone(),
+        };
+        let rest = within_levels(
+            &n.levels,
+            vec![Stmt::For {
+                var: n.row,
+                lo: Expr::Var(kb),
+                hi: rest_hi,
+                body: n.row_body.clone(),
+            }],
+            &|_| true,
+        );
         out.push(Stmt::If {
             cond: Expr::lt(Expr::Var(kb), n.row_hi.clone()),
             then: vec![rest],

@@ -222,20 +222,6 @@ fn host_isa(opt: Opt) -> Result<OwnedTargetIsa, String> {
     .clone()
 }
 
-/// The arrays and parameters of the argument block of `f` compiled as
-/// `kernel` (`f` itself, or without its share search): `f`'s, so that the
-/// search, run by the caller, finds every array and parameter it reads,
-/// and the share bounds `kernel` reads as parameters.
-fn arguments(f: &Function, kernel: &Function) -> (Vec<(ArrayRef, bool)>, Vec<ParamRef>) {
-    let mut params = f.params();
-    if !std::ptr::eq(f, kernel) {
-        params.extend(kernel.params());
-    }
-    params.sort();
-    params.dedup();
-    (f.arrays(), params)
-}
-
 /// Cranelift's working memory for a compile: its context (the register
 /// allocator's tables among them) and the function builder's. Kept between
 /// compiles (`Workspace::take`, `give_back`), as a fresh one allocates and
@@ -602,11 +588,18 @@ struct Translated {
 impl Translated {
     fn of(f: &Function) -> Translated {
         let f = passes::for_codegen(f, passes::Backend::Cranelift);
-        let split = shares::split(&f);
-        let (arrays, params) = arguments(&f, split.as_ref().map_or(&f, |(k, _)| k));
-        let (mut kernel, search) = match split {
-            Some((kernel, search)) => (kernel, Some(search)),
-            None => (f, None),
+        // The argument block: `f`'s arrays and parameters, so that the
+        // search, run by the caller, finds every one it reads, and the
+        // share bounds the kernel reads as parameters.
+        let (arrays, mut params) = (f.arrays(), f.params());
+        let (mut kernel, search) = match shares::split(f) {
+            Ok((kernel, search)) => {
+                params.extend(kernel.params());
+                params.sort();
+                params.dedup();
+                (kernel, Some(search))
+            }
+            Err(f) => (f, None),
         };
         // After the split: the search reads declarations made before it,
         // which must stay where it finds them.
@@ -735,7 +728,7 @@ mod tests {
             e.store(y.clone(), Expr::add(i, Expr::Int(7)), v);
         });
         let f = e.finish("k");
-        let (arrays, params) = arguments(&f, &f);
+        let (arrays, params) = (f.arrays(), f.params());
         let isa = host_isa(Opt::Speed).expect("host ISA"); // ok: test code
         let mut func = cranelift_codegen::ir::Function::new();
         func.signature.params.push(AbiParam::new(types::I64));

@@ -142,9 +142,49 @@ impl ShareSearch {
 }
 
 /// `f` with its share search replaced by reads of the call parameters, and
-/// the search as a program; `None` when `f` has no search or its shape
-/// does not let the search run apart (it then keeps it).
-pub(crate) fn split(f: &Function) -> Option<(Function, ShareSearch)> {
+/// the search as a program; `f` unchanged when it has no search or its
+/// shape does not let the search run apart (it then keeps it). Takes `f`
+/// to change it in place: a copy of the function cost a tenth of the
+/// compile's own passes.
+pub(crate) fn split(mut f: Function) -> Result<(Function, ShareSearch), Function> {
+    let Some((program, vars, reached, whole, (frames, at, cond))) = search_program(&f) else {
+        return Err(f);
+    };
+    let Some(bounds) = f.shares else {
+        return Err(f);
+    };
+    let param = |name| Expr::Param(ParamRef::call(name));
+    let Some(search) = stmt_at_mut(&mut f.body, &frames, at + 1) else {
+        return Err(f);
+    };
+    *search = Stmt::If {
+        cond,
+        then: vec![
+            Stmt::Set(bounds.begin, param(CALL_SHARE_BEGIN)),
+            Stmt::Set(bounds.end, param(CALL_SHARE_END)),
+        ],
+        els: Vec::new(),
+    };
+    // Declarations only the search read.
+    crate::ir::passes::remove_dead_vars(&mut f);
+    let search = ShareSearch {
+        program,
+        vars,
+        bounds,
+        reached,
+        whole,
+        memos: Mutex::new(Vec::new()),
+    };
+    Ok((f, search))
+}
+
+/// Where the search of `f` sits, as `split` replaces it: the frames of
+/// `if`s leading to its block, its position less one, and its condition.
+type SearchPlace = (Vec<(usize, Branch)>, usize, Expr);
+
+/// The search of `f` as a program (`program`), and where it sits; `None`
+/// where it has none that can run apart.
+fn search_program(f: &Function) -> Option<(Block, usize, VarId, (VarId, VarId), SearchPlace)> {
     let bounds = f.shares?;
     let path = path_to_let(&f.body, bounds.end)?;
     let (frames, at) = path.split_at(path.len() - 1);
@@ -159,27 +199,13 @@ pub(crate) fn split(f: &Function) -> Option<(Function, ShareSearch)> {
     }
     let kept = declarations_read(f, bounds, frames, at, search)?;
     let (program, vars, reached, whole) = program(f, bounds, frames, &kept, search)?;
-    let mut kernel = f.clone();
-    let param = |name| Expr::Param(ParamRef::call(name));
-    *stmt_at_mut(&mut kernel.body, frames, at + 1)? = Stmt::If {
-        cond: cond.clone(),
-        then: vec![
-            Stmt::Set(bounds.begin, param(CALL_SHARE_BEGIN)),
-            Stmt::Set(bounds.end, param(CALL_SHARE_END)),
-        ],
-        els: Vec::new(),
-    };
-    // Declarations only the search read.
-    crate::ir::passes::remove_dead_vars(&mut kernel);
-    let search = ShareSearch {
+    Some((
         program,
         vars,
-        bounds,
         reached,
         whole,
-        memos: Mutex::new(Vec::new()),
-    };
-    Some((kernel, search))
+        (frames.to_vec(), at, cond.clone()),
+    ))
 }
 
 /// The declarations the search (at `at + 1` of the block `frames` lead
@@ -237,11 +263,8 @@ fn declarations_read(
     if reads_outside {
         return None;
     }
-    let written: Vec<_> = f
-        .arrays()
-        .into_iter()
-        .filter_map(|(a, writes)| writes.then_some(a))
-        .collect();
+    // Only statements write: cheaper to find than every array read.
+    let written: Vec<_> = f.written_arrays().into_iter().collect();
     for (depth, ks) in kept.iter().enumerate() {
         let b = block_at(&f.body, &frames[..depth])?;
         if ks.iter().any(|&k| loads_any(&b[k], &written)) {
@@ -479,7 +502,9 @@ mod tests {
         for (expr, formats, mode) in cases {
             let f = kernel(expr, formats);
             assert_eq!(f.parallel, Some(*mode), "{expr} {formats:?}");
-            let (k, _) = split(&f).unwrap_or_else(|| panic!("{expr} {formats:?}:\n{f}")); // ok: test code
+            let Ok((k, _)) = split(f.clone()) else {
+                panic!("{expr} {formats:?}:\n{f}")
+            };
             assert!(!reads_share_params(&f) && reads_share_params(&k), "{k}");
             // The search's loops are gone: what is left is the kernel's.
             let loops = |f: &Function| {
@@ -507,7 +532,7 @@ mod tests {
             Expr::Int(0),
             Expr::Int(0),
         ));
-        assert!(split(&f).is_none());
+        assert!(split(f).is_err());
     }
 
     #[test]
@@ -515,7 +540,7 @@ mod tests {
         // COO's search reads the declarations of the loop's bounds.
         let formats = [("A", "COO", 2), ("x", "dense", 1), ("y", "dense", 1)];
         let f = kernel("y(i) = A(i,j) * x(j)", &formats);
-        assert!(split(&f).is_some());
+        assert!(split(f.clone()).is_ok());
         // A declaration the search reads (not its own bounds), assigned
         // again after it.
         let b = f.shares.unwrap(); // ok: test code
@@ -528,7 +553,7 @@ mod tests {
             .unwrap(); // ok: test code
         let mut g = f.clone();
         g.body.push(Stmt::Set(read, Expr::Int(0)));
-        assert!(split(&g).is_none());
+        assert!(split(g).is_err());
     }
 
     /// A call of thread `thread` of 2 over CSR rows at `pos`, noting its
@@ -600,7 +625,7 @@ mod tests {
     #[test]
     fn a_remembered_share_is_used_only_on_the_values_it_read() {
         let formats = [("A", "CSR", 2), ("x", "dense", 1), ("y", "dense", 1)];
-        let (_, search) = split(&kernel("y(i) = A(i,j) * x(j)", &formats)).unwrap(); // ok: test code
+        let (_, search) = split(kernel("y(i) = A(i,j) * x(j)", &formats)).unwrap(); // ok: test code
         let args = noted;
         // 8 rows, the nonzeros in the last four: thread 0 takes more rows.
         let late = vec![0, 0, 0, 0, 0, 10, 20, 30, 40];
@@ -626,7 +651,7 @@ mod tests {
     fn a_share_outside_the_loop_is_an_error() {
         // A search whose bounds leave the whole loop: `begin` set past `end`.
         let formats = [("A", "CSR", 2), ("x", "dense", 1), ("y", "dense", 1)];
-        let (_, mut search) = split(&kernel("y(i) = A(i,j) * x(j)", &formats)).unwrap(); // ok: test code
+        let (_, mut search) = split(kernel("y(i) = A(i,j) * x(j)", &formats)).unwrap(); // ok: test code
         let b = search.bounds;
         search.program.push(Stmt::Set(
             b.begin,
