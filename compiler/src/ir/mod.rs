@@ -872,37 +872,37 @@ impl Function {
 
     /// Arrays the function touches, sorted, with whether it writes them.
     pub fn arrays(&self) -> Vec<(ArrayRef, bool)> {
-        let mut out: std::collections::BTreeMap<ArrayRef, bool> = Default::default();
+        // A list, searched: a kernel touches a dozen arrays or so, and
+        // every compile asks (a map's nodes and name comparisons cost more).
+        let mut out: Vec<(ArrayRef, bool)> = Vec::new();
+        let mut note = |a: &ArrayRef, writes: bool| match out.iter_mut().find(|(b, _)| b == a) {
+            Some((_, w)) => *w |= writes,
+            None => out.push((a.clone(), writes)),
+        };
         walk_block(&self.body, &mut |s| {
             match s {
-                Stmt::Store(a, ..) | Stmt::Reserve { array: a, .. } => {
-                    out.insert(a.clone(), true);
-                }
+                Stmt::Store(a, ..) | Stmt::Reserve { array: a, .. } => note(a, true),
                 Stmt::Prefetch { array, coords, .. } => {
-                    out.entry(array.clone()).or_insert(false);
-                    out.entry(coords.clone()).or_insert(false);
+                    note(array, false);
+                    note(coords, false);
                 }
-                Stmt::PrefetchStream { array, .. } => {
-                    out.entry(array.clone()).or_insert(false);
-                }
+                Stmt::PrefetchStream { array, .. } => note(array, false),
                 Stmt::PrefetchGather { array, coords, .. } => {
-                    out.entry(array.clone()).or_insert(false);
-                    out.entry(coords.array.clone()).or_insert(false);
+                    note(array, false);
+                    note(&coords.array, false);
                 }
                 _ => {}
             }
             for e in stmt_exprs(s) {
                 e.walk(&mut |x| {
-                    // Loads repeat: clone an array's name only once.
                     if let Expr::Load(a, _) = x {
-                        if !out.contains_key(a) {
-                            out.insert(a.clone(), false);
-                        }
+                        note(a, false);
                     }
                 });
             }
         });
-        out.into_iter().collect()
+        out.sort_by(|x, y| x.0.cmp(&y.0));
+        out
     }
 
     /// Arrays that appends grow: those first reserved inside a loop, whose
