@@ -147,44 +147,39 @@ impl ShareSearch {
 /// to change it in place: a copy of the function cost a tenth of the
 /// compile's own passes.
 pub(crate) fn split(mut f: Function) -> Result<(Function, ShareSearch), Function> {
-    let Some((program, vars, reached, whole, (frames, at, cond))) = search_program(&f) else {
+    let Some((search, place)) = found(&f) else {
         return Err(f);
     };
-    let Some(bounds) = f.shares else {
+    let Some(stmt) = stmt_at_mut(&mut f.body, &place.frames, place.at + 1) else {
         return Err(f);
     };
     let param = |name| Expr::Param(ParamRef::call(name));
-    let Some(search) = stmt_at_mut(&mut f.body, &frames, at + 1) else {
-        return Err(f);
-    };
-    *search = Stmt::If {
-        cond,
+    *stmt = Stmt::If {
+        cond: place.cond,
         then: vec![
-            Stmt::Set(bounds.begin, param(CALL_SHARE_BEGIN)),
-            Stmt::Set(bounds.end, param(CALL_SHARE_END)),
+            Stmt::Set(search.bounds.begin, param(CALL_SHARE_BEGIN)),
+            Stmt::Set(search.bounds.end, param(CALL_SHARE_END)),
         ],
         els: Vec::new(),
     };
     // Declarations only the search read.
     crate::ir::passes::remove_dead_vars(&mut f);
-    let search = ShareSearch {
-        program,
-        vars,
-        bounds,
-        reached,
-        whole,
-        memos: Mutex::new(Vec::new()),
-    };
     Ok((f, search))
 }
 
-/// Where the search of `f` sits, as `split` replaces it: the frames of
-/// `if`s leading to its block, its position less one, and its condition.
-type SearchPlace = (Vec<(usize, Branch)>, usize, Expr);
+/// Where the search of `f` sits, for `split` to replace it.
+struct SearchPlace {
+    /// The `if`s leading to its block.
+    frames: Vec<(usize, Branch)>,
+    /// Its position in that block, less one (that of `let end`).
+    at: usize,
+    /// Its condition, which the replacement keeps.
+    cond: Expr,
+}
 
 /// The search of `f` as a program (`program`), and where it sits; `None`
 /// where it has none that can run apart.
-fn search_program(f: &Function) -> Option<(Block, usize, VarId, (VarId, VarId), SearchPlace)> {
+fn found(f: &Function) -> Option<(ShareSearch, SearchPlace)> {
     let bounds = f.shares?;
     let path = path_to_let(&f.body, bounds.end)?;
     let (frames, at) = path.split_at(path.len() - 1);
@@ -199,13 +194,20 @@ fn search_program(f: &Function) -> Option<(Block, usize, VarId, (VarId, VarId), 
     }
     let kept = declarations_read(f, bounds, frames, at, search)?;
     let (program, vars, reached, whole) = program(f, bounds, frames, &kept, search)?;
-    Some((
+    let search = ShareSearch {
         program,
         vars,
+        bounds,
         reached,
         whole,
-        (frames.to_vec(), at, cond.clone()),
-    ))
+        memos: Mutex::new(Vec::new()),
+    };
+    let place = SearchPlace {
+        frames: frames.to_vec(),
+        at,
+        cond: cond.clone(),
+    };
+    Some((search, place))
 }
 
 /// The declarations the search (at `at + 1` of the block `frames` lead
