@@ -1187,23 +1187,13 @@ fn random_kernels_compile_and_agree() {
     assert!(ran >= 30, "only {ran} of {tried} random kernels compiled");
 }
 
-/// `--write-source` gives a pair a C program builds with: a user's `main`
-/// fills the argument block by the header's names, with malloc'd arrays
-/// grown through the generated realloc reserve.
-#[test]
-fn written_source_pair_works_in_a_user_program() {
-    let Some(dir) = setup("write_source") else {
-        return;
-    };
+/// `tensorc EXPR ARGS --write-source DIR/gen` for test `test`: the
+/// directory, or `None` where the machine has no C compiler.
+fn written_source(test: &str, args: &[&str]) -> Option<PathBuf> {
+    let dir = setup(test)?;
     let out = Command::new(env!("CARGO_BIN_EXE_tensorc"))
-        .args([
-            "y(i) = A(i,j) * x(j)",
-            "-f",
-            "A:CSR",
-            "-d",
-            "A:3,4",
-            "--write-source",
-        ])
+        .args(args)
+        .arg("--write-source")
         .arg(dir.join("gen"))
         .output()
         .unwrap();
@@ -1212,6 +1202,35 @@ fn written_source_pair_works_in_a_user_program() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    Some(dir)
+}
+
+/// Build the user's program `main` with the written pair in `dir` (every
+/// warning an error) and run it: its exit code and output.
+fn run_user_program(dir: &Path, main: &str) -> (Option<i32>, String) {
+    std::fs::write(dir.join("gen/main.c"), main).unwrap();
+    let exe = dir.join("gen/program");
+    build_program(
+        &exe,
+        &[dir.join("gen/main.c"), dir.join("gen/kernel.c")],
+        &["-Wall", "-Werror"],
+    );
+    let run = Command::new(&exe).output().unwrap();
+    (
+        run.status.code(),
+        String::from_utf8_lossy(&run.stdout).trim().to_string(),
+    )
+}
+
+/// `--write-source` gives a pair a C program builds with: a user's `main`
+/// fills the argument block by the header's names, with malloc'd arrays
+/// grown through the generated realloc reserve.
+#[test]
+fn written_source_pair_works_in_a_user_program() {
+    let args = ["y(i) = A(i,j) * x(j)", "-f", "A:CSR", "-d", "A:3,4"];
+    let Some(dir) = written_source("write_source", &args) else {
+        return;
+    };
     let header = std::fs::read_to_string(dir.join("gen/kernel.h")).unwrap();
     assert!(
         header.contains("int64_t kernel(tensor_args_t *args);") && header.contains("kernel_A2_pos"),
@@ -1240,15 +1259,57 @@ int main(void) {
   return 0;
 }
 "#;
-    std::fs::write(dir.join("gen/main.c"), main).unwrap();
-    let exe = dir.join("gen/spmv");
-    build_program(
-        &exe,
-        &[dir.join("gen/main.c"), dir.join("gen/kernel.c")],
-        &["-Wall", "-Werror"],
+    assert_eq!(run_user_program(&dir, main), (Some(0), "7 0 22 3".into()));
+}
+
+/// The written source's realloc reserve keeps a compressed result level's
+/// bound (`Function::index_limits`): room for more `crd` entries than a
+/// 32-bit `pos` can count is refused without allocating, as the JIT's
+/// runtime refuses it; room below the bound is given, and the copy kernel
+/// runs through it.
+#[test]
+fn written_source_refuses_positions_past_32_bits() {
+    let args = [
+        "B(i,j) = A(i,j)",
+        "-f",
+        "A:CSR",
+        "-f",
+        "B:CSR",
+        "-d",
+        "A:2,3",
+    ];
+    let Some(dir) = written_source("write_source_limits", &args) else {
+        return;
+    };
+    let main = r#"#include "kernel.h"
+#include <stdio.h>
+int main(void) {
+  /* A = [[1 0 2] [0 3 0]] */
+  int32_t pos[] = {0, 2, 3}, crd[] = {0, 2, 1};
+  double vals[] = {1, 2, 3};
+  tensor_array_t arrays[kernel_array_count] = {{0}};
+  int64_t params[kernel_param_count] = {0};
+  arrays[kernel_A2_pos] = (tensor_array_t){pos, 3, 3};
+  arrays[kernel_A2_crd] = (tensor_array_t){crd, 3, 3};
+  arrays[kernel_A_vals] = (tensor_array_t){vals, 3, 3};
+  params[kernel_A1_N] = 2;
+  params[kernel_B1_N] = 2;
+  tensor_args_t args = {arrays, params, NULL, kernel_realloc_reserve};
+  args.runtime = &args;
+  if (kernel_realloc_reserve(&args, kernel_B2_crd, (int64_t)INT32_MAX + 1) != NULL) return 2;
+  if (arrays[kernel_B2_crd].data != NULL || arrays[kernel_B2_crd].cap != 0) return 3;
+  if (kernel(&args) != 0) return 4;
+  int32_t *bp = arrays[kernel_B2_pos].data, *bc = arrays[kernel_B2_crd].data;
+  double *bv = arrays[kernel_B_vals].data;
+  printf("%d %d %d | %d %d %d | %g %g %g\n", bp[0], bp[1], bp[2], bc[0], bc[1], bc[2], bv[0], bv[1], bv[2]);
+  free(bp); free(bc); free(bv);
+  return 0;
+}
+"#;
+    assert_eq!(
+        run_user_program(&dir, main),
+        (Some(0), "0 2 3 | 0 2 1 | 1 2 3".into())
     );
-    let run = Command::new(&exe).output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "7 0 22 3");
 }
 
 /// The documented protocol of a kernel whose rows run in shares, followed
@@ -1256,26 +1317,10 @@ int main(void) {
 /// with its own copy of the array table, here one after the other.
 #[test]
 fn written_source_runs_in_shares() {
-    let Some(dir) = setup("write_source_shares") else {
+    let args = ["y(i) = A(i,j) * x(j)", "-f", "A:CSR", "-d", "A:3,4"];
+    let Some(dir) = written_source("write_source_shares", &args) else {
         return;
     };
-    let out = Command::new(env!("CARGO_BIN_EXE_tensorc"))
-        .args([
-            "y(i) = A(i,j) * x(j)",
-            "-f",
-            "A:CSR",
-            "-d",
-            "A:3,4",
-            "--write-source",
-        ])
-        .arg(dir.join("gen"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let header = std::fs::read_to_string(dir.join("gen/kernel.h")).unwrap();
     assert!(
         header.contains("kernel_tensor_phase") && header.contains("kernel_tensor_threads"),
@@ -1316,15 +1361,7 @@ int main(void) {
   return 0;
 }
 "#;
-    std::fs::write(dir.join("gen/main.c"), main).unwrap();
-    let exe = dir.join("gen/spmv");
-    build_program(
-        &exe,
-        &[dir.join("gen/main.c"), dir.join("gen/kernel.c")],
-        &["-Wall", "-Werror"],
-    );
-    let run = Command::new(&exe).output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "7 0 22 3");
+    assert_eq!(run_user_program(&dir, main), (Some(0), "7 0 22 3".into()));
 }
 
 /// SpMV from CSR, DCSR, COO and COO-AoS where `x` passes the 4 MiB from

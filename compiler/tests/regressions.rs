@@ -1528,3 +1528,49 @@ fn a_sum_of_located_operands_with_no_entry_is_no_factor() {
         &[4],
     );
 }
+
+/// A compressed result level records its positions in a 32-bit `pos`:
+/// every kernel bounds its `crd` at `i32::MAX` elements
+/// (`Function::index_limits`), so a result past 2^31 - 1 entries at one
+/// level is refused (`RunError::PastIndexLimit`, which a unit test of the
+/// JIT checks) where its positions would have wrapped. Dense and
+/// coordinate-only levels are bounded by memory alone.
+#[test]
+fn compressed_result_levels_bound_their_positions() {
+    use tensor_compiler::ir::{ArrayRef, Slot};
+    let d = random_data(&[("B", vec![6, 7], 0.4), ("C", vec![6, 7], 0.4)], 3);
+    for (out, bounded) in [
+        ("CSR", &[1][..]),
+        ("CSC", &[1]),
+        ("DCSR", &[0, 1]),
+        ("COO", &[0]),
+        ("dense", &[]),
+    ] {
+        let k = lowered(
+            "A(i,j) = B(i,j) + C(i,j)",
+            &[("A", out), ("B", "CSR"), ("C", "COO")],
+            &d,
+            &[6, 7],
+        );
+        let limits = &k.function.index_limits;
+        let want: Vec<(ArrayRef, u64)> = bounded
+            .iter()
+            .map(|&l| (ArrayRef::level("A", l, "crd"), i32::MAX as u64))
+            .collect();
+        assert_eq!(limits, &want, "{out}");
+        // Every bounded array is one the kernel writes.
+        let written: Vec<ArrayRef> = k
+            .function
+            .arrays()
+            .into_iter()
+            .filter(|(_, w)| *w)
+            .map(|(a, _)| a)
+            .collect();
+        for (a, _) in limits {
+            assert!(
+                matches!(a.slot, Slot::Level(..)) && written.contains(a),
+                "{out}: {a:?}"
+            );
+        }
+    }
+}

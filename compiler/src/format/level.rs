@@ -402,6 +402,16 @@ pub trait LevelFormat: fmt::Debug + Send + Sync {
     }
     /// Names of the index arrays this level owns.
     fn arrays(&self) -> Vec<&'static str>;
+    /// The most elements `array` (one of `arrays`) may hold in a result,
+    /// where the level's own storage bounds it more tightly than memory:
+    /// a level that records its positions in 32-bit index arrays has at
+    /// most `i32::MAX` of them. The runtime refuses to grow the array past
+    /// it, as it refuses memory the machine lacks, where the positions
+    /// would otherwise wrap. `None`: no bound of the level's own.
+    fn array_limit(&self, array: &str) -> Option<u64> {
+        let _ = array;
+        None
+    }
     /// The array of `arrays` holding one stored coordinate per position,
     /// in position order, if the level has one (sampled on the data a
     /// kernel is made for: `Function::lines_of_their_own`).

@@ -318,6 +318,7 @@ impl Emitter {
             lengths: Vec::new(),
             lines_of_their_own: Vec::new(),
             fixed_params: Vec::new(),
+            index_limits: Vec::new(),
         }
     }
 

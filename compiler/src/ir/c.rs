@@ -341,7 +341,11 @@ fn declarations(f: &Function, l: &Layout) -> String {
         out,
         "/* {sym}: called as `{sym}(&args)`; returns 0, or 1 when `args.reserve`"
     );
-    let _ = writeln!(out, "   returned NULL (out of memory).");
+    let _ = writeln!(
+        out,
+        "   returned NULL (out of memory, or an array past the most elements its\n   \
+         level format can index: its `max_len` in {sym}_realloc_reserve)."
+    );
     let _ = writeln!(
         out,
         "   args.arrays[{sym}_X] must describe array X (below). Arrays marked `in` are"
@@ -641,16 +645,29 @@ fn definitions(f: &Function, l: &Layout) -> String {
         .iter()
         .map(|(a, _)| format!("sizeof({})", c_elem(a.elem())))
         .collect();
+    // The bounds of `Function::index_limits`, which the runtime's reserve
+    // must keep as the JIT's does.
+    let max_len: Vec<String> = l
+        .arrays
+        .iter()
+        .map(|(a, _)| match f.index_limits.iter().find(|(b, _)| b == a) {
+            Some((_, n)) => n.to_string(),
+            None => "INT64_MAX".to_string(),
+        })
+        .collect();
     let _ = write!(
         out,
         "/* A `tensor_reserve_fn` for arrays allocated with malloc: `runtime` is the\n   \
          tensor_args_t. Grows geometrically and zeroes the new elements. */\n\
          void *{sym}_realloc_reserve(void *runtime, int64_t slot, int64_t len) {{\n  \
          static const size_t elem_size[] = {{{sizes}}};\n  \
+         static const int64_t max_len[] = {{{max_len}}};\n  \
+         if (slot < 0 || slot >= {sym}_array_count || len > max_len[slot]) return NULL;\n  \
          tensor_array_t *a = &((tensor_args_t *)runtime)->arrays[slot];\n  \
          int64_t cap = a->cap * 2 > len ? a->cap * 2 : len;\n  \
          if (cap < 16) cap = 16;\n  \
-         if (slot < 0 || slot >= {sym}_array_count || (uint64_t)cap > SIZE_MAX / elem_size[slot]) return NULL;\n  \
+         if (cap > max_len[slot]) cap = max_len[slot];\n  \
+         if ((uint64_t)cap > SIZE_MAX / elem_size[slot]) return NULL;\n  \
          char *data = (char *)realloc(a->data, (size_t)cap * elem_size[slot]);\n  \
          if (!data) return NULL;\n  \
          memset(data + (size_t)a->cap * elem_size[slot], 0, (size_t)(cap - a->cap) * elem_size[slot]);\n  \
@@ -658,6 +675,7 @@ fn definitions(f: &Function, l: &Layout) -> String {
          a->cap = cap;\n  \
          return data;\n}}\n",
         sizes = if sizes.is_empty() { "1".to_string() } else { sizes.join(", ") },
+        max_len = if max_len.is_empty() { "0".to_string() } else { max_len.join(", ") },
     );
     out
 }

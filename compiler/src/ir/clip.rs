@@ -186,6 +186,7 @@ mod tests {
             lengths: Vec::new(),
             lines_of_their_own: Vec::new(),
             fixed_params: Vec::new(),
+            index_limits: Vec::new(),
         }
     }
 

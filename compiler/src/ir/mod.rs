@@ -423,6 +423,12 @@ pub struct Function {
     /// its calls check that they still hold (`jit::call`). The C stays
     /// generic: one build serves every size.
     pub fixed_params: Vec<(ParamRef, i64)>,
+    /// Result arrays that may hold at most so many elements, a bound of
+    /// their level's storage (`LevelFormat::array_limit`: a compressed
+    /// level's `crd`, whose positions `pos` records in 32 bits). Both
+    /// tiers' runtimes refuse to grow one past it, where the positions
+    /// would wrap; an array not here is bounded by memory alone.
+    pub index_limits: Vec<(ArrayRef, u64)>,
 }
 
 /// The variables holding the bounds `[begin, end)` of a call's share of

@@ -60,6 +60,7 @@ pub fn join(first: &Function, second: &Function, temp: &Temporary<'_>) -> Functi
         lengths: Vec::new(),
         lines_of_their_own: Vec::new(),
         fixed_params: Vec::new(),
+        index_limits: Vec::new(),
     }
 }
 

@@ -25,6 +25,15 @@ pub enum RunError {
     WritesInput(String),
     #[error("the result grew beyond the memory available")]
     OutOfMemory,
+    #[error(
+        "the result's `{array}` would hold more than {limit} elements, the most its level \
+         format can index (`{tensor}` has too many entries for 32-bit positions)"
+    )]
+    PastIndexLimit {
+        tensor: String,
+        array: String,
+        limit: u64,
+    },
     #[error("threads disagree: {0}")]
     Shares(String),
     #[error("kernel compiled for {param} = {compiled}, called with {given}")]
@@ -251,6 +260,39 @@ pub struct Growable {
     first_room: usize,
     /// The slots of the arrays appends grow (`Function::grown_by_appends`).
     appended: std::collections::BTreeSet<i64>,
+    /// The bounded arrays, by slot (`Function::index_limits`): the kernel
+    /// is never given room past a bound, so it asks, and is refused.
+    limits: BTreeMap<i64, Limit>,
+    /// The bound that refused a growth, if one did.
+    past_limit: Option<Limit>,
+}
+
+/// The most elements a result array may hold, and its name.
+#[derive(Clone)]
+struct Limit {
+    elements: u64,
+    array: String,
+}
+
+impl Growable {
+    /// Why a call whose growth was refused failed.
+    fn refusal(&self) -> RunError {
+        match &self.past_limit {
+            Some(limit) => RunError::PastIndexLimit {
+                tensor: self.tensor.clone(),
+                array: limit.array.clone(),
+                limit: limit.elements,
+            },
+            None => RunError::OutOfMemory,
+        }
+    }
+
+    /// The room of slot `slot`'s array of `room` elements that the kernel
+    /// may fill: at most its limit.
+    fn cap(&self, slot: i64, room: usize) -> i64 {
+        let limit = self.limits.get(&slot).map_or(u64::MAX, |l| l.elements);
+        (room as u64).min(limit).min(i64::MAX as u64) as i64
+    }
 }
 
 /// The room an empty result array is first given: the operands' stored
@@ -457,6 +499,13 @@ extern "C" fn reserve(rt: *mut Growable, slot: i64, len: i64) -> *mut u8 {
         // SAFETY: `rt` points to the `Growable` on `run_kernel`'s frame,
         // alive and not otherwise borrowed during the call.
         let g = unsafe { &mut *rt };
+        if let Some(limit) = g.limits.get(&slot) {
+            if len.max(0) as u64 > limit.elements {
+                g.past_limit = Some(limit.clone());
+                return std::ptr::null_mut();
+            }
+        }
+        let limit = g.limits.get(&slot).map_or(u64::MAX, |l| l.elements);
         let Some(buf) = g.bufs.get_mut(&slot) else {
             return std::ptr::null_mut();
         };
@@ -465,7 +514,11 @@ extern "C" fn reserve(rt: *mut Growable, slot: i64, len: i64) -> *mut u8 {
         if len.max(0) as usize <= buf.len() {
             return buf.ptr();
         }
-        let mut want = (len.max(0) as usize).max(buf.len() * 2).max(16);
+        let at_most = usize::try_from(limit).unwrap_or(usize::MAX);
+        let mut want = (len.max(0) as usize)
+            .max(buf.len() * 2)
+            .max(16)
+            .min(at_most);
         let bytes = match buf {
             Buf::I32(_) => 4,
             Buf::F64(_) => 8,
@@ -478,7 +531,7 @@ extern "C" fn reserve(rt: *mut Growable, slot: i64, len: i64) -> *mut u8 {
             return std::ptr::null_mut();
         }
         // A room the machine cannot give is only not taken.
-        let room = g.first_room;
+        let room = g.first_room.min(at_most);
         if buf.len() == 0
             && g.appended.contains(&slot)
             && room > want
@@ -490,7 +543,7 @@ extern "C" fn reserve(rt: *mut Growable, slot: i64, len: i64) -> *mut u8 {
         // SAFETY: `slots` has one entry per slot index handed to the kernel.
         let s = unsafe { &mut *g.slots.add(slot as usize) };
         s.ptr = buf.ptr();
-        s.cap = buf.len() as i64;
+        s.cap = buf.len().min(at_most) as i64;
         s.ptr
     }));
     result.unwrap_or(std::ptr::null_mut())
@@ -645,6 +698,8 @@ impl Bound {
             tensor: output.name.clone(),
             first_room: first_room(inputs),
             appended: Default::default(),
+            limits: BTreeMap::new(),
+            past_limit: None,
         };
         for (n, (a, writes)) in k.arrays.iter().enumerate() {
             if *a.tensor == *output.name || matches!(a.slot, Slot::Scratch(..)) {
@@ -658,10 +713,16 @@ impl Bound {
                 // than the row makes, and an exact fit would then be grown
                 // (copied) again at the last row of every run.
                 buf.spare(buf.len() / 16 + 1024);
+                let slot = n as i64;
+                if let Some((_, elements)) = k.index_limits.iter().find(|(b, _)| b == a) {
+                    let array = a.c_name();
+                    let elements = *elements;
+                    growable.limits.insert(slot, Limit { elements, array });
+                }
                 slots.push(Slot_ {
                     ptr: buf.ptr(),
                     len,
-                    cap: buf.len() as i64,
+                    cap: growable.cap(slot, buf.len()),
                 });
                 growable.bufs.insert(n as i64, buf);
                 if k.grown_by_appends.contains(a) {
@@ -890,9 +951,10 @@ pub fn run_share(
 ) -> Result<(), RunError> {
     let mut bound = Bound::new(k, inputs, output)?;
     let status = bound.call(k, share);
+    let refusal = bound.growable.refusal();
     bound.finish(k, output, matches!(status, Ok(0)));
     if status? != 0 {
-        return Err(RunError::OutOfMemory);
+        return Err(refusal);
     }
     Ok(())
 }
@@ -922,6 +984,8 @@ fn frozen(tensor: &str) -> Growable {
         tensor: tensor.to_string(),
         first_room: 0,
         appended: Default::default(),
+        limits: BTreeMap::new(),
+        past_limit: None,
     }
 }
 
@@ -966,7 +1030,7 @@ pub fn run_rows(
                 with_share(k, &bound.params, &bound.slots, share)
             })
             .collect::<Result<Vec<_>, _>>(),
-        _ => Err(RunError::OutOfMemory),
+        _ => Err(bound.growable.refusal()),
     });
     let status = match &shares {
         Ok(shares) => {

@@ -60,6 +60,9 @@ pub struct CompiledKernel {
     /// The result arrays it fills in order, whose room needs no zeros
     /// (`Function::filled_in_order`).
     pub filled_in_order: std::collections::BTreeSet<ArrayRef>,
+    /// Result arrays bounded by their level's storage, with the bound
+    /// (`Function::index_limits`).
+    pub index_limits: Vec<(ArrayRef, u64)>,
     pub compile_time: Duration,
     /// CPU time of the thread that compiled it, beside `compile_time`'s
     /// wall time: a machine busy with other work stretches the one and
@@ -102,6 +105,7 @@ impl CompiledKernel {
             fixed_params: Vec::new(),
             grown_by_appends: f.grown_by_appends(),
             filled_in_order: f.filled_in_order(),
+            index_limits: f.index_limits.clone(),
             compile_time,
             compile_cpu: None,
             tier,
@@ -551,6 +555,7 @@ fn compile_now(f: &Function, start: Instant, profiled: bool) -> Result<CompiledK
         fixed_params: f.fixed_params.clone(),
         grown_by_appends: kernel.grown_by_appends(),
         filled_in_order: kernel.filled_in_order(),
+        index_limits: f.index_limits.clone(),
         compile_time: start.elapsed(),
         compile_cpu: Some(thread_cpu_time().saturating_sub(cpu_start)),
         tier: Tier::Cranelift,
@@ -777,6 +782,36 @@ mod tests {
             }
         }
         assert_eq!(offsets, [8, 0, 8, 56], "{}", func.display());
+    }
+
+    /// A growth past an array's index limit (`Function::index_limits`) is
+    /// refused before any memory is asked for, and says which array; up
+    /// to the limit it grows, and the kernel is never given room past it.
+    #[test]
+    fn a_growth_past_the_index_limit_is_refused_and_named() {
+        let kernel = |reserved: i64| {
+            let mut e = Emitter::new();
+            let vals = ArrayRef::vals("y");
+            e.reserve(vals.clone(), Expr::Int(reserved));
+            e.store(vals.clone(), Expr::Int(reserved - 1), Expr::Float(1.0));
+            let mut f = e.finish("k");
+            f.index_limits = vec![(vals, 10)];
+            compile(&f).expect("compiles") // ok: test code, a panic is a failed test
+        };
+        let format = crate::format::parse_format("dense", 1, &crate::format::Registry::builtin())
+            .expect("dense"); // ok: test code
+        let mut y = crate::execute::prepare_output("y", &format, &[4], 0).expect("output"); // ok: test code
+        assert!(run_kernel(&kernel(10), &[], &mut y).is_ok());
+        assert_eq!(y.vals.len(), 10);
+        assert_eq!(y.vals[9], 1.0);
+        let mut y = crate::execute::prepare_output("y", &format, &[4], 0).expect("output"); // ok: test code
+        match run_kernel(&kernel(11), &[], &mut y) {
+            Err(e @ RunError::PastIndexLimit { limit: 10, .. }) => {
+                let message = e.to_string();
+                assert!(message.contains("`y_vals`"), "{message}");
+            }
+            other => panic!("{other:?}"), // ok: test code
+        }
     }
 
     /// A growth the runtime refuses (more memory than the machine has)

@@ -355,6 +355,7 @@ fn compile_with(
         ..kernel
     };
     inline_fixed_sizes(&mut kernel);
+    kernel.function.index_limits = index_limits(&kernel);
     // TENSOR_NO_RUNS=1 keeps COO's stores per entry (to compare).
     if let (Some(entries), None) = (entries, std::env::var_os("TENSOR_NO_RUNS")) {
         kernel.function.runs = runs_of_equal_coordinates(&kernel, dims, entries);
@@ -363,6 +364,25 @@ fn compile_with(
         kernel.function.lengths = lengths_of_values(&kernel, dims, entries);
     }
     Ok(kernel)
+}
+
+/// The result arrays the result's level formats bound
+/// (`Function::index_limits`).
+fn index_limits(kernel: &Kernel) -> Vec<(crate::ir::ArrayRef, u64)> {
+    let mut out: Vec<(crate::ir::ArrayRef, u64)> = Vec::new();
+    let results = kernel.nests.iter().flat_map(|n| &n.problem.operands);
+    for o in results.filter(|o| o.output) {
+        for (k, level) in o.format.levels.iter().enumerate() {
+            for name in level.arrays() {
+                let a = crate::ir::ArrayRef::level(&o.tensor, k, name);
+                match level.array_limit(name) {
+                    Some(limit) if !out.iter().any(|(b, _)| *b == a) => out.push((a, limit)),
+                    _ => {}
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Sizes a format fixes (the inner levels of a block: each dense level of

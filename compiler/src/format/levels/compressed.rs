@@ -75,6 +75,11 @@ impl LevelFormat for Compressed {
     fn arrays(&self) -> Vec<&'static str> {
         vec!["pos", "crd"]
     }
+    /// `pos` records where each parent's children end among the level's
+    /// positions, one `crd` entry each, in 32 bits.
+    fn array_limit(&self, array: &str) -> Option<u64> {
+        (array == "crd").then_some(i32::MAX as u64)
+    }
     fn coordinate_array(&self) -> Option<&'static str> {
         // Interleaved with another level's, an AoS array is no run of one
         // level's coordinates.
