@@ -62,6 +62,16 @@ impl Expr {
             }
             (Add, Some(0), _) => b,
             (Add | Sub, _, Some(0)) => a,
+            (Add | Sub, None, Some(d)) if a.plus_constant().is_some() => {
+                let Some((x, c)) = a.plus_constant() else {
+                    return Expr::Bin(op, Box::new(a), Box::new(b));
+                };
+                let d = if op == Sub { d.checked_neg() } else { Some(d) };
+                match d.and_then(|d| c.checked_add(d)) {
+                    Some(sum) => Expr::plus(x.clone(), sum),
+                    None => Expr::Bin(op, Box::new(a), Box::new(b)),
+                }
+            }
             (Mul, Some(1), _) => b,
             (Mul | Div, _, Some(1)) => a,
             (Mul, Some(0), _) | (Mul, _, Some(0)) => Expr::Int(0),
@@ -78,6 +88,27 @@ impl Expr {
     }
     pub fn add(a: Expr, b: Expr) -> Expr {
         Expr::bin(BinOp::Add, a, b)
+    }
+    /// `x + c` and `x - c` as `(x, ±c)`. `Expr::bin` folds a constant
+    /// added to one into it: a run's last position plus one (`seg - 1 +
+    /// 1`) is the run's end, one value where the backends kept two live
+    /// (Cranelift at `opt_level=none` spilled for it in a COO inner
+    /// product's merges).
+    fn plus_constant(&self) -> Option<(&Expr, i64)> {
+        match self {
+            Expr::Bin(BinOp::Add, x, c) if x.as_int().is_none() => Some((x, c.as_int()?)),
+            Expr::Bin(BinOp::Sub, x, c) if x.as_int().is_none() => {
+                Some((x, c.as_int()?.checked_neg()?))
+            }
+            _ => None,
+        }
+    }
+    /// `x + c`, written `x - |c|` for a negative `c`.
+    fn plus(x: Expr, c: i64) -> Expr {
+        match c.checked_neg() {
+            Some(minus) if c < 0 => Expr::sub(x, Expr::Int(minus)),
+            _ => Expr::add(x, Expr::Int(c)),
+        }
     }
     pub fn sub(a: Expr, b: Expr) -> Expr {
         Expr::bin(BinOp::Sub, a, b)
@@ -374,5 +405,34 @@ mod tests {
             .collect();
         // The third "t" finds "t2" free after "t1" was taken by name.
         assert_eq!(names, ["t", "t1", "t11", "t2", "t3", "u"]);
+    }
+
+    /// Constants added to a sum with a constant fold into it, whatever the
+    /// signs; one that would overflow stays apart.
+    #[test]
+    fn constants_added_one_after_another_fold() {
+        let x = || Expr::var(0);
+        let one = || Expr::Int(1);
+        assert_eq!(Expr::add(Expr::sub(x(), one()), one()), x());
+        assert_eq!(Expr::sub(Expr::add(x(), one()), one()), x());
+        assert_eq!(
+            Expr::sub(Expr::add(x(), Expr::Int(3)), Expr::Int(5)),
+            Expr::Bin(BinOp::Sub, Box::new(x()), Box::new(Expr::Int(2)))
+        );
+        assert_eq!(
+            Expr::add(Expr::add(x(), Expr::Int(3)), Expr::Int(5)),
+            Expr::Bin(BinOp::Add, Box::new(x()), Box::new(Expr::Int(8)))
+        );
+        let big = Expr::add(x(), Expr::Int(i64::MAX));
+        assert_eq!(
+            Expr::add(big.clone(), one()),
+            Expr::Bin(BinOp::Add, Box::new(big), Box::new(one()))
+        );
+        // Not a sum with a constant: left as written.
+        let product = Expr::mul(x(), Expr::Int(2));
+        assert_eq!(
+            Expr::add(product.clone(), one()),
+            Expr::Bin(BinOp::Add, Box::new(product), Box::new(one()))
+        );
     }
 }
