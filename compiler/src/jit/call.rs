@@ -26,8 +26,8 @@ pub enum RunError {
     #[error("the result grew beyond the memory available")]
     OutOfMemory,
     #[error(
-        "the result's `{array}` would hold more than {limit} elements, the most its level \
-         format can index (`{tensor}` has too many entries for 32-bit positions)"
+        "the result `{tensor}` would hold more than {limit} elements in `{array}`, the most \
+         its level format can index"
     )]
     PastIndexLimit {
         tensor: String,
@@ -499,13 +499,11 @@ extern "C" fn reserve(rt: *mut Growable, slot: i64, len: i64) -> *mut u8 {
         // SAFETY: `rt` points to the `Growable` on `run_kernel`'s frame,
         // alive and not otherwise borrowed during the call.
         let g = unsafe { &mut *rt };
-        if let Some(limit) = g.limits.get(&slot) {
-            if len.max(0) as u64 > limit.elements {
-                g.past_limit = Some(limit.clone());
-                return std::ptr::null_mut();
-            }
-        }
         let limit = g.limits.get(&slot).map_or(u64::MAX, |l| l.elements);
+        if len.max(0) as u64 > limit {
+            g.past_limit = g.limits.get(&slot).cloned();
+            return std::ptr::null_mut();
+        }
         let Some(buf) = g.bufs.get_mut(&slot) else {
             return std::ptr::null_mut();
         };
