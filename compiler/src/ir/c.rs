@@ -81,7 +81,9 @@ typedef struct tensor_array {
 
 /* Grows array `slot` of `args->arrays` to at least `len` elements, new
    elements zeroed; stores the new data and cap in the table and returns the
-   data, or NULL when memory runs out. `runtime` is `args->runtime`. */
+   data, or NULL when memory runs out or `len` passes the most elements the
+   array's level format can index (the kernel's `max_len`, in its
+   realloc_reserve). `runtime` is `args->runtime`. */
 typedef void *(*tensor_reserve_fn)(void *runtime, int64_t slot, int64_t len);
 
 /* A kernel's only argument. */
