@@ -958,3 +958,47 @@ fn repeated_accesses_and_scalar_sums_on_real_matrices() {
         }
     }
 }
+
+/// The sum of two SpMVs merged over their rows, `y = A*x + B*x`, with B
+/// the transpose of a square real matrix (patterns that differ, rows that
+/// only one of them has): CSR with COO (whose runs of equal rows bound the
+/// merge's inner ranges), COO with COO and CSR with CSR, against the two
+/// products computed by plain loops over the entries.
+#[test]
+fn two_spmvs_merged_over_rows_on_real_matrices() {
+    let r = Registry::builtin();
+    let expr = parse_assignment("y(i) = A(i,j) * x(j) + B(i,j) * x(j)").unwrap();
+    let mut square = 0;
+    for (name, a) in real_matrices().filter(|(_, a)| a.dims[0] == a.dims[1]) {
+        square += 1;
+        let b = transposed(&a);
+        let n = a.dims[1];
+        let x: Vec<f64> = (0..n).map(|j| ((j * 5 % 11) as f64 - 5.0) / 3.0).collect();
+        let want: Vec<f64> = reference_spmv(&a, &x)
+            .iter()
+            .zip(reference_spmv(&b, &x))
+            .map(|(p, q)| p + q)
+            .collect();
+        for (fa, fb) in [("CSR", "COO"), ("COO", "COO"), ("CSR", "CSR")] {
+            let mut formats = std::collections::BTreeMap::new();
+            formats.insert("A".to_string(), parse_format(fa, 2, &r).unwrap());
+            formats.insert("B".to_string(), parse_format(fb, 2, &r).unwrap());
+            formats.insert("x".to_string(), parse_format("dense", 1, &r).unwrap());
+            formats.insert("y".to_string(), parse_format("dense", 1, &r).unwrap());
+            let mut data = std::collections::BTreeMap::new();
+            data.insert("A".to_string(), a.clone());
+            data.insert("B".to_string(), b.clone());
+            data.insert("x".to_string(), CooTensor::from_dense(vec![n], &x));
+            let mut p = prepare("spmv2", &expr, &formats, &data, &[n], None).unwrap();
+            p.run().unwrap();
+            let got = p.result().unwrap().to_dense();
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (g - w).abs() <= 1e-9 * (1.0 + w.abs()),
+                    "{name} A:{fa} B:{fb}: y[{i}] = {g}, expected {w}"
+                );
+            }
+        }
+    }
+    assert!(square > 0, "no square real matrix among the fixtures");
+}

@@ -62,15 +62,13 @@ impl Expr {
             }
             (Add, Some(0), _) => b,
             (Add | Sub, _, Some(0)) => a,
-            (Add | Sub, None, Some(d)) if a.plus_constant().is_some() => {
-                let Some((x, c)) = a.plus_constant() else {
-                    return Expr::Bin(op, Box::new(a), Box::new(b));
-                };
+            (Add | Sub, None, Some(d)) => {
                 let d = if op == Sub { d.checked_neg() } else { Some(d) };
-                match d.and_then(|d| c.checked_add(d)) {
-                    Some(sum) => Expr::plus(x.clone(), sum),
-                    None => Expr::Bin(op, Box::new(a), Box::new(b)),
-                }
+                let folded = a
+                    .plus_constant()
+                    .zip(d)
+                    .and_then(|((x, c), d)| Some(Expr::plus(x.clone(), c.checked_add(d)?)));
+                folded.unwrap_or_else(|| Expr::Bin(op, Box::new(a), Box::new(b)))
             }
             (Mul, Some(1), _) => b,
             (Mul | Div, _, Some(1)) => a,

@@ -287,12 +287,16 @@ impl Growable {
         }
     }
 
-    /// The room of slot `slot`'s array of `room` elements that the kernel
-    /// may fill: at most its limit.
-    fn cap(&self, slot: i64, room: usize) -> i64 {
-        let limit = self.limits.get(&slot).map_or(u64::MAX, |l| l.elements);
-        (room as u64).min(limit).min(i64::MAX as u64) as i64
+    /// The most elements slot `slot`'s array may hold.
+    fn limit(&self, slot: i64) -> u64 {
+        self.limits.get(&slot).map_or(u64::MAX, |l| l.elements)
     }
+}
+
+/// The capacity the kernel is told an array of `room` elements has: at
+/// most `limit`, so that it asks for more and is refused.
+fn capacity(room: usize, limit: u64) -> i64 {
+    (room as u64).min(limit).min(i64::MAX as u64) as i64
 }
 
 /// The room an empty result array is first given: the operands' stored
@@ -499,7 +503,7 @@ extern "C" fn reserve(rt: *mut Growable, slot: i64, len: i64) -> *mut u8 {
         // SAFETY: `rt` points to the `Growable` on `run_kernel`'s frame,
         // alive and not otherwise borrowed during the call.
         let g = unsafe { &mut *rt };
-        let limit = g.limits.get(&slot).map_or(u64::MAX, |l| l.elements);
+        let limit = g.limit(slot);
         if len.max(0) as u64 > limit {
             g.past_limit = g.limits.get(&slot).cloned();
             return std::ptr::null_mut();
@@ -541,7 +545,7 @@ extern "C" fn reserve(rt: *mut Growable, slot: i64, len: i64) -> *mut u8 {
         // SAFETY: `slots` has one entry per slot index handed to the kernel.
         let s = unsafe { &mut *g.slots.add(slot as usize) };
         s.ptr = buf.ptr();
-        s.cap = buf.len().min(at_most) as i64;
+        s.cap = capacity(buf.len(), limit);
         s.ptr
     }));
     result.unwrap_or(std::ptr::null_mut())
@@ -720,7 +724,7 @@ impl Bound {
                 slots.push(Slot_ {
                     ptr: buf.ptr(),
                     len,
-                    cap: growable.cap(slot, buf.len()),
+                    cap: capacity(buf.len(), growable.limit(slot)),
                 });
                 growable.bufs.insert(n as i64, buf);
                 if k.grown_by_appends.contains(a) {
