@@ -112,6 +112,13 @@ pub struct Translator<'a, 'b> {
     table_in: Option<(Block, Value)>,
     /// How many prefetch hints it has emitted (`jit::prefetch`).
     pub(super) hints: u32,
+    /// The variables defined once (`Defined::once`), and of those, the
+    /// values of the ones whose `let` is in scope.
+    once: Vec<bool>,
+    lets: Vec<Option<Value>>,
+    /// The variables of `lets` with a value, in the order their `let`s
+    /// were translated (`Translator::scope`, `close_scope`).
+    in_scope: Vec<crate::ir::VarId>,
 }
 
 pub(super) fn flags() -> MemFlagsData {
@@ -133,6 +140,35 @@ fn cl_ty(t: Ty) -> Type {
         Ty::F64 => types::F64,
         Ty::Bool => types::I8,
     }
+}
+
+/// The variables of `f` defined by one `let` and never set or made a
+/// loop's index. While its `let` is in scope such a variable is the value
+/// the `let` computed, which dominates every use there: a use reads it
+/// directly instead of asking the SSA builder, which, where the use sits
+/// in a loop nest whose headers are not yet sealed, makes a block
+/// parameter at each header (cycles of them through nested loops survive
+/// sealing, and at `opt_level=none` reach the register allocator).
+fn defined_once(f: &Function) -> Vec<bool> {
+    let mut lets = vec![0u32; f.vars.len()];
+    let mut other = vec![false; f.vars.len()];
+    crate::ir::walk_block(&f.body, &mut |s| match s {
+        Stmt::Let(v, _) => {
+            if let Some(n) = lets.get_mut(*v as usize) {
+                *n += 1;
+            }
+        }
+        Stmt::Set(v, _) | Stmt::For { var: v, .. } => {
+            if let Some(o) = other.get_mut(*v as usize) {
+                *o = true;
+            }
+        }
+        _ => {}
+    });
+    lets.iter()
+        .zip(&other)
+        .map(|(&n, &o)| n == 1 && !o)
+        .collect()
 }
 
 /// The longest constant trip count a loop is unrolled at.
@@ -225,6 +261,9 @@ impl<'a, 'b> Translator<'a, 'b> {
             pairs: super::pairs::find(&f.body),
             table_in: None,
             hints: 0,
+            once: defined_once(f),
+            lets: vec![None; f.vars.len()],
+            in_scope: Vec::new(),
             b,
         };
         for (id, v) in f.vars.iter().enumerate() {
@@ -438,10 +477,13 @@ impl<'a, 'b> Translator<'a, 'b> {
             Expr::Int(v) => self.b.ins().iconst(types::I64, *v),
             Expr::Float(v) => self.b.ins().f64const(*v),
             Expr::Bool(v) => self.b.ins().iconst(types::I8, *v as i64),
-            Expr::Var(v) => {
-                let var = *self.vars.get(*v as usize).ok_or("unknown variable")?;
-                self.b.use_var(var)
-            }
+            Expr::Var(v) => match self.lets.get(*v as usize).copied().flatten() {
+                Some(x) => x,
+                None => {
+                    let var = *self.vars.get(*v as usize).ok_or("unknown variable")?;
+                    self.b.use_var(var)
+                }
+            },
             Expr::Param(p) => *self
                 .params
                 .get(p)
@@ -666,6 +708,28 @@ impl<'a, 'b> Translator<'a, 'b> {
     }
 
     pub(super) fn block(&mut self, stmts: &[Stmt]) -> Result<(), String> {
+        let scope = self.scope();
+        self.block_in_scope(stmts)?;
+        self.close_scope(scope);
+        Ok(())
+    }
+
+    /// A mark of the `let`s in scope, for `close_scope`.
+    pub(super) fn scope(&self) -> usize {
+        self.in_scope.len()
+    }
+
+    /// End the scope of the `let`s translated since `mark`: their values
+    /// may not dominate what is translated next.
+    pub(super) fn close_scope(&mut self, mark: usize) {
+        for v in self.in_scope.drain(mark..) {
+            if let Some(x) = self.lets.get_mut(v as usize) {
+                *x = None;
+            }
+        }
+    }
+
+    fn block_in_scope(&mut self, stmts: &[Stmt]) -> Result<(), String> {
         let mut k = 0;
         while k < stmts.len() {
             // Reserves of one length in a row (an append's arrays, gathered
@@ -723,6 +787,10 @@ impl<'a, 'b> Translator<'a, 'b> {
                 let x = self.expr(e)?;
                 let var = *self.vars.get(*v as usize).ok_or("unknown variable")?;
                 self.b.def_var(var, x);
+                if matches!(s, Stmt::Let(..)) && self.once.get(*v as usize) == Some(&true) {
+                    self.lets[*v as usize] = Some(x);
+                    self.in_scope.push(*v);
+                }
             }
             Stmt::Store(a, i, v) => {
                 let (addr, offset) = self.address_at(a, i)?;
@@ -1260,4 +1328,101 @@ pub(super) fn grow_body(b: &mut FunctionBuilder, ptr_ty: Type) {
     let f = b.ins().load(ptr_ty, pure(), args, ARGS_RESERVE_GROUP);
     b.ins().call_indirect(sig, f, &[rt, slots, want]);
     b.ins().return_(&[]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::Emitter;
+    use cranelift_codegen::ir::{Function as ClifFunction, InstructionData, Opcode};
+    use cranelift_frontend::FunctionBuilderContext;
+
+    /// The Cranelift function `f` translates to, before any pass of
+    /// Cranelift's.
+    fn translated(f: &Function) -> ClifFunction {
+        let (arrays, params) = (f.arrays(), f.params());
+        let mut func = ClifFunction::new();
+        func.signature.params.push(AbiParam::new(types::I64));
+        func.signature.returns.push(AbiParam::new(types::I64));
+        let mut fctx = FunctionBuilderContext::new();
+        let mut b = FunctionBuilder::new(&mut func, &mut fctx);
+        // The growth trampoline's signature, `GROW`, for kernels that grow.
+        let mut sig = Signature::new(cranelift_codegen::isa::CallConv::PreserveAll);
+        sig.params = vec![AbiParam::new(types::I64); 3];
+        let signature = b.import_signature(sig);
+        let grow = b.import_function(cranelift_codegen::ir::ExtFuncData {
+            name: cranelift_codegen::ir::ExternalName::testcase("grow"),
+            signature,
+            colocated: false,
+            patchable: false,
+        });
+        let helpers = Helpers {
+            grow: Some(grow),
+            ..Helpers::default()
+        };
+        let t = Translator::translate(&mut b, f, types::I64, &arrays, &params, helpers);
+        t.expect("translates"); // ok: test code
+        let isa = super::super::host_isa(super::super::Opt::Speed).expect("host ISA"); // ok: test code
+        b.finalize(isa.frontend_config());
+        func
+    }
+
+    /// A variable set once by its `let` is the value the `let` computed
+    /// wherever it is read in scope, also past a nest of merge loops,
+    /// whose headers were not sealed when it was read: no block takes it
+    /// as a parameter (through nested loops, such parameters form cycles
+    /// that sealing does not remove, and at `opt_level=none` they reach
+    /// the register allocator).
+    #[test]
+    fn a_variable_defined_once_is_its_value_in_loop_nests() {
+        let y = ArrayRef::vals("y");
+        let n = Expr::Param(ParamRef::dim("y", 0));
+        let mut e = Emitter::new();
+        let hi = e.let_var("hi", Expr::add(n, Expr::Int(1)));
+        let a = e.let_var("a", Expr::Int(0));
+        e.while_(Expr::lt(a.clone(), hi.clone()), |e| {
+            let b = e.let_var("b", a.clone());
+            e.while_(Expr::lt(b.clone(), Expr::Int(10)), |e| {
+                e.reserve(y.clone(), Expr::add(b.clone(), Expr::Int(1)));
+                e.store(y.clone(), b.clone(), Expr::Float(1.0));
+                e.set(&b, Expr::add(b.clone(), Expr::Int(1)));
+            });
+            e.set(&a, b.clone());
+        });
+        e.if_(Expr::lt(a.clone(), hi.clone()), |e| {
+            e.store(y.clone(), Expr::Int(0), Expr::Float(2.0))
+        });
+        let f = e.finish("k");
+        assert_eq!(defined_once(&f), [true, false, false]);
+        let func = translated(&f);
+        let dfg = &func.dfg;
+        let mut his = BTreeSet::new();
+        let mut compares = 0;
+        for block in func.layout.blocks() {
+            for inst in func.layout.block_insts(block) {
+                // `x < hi` (the capacity checks ask `>`).
+                if let InstructionData::IntCompare {
+                    opcode: Opcode::Icmp,
+                    args,
+                    cond: IntCC::SignedLessThan,
+                } = dfg.insts[inst]
+                {
+                    let right = dfg.resolve_aliases(args[1]);
+                    let constant = dfg.value_def(right).inst().map(|i| dfg.insts[i].opcode());
+                    if constant != Some(Opcode::Iconst) {
+                        compares += 1;
+                        his.insert(right);
+                    }
+                }
+            }
+        }
+        // The outer loop's test before entry and at the bottom, and the
+        // last.
+        assert_eq!(compares, 3, "{}", func.display());
+        let [hi] = his.into_iter().collect::<Vec<_>>()[..] else {
+            panic!("`hi` read as more than one value:\n{}", func.display());
+        };
+        // The `let`'s add, not a block parameter.
+        assert!(dfg.value_def(hi).inst().is_some(), "{}", func.display());
+    }
 }

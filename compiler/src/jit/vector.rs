@@ -337,10 +337,12 @@ impl Translator<'_, '_> {
             copy: 0,
             vars: BTreeMap::new(),
         };
+        let scope = self.scope();
         for copy in 0..UNROLL {
             lanes.copy = copy;
             self.vector_body(plan, &mut lanes, body)?;
         }
+        self.close_scope(scope);
         self.leave_loop(outer);
         self.loop_back(var, k, step, limit, vbody, rest);
         Ok(())
@@ -426,10 +428,12 @@ impl Translator<'_, '_> {
             copy: 0,
             vars: BTreeMap::new(),
         };
+        let scope = self.scope();
         for copy in 0..(hi - lo) / LANES {
             lanes.copy = copy;
             self.vector_body(plan, &mut lanes, body)?;
         }
+        self.close_scope(scope);
         if (hi - lo) % LANES != 0 {
             let last = self.b.ins().iconst(types::I64, hi - 1);
             self.b.def_var(var, last);
