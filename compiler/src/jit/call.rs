@@ -329,7 +329,7 @@ extern "C" fn reserve_group(rt: *mut Growable, slots: i64, len: i64) {
 
 /// The prefetch of `ir::Stmt::Prefetch` for the Cranelift tier, which has
 /// no such instruction (through the `preserve_all` trampoline
-/// `translate::prefetch_body`): for each position `q` of the coordinate
+/// `helper_calls::prefetch_body`): for each position `q` of the coordinate
 /// array in slot `slots >> 32`, from `at` up to `at + positions` and below
 /// its length, ask the caches for elements `coords[q] * stride ..+ len` of
 /// the `f64` array in slot `slots & 0xffff_ffff`.
@@ -369,7 +369,7 @@ pub(super) extern "C" fn prefetch_rows(
 
 /// The zero fill of a result the kernel never reads back, for the
 /// Cranelift tier, which has no stores that bypass the caches (through
-/// the `preserve_all` trampoline `translate::zero_body`): the C's
+/// the `preserve_all` trampoline `helper_calls::zero_body`): the C's
 /// `tensor_zero_f64` (`ir::c`), with the same rule. Zeroes `n` doubles
 /// from `p`, part of an array of `len` elements; where that array is
 /// larger than `ir::c::STREAM_MIN_BYTES`, with streaming stores, since a

@@ -3,6 +3,7 @@
 
 mod call;
 mod count;
+mod helper_calls;
 mod pairs;
 mod perf_map;
 mod placement;
@@ -341,7 +342,7 @@ fn build_as_given(
     let hints;
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
-        let helpers = translate::Helpers {
+        let helpers = helper_calls::Helpers {
             grow,
             prefetch,
             zero,
@@ -386,7 +387,7 @@ struct Trampoline {
 static GROW: Trampoline = Trampoline {
     symbol: "tensor_grow",
     int_args: 2,
-    body: translate::grow_body,
+    body: helper_calls::grow_body,
     native: None,
     address: OnceLock::new(),
 };
@@ -403,7 +404,7 @@ const PREFETCH_NATIVE: Option<fn() -> usize> = None;
 static PREFETCH: Trampoline = Trampoline {
     symbol: "tensor_prefetch",
     int_args: 5,
-    body: translate::prefetch_body,
+    body: helper_calls::prefetch_body,
     native: PREFETCH_NATIVE,
     address: OnceLock::new(),
 };
@@ -414,7 +415,7 @@ static PREFETCH: Trampoline = Trampoline {
 static ZERO: Trampoline = Trampoline {
     symbol: "tensor_zero",
     int_args: 2,
-    body: translate::zero_body,
+    body: helper_calls::zero_body,
     native: None,
     address: OnceLock::new(),
 };
@@ -746,7 +747,7 @@ mod tests {
             types::I64,
             &arrays,
             &params,
-            translate::Helpers::default(),
+            helper_calls::Helpers::default(),
         )
         .expect("translates"); // ok: test code
         b.finalize(isa.frontend_config());
