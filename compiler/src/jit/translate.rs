@@ -110,8 +110,9 @@ pub struct Translator<'a, 'b> {
     table_in: Option<(Block, Value)>,
     /// How many prefetch hints it has emitted (`jit::prefetch`).
     pub(super) hints: u32,
-    /// The variables defined once (`Defined::once`), and of those, the
-    /// values of the ones whose `let` is in scope.
+    /// The variables defined once (`defined_once`), and of those, the
+    /// values of the ones whose `let` is in scope (each still defines its
+    /// `Variable` too, for the readers that ask the SSA builder).
     once: Vec<bool>,
     lets: Vec<Option<Value>>,
     /// The variables of `lets` with a value, in the order their `let`s
