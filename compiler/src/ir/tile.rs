@@ -89,26 +89,70 @@ pub fn tile_rows(f: &mut Function, backend: Backend) {
 
 /// `tile_rows`, with tiles where a nest's rows number at least `from_rows`.
 fn tile_rows_from(f: &mut Function, from_rows: &Expr) {
+    let shared = SharedLoop::of(f);
     let mut body = std::mem::take(&mut f.body);
-    in_block(&mut body, f, from_rows);
+    in_block(&mut body, f, from_rows, shared.as_ref());
     f.body = body;
 }
 
-fn in_block(block: &mut Block, f: &mut Function, from_rows: &Expr) {
+/// A loop shared among threads runs from `begin` to `end`, a share of the
+/// whole loop of `span` iterations (`Function::shares`: the share search
+/// only narrows the bounds the variables are declared with).
+struct SharedLoop {
+    begin: VarId,
+    end: VarId,
+    span: Expr,
+}
+
+impl SharedLoop {
+    fn of(f: &Function) -> Option<SharedLoop> {
+        let bounds = f.shares?;
+        let (mut begin, mut end) = (None, None);
+        super::walk_block(&f.body, &mut |s| match s {
+            Stmt::Let(v, e) if *v == bounds.begin => begin = Some(e.clone()),
+            Stmt::Let(v, e) if *v == bounds.end => end = Some(e.clone()),
+            _ => {}
+        });
+        Some(SharedLoop {
+            begin: bounds.begin,
+            end: bounds.end,
+            span: Expr::sub(end?, begin?),
+        })
+    }
+
+    /// The most iterations of a loop from `lo` to `hi` in any call: the
+    /// whole loop's where it is shared.
+    fn most_trips(shared: Option<&SharedLoop>, lo: &Expr, hi: &Expr) -> Expr {
+        match shared {
+            Some(s) if *lo == Expr::Var(s.begin) && *hi == Expr::Var(s.end) => s.span.clone(),
+            _ => Expr::sub(hi.clone(), lo.clone()),
+        }
+    }
+}
+
+fn in_block(block: &mut Block, f: &mut Function, from_rows: &Expr, shared: Option<&SharedLoop>) {
     for mut s in std::mem::take(block) {
-        if let Some(tiles) = tiled(&s, f, from_rows) {
+        if let Some(tiles) = tiled(&s, f, from_rows, shared) {
             block.extend(tiles);
             continue;
         }
         for inner in nested_blocks_mut(&mut s) {
-            in_block(inner, f, from_rows);
+            in_block(inner, f, from_rows, shared);
         }
         block.push(s);
     }
 }
 
 /// `nest` with its rows in tiles, if it is such a nest (see the module).
-fn tiled(nest: &Stmt, f: &mut Function, from_rows: &Expr) -> Option<Vec<Stmt>> {
+/// Where its test is known when compiled (the Cranelift tier compiles
+/// dimensions and sizes in), only the side it takes: the tiles, or the
+/// nest as it was (`None`).
+fn tiled(
+    nest: &Stmt,
+    f: &mut Function,
+    from_rows: &Expr,
+    shared: Option<&SharedLoop>,
+) -> Option<Vec<Stmt>> {
     let Stmt::For {
         var: outer,
         lo: outer_lo,
@@ -148,6 +192,17 @@ fn tiled(nest: &Stmt, f: &mut Function, from_rows: &Expr) -> Option<Vec<Stmt>> {
     // Rows every outer iteration stays within, known before the nest.
     let first = invariant_bound(lo, BinOp::Max, &varying)?;
     let end = invariant_bound(hi, BinOp::Min, &varying)?;
+    let outer_trips = Expr::sub(outer_hi.clone(), outer_lo.clone());
+    // A share of a loop short as a whole is short.
+    let short = match SharedLoop::most_trips(shared, outer_lo, outer_hi).as_int() {
+        Some(most) if most <= MAX_STREAMS => Expr::Bool(true),
+        _ => Expr::cmp(CmpOp::Le, outer_trips, Expr::Int(MAX_STREAMS)),
+    };
+    let row_count = Expr::sub(end.clone(), first.clone());
+    let cond = Expr::and(short, Expr::cmp(CmpOp::Ge, row_count, from_rows.clone()));
+    if cond == Expr::Bool(false) {
+        return None;
+    }
     let base = f.vars[*row as usize].name.clone();
     let tile = fresh_var(&mut f.vars, &format!("{base}_tile"), Ty::I64);
     let tile_end = fresh_var(&mut f.vars, &format!("{base}_tile_end"), Ty::I64);
@@ -175,19 +230,18 @@ fn tiled(nest: &Stmt, f: &mut Function, from_rows: &Expr) -> Option<Vec<Stmt>> {
             Stmt::Set(tile, tile_end_v),
         ],
     };
-    let outer_trips = Expr::sub(outer_hi.clone(), outer_lo.clone());
-    let row_count = Expr::sub(end, first.clone());
+    let comment = Stmt::Comment(format!(
+        "rows in tiles of {TILE} where the outer loop is short and the rows outgrow the caches"
+    ));
+    let then = vec![Stmt::Let(tile, first), tiles];
+    if cond == Expr::Bool(true) {
+        return Some([vec![comment], then].concat());
+    }
     Some(vec![
-        Stmt::Comment(format!(
-            "rows in tiles of {TILE} where the outer loop is short and the rows \
-             outgrow the caches"
-        )),
+        comment,
         Stmt::If {
-            cond: Expr::and(
-                Expr::cmp(CmpOp::Le, outer_trips, Expr::Int(MAX_STREAMS)),
-                Expr::cmp(CmpOp::Ge, row_count, from_rows.clone()),
-            ),
-            then: vec![Stmt::Let(tile, first), tiles],
+            cond,
+            then,
             els: vec![nest.clone()],
         },
     ])
@@ -343,8 +397,17 @@ mod tests {
         run_of(f, rows, 3)
     }
 
+    /// `run` where the fewest rows tiled is read from the array `from`.
+    fn run_from(f: &Function, rows: i64, from_rows: i64) -> Vec<i64> {
+        run_arrays(f, rows, 3, vec![("from", vec![from_rows])])
+    }
+
     fn run_of(f: &Function, rows: i64, count: i64) -> Vec<i64> {
-        let arrays = vec![
+        run_arrays(f, rows, count, Vec::new())
+    }
+
+    fn run_arrays(f: &Function, rows: i64, count: i64, more: Vec<(&str, Vec<i64>)>) -> Vec<i64> {
+        let mut arrays = vec![
             (
                 "off",
                 (0..count).map(|d| [-1, 0, 2][d as usize % 3]).collect(),
@@ -353,11 +416,19 @@ mod tests {
             ("x", (0..rows).map(|k| k % 5 + 1).collect()),
             ("y", vec![0; rows as usize + 1]),
         ];
+        arrays.extend(more);
         test_memory::run(f, arrays, "y")
     }
 
+    /// Whether `f` has a loop over tiles (the tiled nest, run or not).
     fn has_tiles(f: &Function) -> bool {
-        f.vars.iter().any(|v| v.name.ends_with("_tile"))
+        let mut tiles = false;
+        crate::ir::walk_block(&f.body, &mut |s| {
+            if let Stmt::Let(v, _) = s {
+                tiles |= f.vars[*v as usize].name.ends_with("_tile");
+            }
+        });
+        tiles
     }
 
     /// Rows in tiles give every row the same sum, for row counts below,
@@ -385,7 +456,42 @@ mod tests {
             let f = diagonals_of(rows, count, None);
             let mut g = f.clone();
             tile_rows_from(&mut g, &Expr::Int(1));
-            assert!(has_tiles(&g));
+            assert_eq!(has_tiles(&g), count <= MAX_STREAMS, "{count} diagonals");
+            assert_eq!(
+                run_of(&f, rows, count),
+                run_of(&g, rows, count),
+                "{count} diagonals"
+            );
+        }
+    }
+
+    /// A loop shared among threads (`Function::shares`) is short in every
+    /// share where it is short as a whole; where it is not, each share
+    /// tests its own length.
+    #[test]
+    fn shares_of_a_short_loop_are_short() {
+        let rows = 2 * TILE + 1;
+        for count in [3, MAX_STREAMS + 1] {
+            let mut f = diagonals_of(rows, count, None);
+            let begin = fresh_var(&mut f.vars, "share_begin", Ty::I64);
+            let end = fresh_var(&mut f.vars, "share_end", Ty::I64);
+            let Some(Stmt::For { lo, hi, .. }) = f.body.first_mut() else {
+                panic!("the diagonals' loop comes first");
+            };
+            (*lo, *hi) = (Expr::Var(begin), Expr::Var(end));
+            f.body.splice(
+                0..0,
+                [
+                    Stmt::Let(begin, Expr::Int(0)),
+                    Stmt::Let(end, Expr::Int(count)),
+                ],
+            );
+            f.shares = Some(crate::ir::ShareBounds { begin, end });
+            let mut g = f.clone();
+            tile_rows_from(&mut g, &Expr::Int(1));
+            let tested = g.body.iter().any(|s| matches!(s, Stmt::If { .. }));
+            assert!(has_tiles(&g), "{count} diagonals");
+            assert_eq!(tested, count > MAX_STREAMS, "{count} diagonals");
             assert_eq!(
                 run_of(&f, rows, count),
                 run_of(&g, rows, count),
@@ -401,30 +507,49 @@ mod tests {
     #[test]
     fn tiles_start_at_their_row_count() {
         let rows = TILE + 3;
+        // Known when compiled (the Cranelift tier's fixed sizes): one side
+        // of the test is kept, without it.
         for (from_rows, tiled) in [(rows + 1, false), (rows, true), (1, true)] {
             let f = diagonals(rows, None);
             let mut g = f.clone();
             tile_rows_from(&mut g, &Expr::Int(from_rows));
-            assert!(has_tiles(&g));
+            assert_eq!(has_tiles(&g), tiled, "{rows} rows from {from_rows}");
+            assert!(!g.body.iter().any(|s| matches!(s, Stmt::If { .. })));
+            assert_eq!(run(&f, rows), run(&g, rows), "{rows} rows from {from_rows}");
+        }
+        // Known only when run (the C's target constant): both sides, and
+        // the test picks.
+        for (from_rows, tiled) in [(rows + 1, false), (rows, true), (1, true)] {
+            let f = diagonals(rows, None);
+            let mut g = f.clone();
+            tile_rows_from(&mut g, &Expr::load(array("from"), Expr::Int(0)));
             let mut marked = g.clone();
             for s in &mut marked.body {
                 if let Stmt::If { then, .. } = s {
                     then.push(Stmt::Store(array("y"), Expr::Int(rows), Expr::Int(99)));
                 }
             }
-            let ran = run(&marked, rows);
+            let ran = run_from(&marked, rows, from_rows);
             assert_eq!(
                 ran[rows as usize] == 99,
                 tiled,
                 "{rows} rows from {from_rows}"
             );
-            assert_eq!(run(&f, rows), run(&g, rows), "{rows} rows from {from_rows}");
+            assert_eq!(
+                run(&f, rows),
+                run_from(&g, rows, from_rows),
+                "{rows} rows from {from_rows}"
+            );
         }
-        for backend in [Backend::C, Backend::Cranelift] {
-            let mut g = diagonals(8, None);
-            tile_rows(&mut g, backend);
-            assert!(has_tiles(&g), "every target keeps the tiled nest");
-        }
+        let mut g = diagonals(8, None);
+        tile_rows(&mut g, Backend::C);
+        assert!(
+            has_tiles(&g),
+            "the C keeps the tiled nest for the target to pick"
+        );
+        let mut g = diagonals(8, None);
+        tile_rows(&mut g, Backend::Cranelift);
+        assert!(!has_tiles(&g), "8 rows are never tiled on this host");
     }
 
     /// A row that touches another row's entry, or a read of the result
