@@ -822,22 +822,32 @@ impl<'a, 'b> Translator<'a, 'b> {
                     return done;
                 }
                 let short = super::vector::too_short(lo, hi);
+                let whole = super::vector::whole_steps(lo, hi);
                 let lo = self.expr(lo)?;
                 let hi = self.expr(hi)?;
                 let var_info = std::mem::take(&mut self.var_info);
                 let pairs = body.iter().any(|s| self.pairs.names_any(s));
+                // Whether a vector loop ran, and whether it left nothing.
                 let vectorized = match (
                     super::vector::plan(*var_id, body, &var_info, Sums::Refused),
                     super::count::plan(*var_id, body),
                 ) {
-                    _ if pairs || short => Ok(false),
-                    (Some(plan), _) => self.vector_loop(&plan, var, lo, hi, body).map(|()| true),
-                    (None, Some(count)) => self.count_loop(&count, var, lo, hi).map(|()| true),
-                    (None, None) => Ok(false),
+                    _ if pairs || short => Ok(None),
+                    (Some(plan), _) => self
+                        .vector_loop(&plan, var, lo, hi, body)
+                        .map(|()| Some(whole)),
+                    (None, Some(count)) => {
+                        self.count_loop(&count, var, lo, hi).map(|()| Some(false))
+                    }
+                    (None, None) => Ok(None),
                 };
                 self.var_info = var_info;
                 // The scalar loop runs the iterations the vector loop left.
-                let lo = if vectorized? { self.b.use_var(var) } else { lo };
+                let lo = match vectorized? {
+                    Some(true) => return Ok(()),
+                    Some(false) => self.b.use_var(var),
+                    None => lo,
+                };
                 self.scalar_loop(*var_id, var, lo, hi, body)?;
             }
             // Rotated, as counted loops are: one test before entry, then

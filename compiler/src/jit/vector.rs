@@ -259,6 +259,33 @@ impl Plan<'_> {
 /// under two vector iterations' elements, so the vector loop would run
 /// once at most and only cost its compile (the rest after a row's strips,
 /// `ir::strips`).
+/// Whether a loop from `lo` to `hi` runs a whole number of vector
+/// iterations (`LANES * UNROLL` elements each) whenever it runs: both
+/// bounds multiples of it, as the zero fills of dense rows of 8, 16 or 32
+/// columns are (`fill_next * 32..(row + 1) * 32`). The vector loop then
+/// leaves no iterations to a scalar loop, which is not made.
+pub(super) fn whole_steps(lo: &Expr, hi: &Expr) -> bool {
+    let step = LANES * UNROLL;
+    gcd(multiple_of(lo), multiple_of(hi)) % step == 0
+}
+
+/// A number `e` is always a multiple of (0 for 0, 1 where unknown).
+fn multiple_of(e: &Expr) -> i64 {
+    match e {
+        Expr::Int(c) => c.checked_abs().unwrap_or(1),
+        Expr::Bin(BinOp::Mul, a, b) => multiple_of(a).checked_mul(multiple_of(b)).unwrap_or(1),
+        Expr::Bin(BinOp::Add | BinOp::Sub, a, b) => gcd(multiple_of(a), multiple_of(b)),
+        _ => 1,
+    }
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    match b {
+        0 => a,
+        _ => gcd(b, a % b),
+    }
+}
+
 pub(super) fn too_short(lo: &Expr, hi: &Expr) -> bool {
     let Expr::Bin(BinOp::Min, a, b) = hi else {
         return false;
@@ -520,6 +547,26 @@ impl Translator<'_, '_> {
 mod tests {
     use super::*;
     use crate::ir::{Emitter, Function};
+
+    /// Bounds that are multiples of a vector iteration's elements leave
+    /// no iterations after the vector loop; others may.
+    #[test]
+    fn bounds_that_are_multiples_of_the_step_leave_no_rest() {
+        let v = |id| Expr::Var(id);
+        let times = |e: Expr, k| Expr::mul(e, Expr::Int(k));
+        let row = |k| (times(v(0), k), times(Expr::add(v(1), Expr::Int(1)), k));
+        let (lo, hi) = row(32);
+        assert!(whole_steps(&lo, &hi));
+        let (lo, hi) = row(8);
+        assert!(whole_steps(&lo, &hi));
+        assert!(whole_steps(&Expr::Int(0), &times(v(1), 16)));
+        let (lo, hi) = row(12);
+        assert!(!whole_steps(&lo, &hi), "12 is no multiple of 8");
+        assert!(!whole_steps(&Expr::Int(0), &v(1)));
+        assert!(!whole_steps(&Expr::Int(4), &times(v(1), 16)));
+        let plus_four = Expr::add(times(v(1), 16), Expr::Int(4));
+        assert!(!whole_steps(&Expr::Int(0), &plus_four));
+    }
 
     /// A loop bounded by `min(lo + c, ..)` says it runs at most `c`
     /// iterations: too short for a vector loop under 16.
