@@ -608,3 +608,64 @@ fn each_share_zeroes_its_own_rows() {
         }
     }
 }
+
+/// TTV from COO into a dense result whose fibres are long enough to sum in
+/// a register (`ir::runs`) fills the result's rows as the loop reaches
+/// them too (`lower::parallel::fill`), on one thread and on shares: with
+/// rows left empty, fibres of odd and even lengths (a row that starts at
+/// the second entry of a pair), and a second run into the first's result.
+#[test]
+fn runs_into_a_dense_result_fill_its_rows_as_they_come() {
+    use tensor_compiler::ir::passes::{for_codegen, Backend};
+    let (rows, cols, depth) = (30, 6, 24);
+    let mut tiers = vec![Tier::Cranelift];
+    tiers.extend(cc_tier(
+        "runs_into_a_dense_result_fill_its_rows_as_they_come",
+    ));
+    // The last row holds one entry or two: it starts at the second entry
+    // of the last pair or at the last entry alone, whatever came before.
+    for last_row_entries in [1, 2] {
+        let mut b = CooTensor::new(vec![rows, cols, depth]);
+        let mut rng = Rng(7);
+        for i in 0..rows as u32 - 1 {
+            if i % 3 == 1 {
+                continue;
+            }
+            for j in (0..cols as u32).filter(|j| (i + j) % 2 == 0) {
+                for k in 0..(depth as u32 - (i + j) % 5) {
+                    b.push(&[i, j, k], rng.value() + 0.125);
+                }
+            }
+        }
+        for k in 0..last_row_entries {
+            b.push(&[rows as u32 - 1, 3, k], 1.5);
+        }
+        let c = random(&[depth], 1.0, &mut rng);
+        let a = parse_assignment("A(i,j) = B(i,j,k) * c(k)").unwrap();
+        let data = BTreeMap::from([("B".to_string(), b), ("c".to_string(), c)]);
+        let d = Data {
+            formats: formats_rest_dense(&a, &[("B", "COO")], &data, 2),
+            a,
+            data,
+            out_dims: vec![rows, cols],
+            initial: None,
+        };
+        let want = oracle::evaluate(&d.a, &d.data, &d.out_dims, None).unwrap();
+        for &tier in &tiers {
+            let f = &d.prepare(tier).kernel.function;
+            for backend in [Backend::C, Backend::Cranelift] {
+                let code = for_codegen(f, backend).to_string();
+                assert!(
+                    code.contains("run_sum") && code.contains("fill_row"),
+                    "{backend:?}: runs and the row fill\n{code}"
+                );
+            }
+            for n in [1, 2, 3, 7] {
+                let (got, _) = d.run(tier, Threads::exactly(n));
+                close(&got, &want).unwrap_or_else(|e| {
+                    panic!("{last_row_entries} in the last row, {n} threads ({tier:?}): {e}")
+                });
+            }
+        }
+    }
+}

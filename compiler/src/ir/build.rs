@@ -379,11 +379,49 @@ impl Emitter {
 /// Whether `s` is the loop that fills `vals` with zeros (`for q in lo..hi
 /// { vals[q] = 0.0 }`).
 pub fn is_zero_fill(s: &Stmt, vals: &ArrayRef) -> bool {
-    match s {
-        Stmt::For { var, body, .. } => {
-            matches!(body.as_slice(), [Stmt::Store(a, Expr::Var(i), Expr::Float(z))] if a == vals && i == var && *z == 0.0)
-        }
-        _ => false,
+    zero_filled(s) == Some(vals)
+}
+
+/// The array `s` fills with zeros, if it is such a loop (`is_zero_fill`).
+fn zero_filled(s: &Stmt) -> Option<&ArrayRef> {
+    let Stmt::For { var, body, .. } = s else {
+        return None;
+    };
+    match body.as_slice() {
+        [Stmt::Store(a, Expr::Var(i), Expr::Float(z))] if i == var && *z == 0.0 => Some(a),
+        _ => None,
+    }
+}
+
+/// Whether `s` is a dense result's fill of the rows of `vals` as a loop
+/// reaches them (`row_fill`).
+pub fn is_row_fill(s: &Stmt, vals: &ArrayRef) -> bool {
+    row_fill(s) == Some(vals)
+}
+
+/// The array `s` fills when it is a dense result's fill of its rows as a
+/// loop reaches them (`lower::parallel::fill`): `if row >= next { <lets>;
+/// for q in lo..hi { vals[q] = 0.0 }; next = ... }`. It zeroes only rows
+/// no iteration has written yet, at or past `next`: the rows of the
+/// iterations before it are below `next`. Once a row, it is no loop of
+/// the loop it sits in for the passes that look for innermost loops.
+pub fn row_fill(s: &Stmt) -> Option<&ArrayRef> {
+    let Stmt::If { cond, then, els } = s else {
+        return None;
+    };
+    let Expr::Cmp(CmpOp::Ge, _, next) = cond else {
+        return None;
+    };
+    let Expr::Var(next) = next.as_ref() else {
+        return None;
+    };
+    let lets = then
+        .iter()
+        .take_while(|s| matches!(s, Stmt::Let(..)))
+        .count();
+    match &then[lets..] {
+        [fill, Stmt::Set(v, _)] if v == next && els.is_empty() => zero_filled(fill),
+        _ => None,
     }
 }
 

@@ -37,7 +37,7 @@ pub mod target;
 mod tile;
 pub mod unroll;
 
-pub use build::{is_zero_fill, Emitter};
+pub use build::{is_row_fill, is_zero_fill, row_fill, Emitter};
 pub use target::TargetConstant;
 
 use std::fmt;

@@ -12,7 +12,10 @@
 //! Sound because nothing else in the loop reads or writes `a`: the sum of
 //! a run reaches `a[i]` before any other position's, and `a` holds every
 //! sum once the loop is done (the additions regroup: `a[i] + (e1 + e2)`
-//! instead of `(a[i] + e1) + e2`).
+//! instead of `(a[i] + e1) + e2`). A dense result's rows filled as the
+//! loop reaches them (`is_row_fill`) are the one other touch allowed: the
+//! fill zeroes only rows no iteration has written yet, and a run's
+//! position lies in the row its first iteration filled, before it.
 
 use super::*;
 
@@ -95,14 +98,19 @@ fn run_store(body: &Block, var: VarId, repeats: &dyn Fn(&ArrayRef) -> bool) -> O
         return None;
     }
     let mut touches = 0;
-    walk_block(body, &mut |s| {
+    let mut count = |s: &Stmt| {
         if matches!(s, Stmt::Store(a, ..) | Stmt::Reserve { array: a, .. } if a == array) {
             touches += 1;
         }
         for e in stmt_exprs(s) {
             e.walk(&mut |x| touches += usize::from(matches!(x, Expr::Load(a, _) if a == array)));
         }
-    });
+    };
+    // A row fill zeroes only rows past those of the iterations before it
+    // (`is_row_fill`): never the position of a run in progress.
+    for s in body.iter().filter(|s| !is_row_fill(s, array)) {
+        walk_block(std::slice::from_ref(s), &mut count);
+    }
     // The store and its own load, nothing else.
     (touches == 2).then_some(k)
 }
@@ -193,11 +201,13 @@ fn with_runs(
     let Stmt::Store(array, index, Expr::Bin(_, _, e)) = body[k].clone() else {
         return vec![Stmt::For { var, lo, hi, body }];
     };
-    // Values computed, then the addition last: an entry is a straight line.
+    // Values computed, then the addition last: an entry is a straight line
+    // (with at most the fill of the row it reaches).
     let straight = k + 1 == body.len()
         && body[..k]
             .iter()
-            .all(|s| matches!(s, Stmt::Let(..) | Stmt::Set(..)));
+            .all(|s| matches!(s, Stmt::Let(..) | Stmt::Set(..)) || is_row_fill(s, &array))
+        && body[..k].iter().filter(|s| is_row_fill(s, &array)).count() <= 1;
     if straight {
         return paired_runs(var, lo, hi, body, k, vars);
     }
@@ -274,10 +284,11 @@ fn paired_runs(
         fresh_var(vars, "run_i", Ty::I64),
         fresh_var(vars, "run_e", Ty::F64),
     );
+    let fill = body[..k].iter().find(|s| is_row_fill(s, &array)).cloned();
     let mut first: Block = body
         .iter()
         .enumerate()
-        .filter(|(n, _)| *n != k)
+        .filter(|(n, s)| *n != k && !is_row_fill(s, &array))
         .map(|(_, s)| s.clone())
         .collect();
     first.push(Stmt::Let(i1, index.clone()));
@@ -288,6 +299,18 @@ fn paired_runs(
     );
     let mut map = vec![(var, next), (i1, i2), (e1, e2)];
     let second = super::unroll::second_copy(&first, &mut map, vars);
+    // One fill for both entries, of the rows up to the later one's, where
+    // a pair leaves the run: entries that continue it are in its row,
+    // which was filled when the run began.
+    let pair_fill = fill.as_ref().map(|f| {
+        fill_through(f, |row| {
+            Expr::Bin(
+                BinOp::Max,
+                Box::new(row.clone()),
+                Box::new(super::unroll::rename(row, &map)),
+            )
+        })
+    });
     let both = Expr::add(Expr::Var(sum), Expr::Var(sum2));
     let step = |i: VarId, x: VarId| {
         vec![
@@ -313,9 +336,16 @@ fn paired_runs(
             Stmt::Set(sum, Expr::add(Expr::Var(sum), Expr::Var(e1))),
             Stmt::Set(sum2, Expr::add(Expr::Var(sum2), Expr::Var(e2))),
         ],
-        els: [vec![Stmt::Unlikely], step(i1, e1), step(i2, e2)].concat(),
+        els: [
+            vec![Stmt::Unlikely],
+            pair_fill.into_iter().collect(),
+            step(i1, e1),
+            step(i2, e2),
+        ]
+        .concat(),
     });
     let mut last = first;
+    last.extend(fill);
     last.extend(step(i1, e1));
     let mut out = vec![
         Stmt::Let(at, Expr::Int(-1)),
@@ -331,6 +361,26 @@ fn paired_runs(
     ));
     out.push(flush(&array, at, both));
     out
+}
+
+/// The row fill `fill` (`is_row_fill`) with its row, the left side of its
+/// test, replaced by `to(row)` wherever it appears.
+fn fill_through(fill: &Stmt, to: impl Fn(&Expr) -> Expr) -> Stmt {
+    let Stmt::If {
+        cond: Expr::Cmp(_, row, _),
+        ..
+    } = fill
+    else {
+        return fill.clone();
+    };
+    let new = to(row);
+    let mut out = vec![fill.clone()];
+    rewrite_block(&mut out, &mut |x| {
+        if *x == **row {
+            *x = new.clone();
+        }
+    });
+    out.pop().unwrap_or_else(|| fill.clone())
 }
 
 #[cfg(test)]

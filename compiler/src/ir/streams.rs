@@ -541,7 +541,8 @@ fn beside_gathers_in(block: &mut Block, written: &BTreeSet<ArrayRef>) {
 /// The body of loop `s` and each of its position variables with its value
 /// where the loop starts, if `s` is innermost and counts its position: a
 /// `for`, or a `while` that steps a variable at every iteration, as
-/// `ir::unroll` leaves a reduction; not a merge, which steps its
+/// `ir::unroll` leaves a reduction (a dense result's row fill in it is no
+/// inner loop: it runs once a row); not a merge, which steps its
 /// positions apart.
 pub(super) fn counted_positions(s: &Stmt) -> Option<(&Block, BTreeMap<VarId, Expr>)> {
     let (body, first): (&Block, BTreeMap<VarId, Expr>) = match s {
@@ -555,7 +556,18 @@ pub(super) fn counted_positions(s: &Stmt) -> Option<(&Block, BTreeMap<VarId, Exp
         ),
         _ => return None,
     };
-    (!super::has_loops(body)).then_some((body, first))
+    (!loops_besides_row_fills(body)).then_some((body, first))
+}
+
+/// Whether `b` holds a loop that is not part of a dense result's row fill
+/// (`ir::row_fill`), which runs once a row.
+fn loops_besides_row_fills(b: &[Stmt]) -> bool {
+    b.iter().any(|s| match s {
+        _ if super::row_fill(s).is_some() => false,
+        Stmt::For { .. } | Stmt::While { .. } => true,
+        Stmt::If { then, els, .. } => loops_besides_row_fills(then) || loops_besides_row_fills(els),
+        _ => false,
+    })
 }
 
 /// The arrays `body` loads at one of `positions`' variables and the

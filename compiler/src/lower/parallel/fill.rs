@@ -59,12 +59,7 @@ pub(super) struct RowFill {
 impl RowFill {
     /// Take the fill of `p`'s result out of `before` (the statements before
     /// the loop) when the loop can fill the rows itself.
-    pub(super) fn take(
-        p: &Problem,
-        outer: &OuterLoop,
-        inner: &[Stmt],
-        before: &mut Vec<Stmt>,
-    ) -> Option<RowFill> {
+    pub(super) fn take(p: &Problem, outer: &OuterLoop, before: &mut Vec<Stmt>) -> Option<RowFill> {
         let o = p.output();
         let row_of = outer.row_of.clone()?;
         // A vector's row is one value: testing each iteration for a new
@@ -75,14 +70,9 @@ impl RowFill {
         }
         let vals = ArrayRef::vals(&o.tensor);
         // A loop over a non-unique level that adds straight into the
-        // result is left whole to `ir::runs`, which sums runs of equal
-        // coordinates in a register: the fill would break its pattern.
-        let adds_directly = inner
-            .iter()
-            .any(|s| matches!(s, Stmt::Store(a, ..) if *a == vals));
-        if outer.runs.is_some() && adds_directly {
-            return None;
-        }
+        // result may still sum runs of equal coordinates in a register
+        // (`ir::runs`, where the data has long runs), which lets this
+        // fill be (`ir::is_row_fill`).
         let k = before
             .iter()
             .position(|s| crate::ir::is_zero_fill(s, &vals))?;

@@ -317,7 +317,7 @@ pub(super) fn share_outer(
     };
     body.pop();
     let fill = match mode {
-        Parallel::Rows => fill::RowFill::take(p, outer, &inner, &mut body),
+        Parallel::Rows => fill::RowFill::take(p, outer, &mut body),
         _ => None,
     };
     let phase = Expr::Param(ParamRef::call(CALL_PHASE));
