@@ -263,6 +263,18 @@ fn ttv_and_innerprod_on_real_tensors() {
                 "{} {f}",
                 path.display()
             );
+            // In shares, each filling its own rows of A as it reaches them.
+            p.threads = Threads::exactly(3);
+            p.run().unwrap();
+            let got = p.result().unwrap().to_dense();
+            assert_eq!(got.len(), want.len(), "{} {f}, 3 threads", path.display());
+            for (x, y) in got.iter().zip(&want) {
+                assert!(
+                    (x - y).abs() <= 1e-9 * y.abs().max(1.0),
+                    "{} {f}, 3 threads",
+                    path.display()
+                );
+            }
             let mut formats2 = formats.clone();
             formats2.insert("s".to_string(), parse_format("dense", 0, &r).unwrap());
             formats2.insert("C".to_string(), parse_format(f, 3, &r).unwrap());

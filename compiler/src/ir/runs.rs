@@ -203,11 +203,12 @@ fn with_runs(
     };
     // Values computed, then the addition last: an entry is a straight line
     // (with at most the fill of the row it reaches).
+    let fills = body[..k].iter().filter(|s| is_row_fill(s, &array)).count();
     let straight = k + 1 == body.len()
+        && fills <= 1
         && body[..k]
             .iter()
-            .all(|s| matches!(s, Stmt::Let(..) | Stmt::Set(..)) || is_row_fill(s, &array))
-        && body[..k].iter().filter(|s| is_row_fill(s, &array)).count() <= 1;
+            .all(|s| matches!(s, Stmt::Let(..) | Stmt::Set(..)) || is_row_fill(s, &array));
     if straight {
         return paired_runs(var, lo, hi, body, k, vars);
     }

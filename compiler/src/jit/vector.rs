@@ -259,6 +259,19 @@ impl Plan<'_> {
 /// under two vector iterations' elements, so the vector loop would run
 /// once at most and only cost its compile (the rest after a row's strips,
 /// `ir::strips`).
+pub(super) fn too_short(lo: &Expr, hi: &Expr) -> bool {
+    let Expr::Bin(BinOp::Min, a, b) = hi else {
+        return false;
+    };
+    let most = |e: &Expr| match e {
+        Expr::Bin(BinOp::Add, x, c) if **x == *lo => c.as_int(),
+        _ => None,
+    };
+    most(a)
+        .or_else(|| most(b))
+        .is_some_and(|c| c < 2 * LANES * UNROLL)
+}
+
 /// Whether a loop from `lo` to `hi` runs a whole number of vector
 /// iterations (`LANES * UNROLL` elements each) whenever it runs: both
 /// bounds multiples of it, as the zero fills of dense rows of 8, 16 or 32
@@ -284,19 +297,6 @@ fn gcd(a: i64, b: i64) -> i64 {
         0 => a,
         _ => gcd(b, a % b),
     }
-}
-
-pub(super) fn too_short(lo: &Expr, hi: &Expr) -> bool {
-    let Expr::Bin(BinOp::Min, a, b) = hi else {
-        return false;
-    };
-    let most = |e: &Expr| match e {
-        Expr::Bin(BinOp::Add, x, c) if **x == *lo => c.as_int(),
-        _ => None,
-    };
-    most(a)
-        .or_else(|| most(b))
-        .is_some_and(|c| c < 2 * LANES * UNROLL)
 }
 
 pub(super) fn float_op(op: BinOp) -> bool {
