@@ -669,3 +669,86 @@ fn runs_into_a_dense_result_fill_its_rows_as_they_come() {
         }
     }
 }
+
+/// COO's rows ascend, so a pair of entries continues the run where its
+/// second entry does (`ir::runs`): rows of every length from 0 to 6 in an
+/// order that puts a row's start at either entry of a pair, against the
+/// oracle on 1-7 threads and both tiers. An unordered level's or a deeper
+/// level's coordinates do not ascend, and keep both tests.
+#[test]
+fn runs_over_ascending_rows_test_a_pair_s_second_entry() {
+    use tensor_compiler::ir::passes::{for_codegen, Backend};
+    let rows = 40;
+    let mut tiers = vec![Tier::Cranelift];
+    tiers.extend(cc_tier(
+        "runs_over_ascending_rows_test_a_pair_s_second_entry",
+    ));
+    let mut a = CooTensor::new(vec![rows, 9]);
+    let mut rng = Rng(11);
+    for i in 0..rows as u32 {
+        for j in 0..(i * 5 + i / 7) % 7 {
+            a.push(&[i, j], rng.value() + 0.125);
+        }
+    }
+    // Every x(j) and A(i,j) nonzero (multiples of 1/4 plus 1/8): a row's
+    // first entry, which may be a pair's second, counts.
+    let mut x = CooTensor::new(vec![9]);
+    for j in 0..9 {
+        x.push(&[j], rng.value() + 0.125);
+    }
+    let expr = parse_assignment("y(i) = A(i,j) * x(j)").unwrap();
+    let data = BTreeMap::from([("A".to_string(), a), ("x".to_string(), x)]);
+    let want = oracle::evaluate(&expr, &data, &[rows], None).unwrap();
+    let unordered = "compressed(nonunique,unordered),singleton(nonunique,unordered)";
+    for (format, ascends) in [("COO", true), (unordered, false)] {
+        let d = Data {
+            formats: formats_rest_dense(&expr, &[("A", format)], &data, 1),
+            a: expr.clone(),
+            data: data.clone(),
+            out_dims: vec![rows],
+            initial: None,
+        };
+        for &tier in &tiers {
+            let f = &d.prepare(tier).kernel.function;
+            let flags: Vec<bool> = f.runs.iter().map(|r| r.ascending).collect();
+            assert!(flags.iter().any(|&x| x) == ascends, "{format}: {flags:?}");
+            for backend in [Backend::C, Backend::Cranelift] {
+                let code = for_codegen(f, backend).to_string();
+                assert!(
+                    code.contains("run_sum2"),
+                    "{format} {backend:?}: paired runs\n{code}"
+                );
+                assert_eq!(
+                    code.contains("run_i == run_at"),
+                    !ascends,
+                    "{format} {backend:?}: the pair's tests\n{code}"
+                );
+            }
+            for n in [1, 2, 3, 7] {
+                let (got, _) = d.run(tier, Threads::exactly(n));
+                close(&got, &want)
+                    .unwrap_or_else(|e| panic!("{format}, {n} threads ({tier:?}): {e}"));
+            }
+        }
+    }
+    // A 3-D COO's second level repeats within its first level's rows only.
+    let b = random(&[6, 5, 4], 0.6, &mut rng);
+    let expr = parse_assignment("A(i,j) = B(i,j,k) * c(k)").unwrap();
+    let data = BTreeMap::from([
+        ("B".to_string(), b),
+        ("c".to_string(), random(&[4], 1.0, &mut rng)),
+    ]);
+    let d = Data {
+        formats: formats_rest_dense(&expr, &[("B", "COO")], &data, 2),
+        a: expr,
+        data,
+        out_dims: vec![6, 5],
+        initial: None,
+    };
+    let f = &d.prepare(Tier::Cranelift).kernel.function;
+    let first = ["pos", "crd"].map(|a| tensor_compiler::ir::ArrayRef::level("B", 0, a));
+    assert!(f.runs.len() > 2, "{:?}", f.runs);
+    for r in &f.runs {
+        assert_eq!(r.ascending, first.contains(&r.array), "{r:?}");
+    }
+}

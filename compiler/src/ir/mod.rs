@@ -379,6 +379,9 @@ pub struct Repeats {
     pub per_coordinate: usize,
     /// Stored entries of the tensor the array belongs to.
     pub stored: usize,
+    /// The coordinates never decrease from one position to the next, as in
+    /// an ordered tensor's first level (one segment, in order).
+    pub ascending: bool,
 }
 
 /// A whole kernel: its variables and body. Arrays and parameters are found by

@@ -296,6 +296,7 @@ mod tests {
             array: ArrayRef::level("A", 0, "crd"),
             per_coordinate: 5,
             stored: 40,
+            ascending: true,
         }];
         f
     }

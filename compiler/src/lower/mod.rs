@@ -585,11 +585,18 @@ fn runs_of_equal_coordinates(
             };
             let extent = extents.get(d).copied().unwrap_or(0).max(1);
             prefixes = prefixes.saturating_mul(extent).min(stored.max(1));
-            if !level.properties().unique {
+            let properties = level.properties();
+            if !properties.unique {
+                // The first level has one segment: an ordered one's
+                // coordinates ascend along every loop over its positions.
+                // (A deeper level's ascend only within a segment, and a
+                // branchless one's segments are single positions.)
+                let ascending = k == 0 && properties.ordered && !properties.branchless;
                 out.extend(level.arrays().into_iter().map(|name| crate::ir::Repeats {
                     array: crate::ir::ArrayRef::level(&o.tensor, k, name),
                     per_coordinate: stored / prefixes,
                     stored,
+                    ascending,
                 }));
             }
         }
