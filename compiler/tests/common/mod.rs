@@ -28,19 +28,41 @@ impl Rng {
     }
 }
 
-/// A random tensor with about `density` of its entries set, plus some
-/// duplicates and unsorted order.
+/// A random tensor: at `density` 1.0 (or more) every position holds a
+/// nonzero value, as a dense operand does; below, about `density` of the
+/// positions drawn at random, with some duplicates and in no order.
+/// (Drawing `size` coordinates with replacement would leave about a third
+/// of a "dense" operand's positions empty: zeros in `x` that hide a kernel
+/// skipping an entry.)
 pub fn random(dims: &[usize], density: f64, rng: &mut Rng) -> CooTensor {
     let mut t = CooTensor::new(dims.to_vec());
     let total: usize = dims.iter().product();
-    let n = ((total as f64) * density).ceil() as usize;
     let mut c = vec![0u32; dims.len()];
+    let nonzero = |rng: &mut Rng| {
+        let v = rng.value();
+        if v == 0.0 {
+            1.0
+        } else {
+            v
+        }
+    };
+    if density >= 1.0 {
+        for lin in 0..total {
+            let mut rest = lin;
+            for d in (0..dims.len()).rev() {
+                c[d] = (rest % dims[d]) as u32;
+                rest /= dims[d];
+            }
+            t.push(&c, nonzero(rng));
+        }
+        return t;
+    }
+    let n = ((total as f64) * density).ceil() as usize;
     for _ in 0..n {
         for (d, &m) in dims.iter().enumerate() {
             c[d] = rng.below(m) as u32;
         }
-        let v = rng.value();
-        t.push(&c, if v == 0.0 { 1.0 } else { v });
+        t.push(&c, nonzero(rng));
     }
     t
 }
