@@ -6,7 +6,9 @@
 
 use super::helper_calls::Helpers;
 use super::vector::Sums;
-use crate::ir::{ArrayRef, BinOp, CmpOp, ElemTy, Expr, Function, ParamRef, Stmt, Ty, VarInfo};
+use crate::ir::{
+    ArrayRef, BinOp, CmpOp, ElemTy, Expr, Function, ParamRef, Stmt, Ty, VarId, VarInfo,
+};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
     types, AliasRegion, AliasRegionData, Block, Endianness, FuncRef, InstBuilder, MemFlagsData,
@@ -968,7 +970,8 @@ impl<'a, 'b> Translator<'a, 'b> {
 
     /// `for var in lo..hi { body }` as a rotated loop: one test before
     /// entry, then the test at the bottom, so each iteration takes a single
-    /// branch.
+    /// branch; or tested at the top, where that lets Cranelift fold the
+    /// body's loads (`sums_fold_their_loads`).
     fn scalar_loop(
         &mut self,
         index: crate::ir::VarId,
@@ -979,6 +982,35 @@ impl<'a, 'b> Translator<'a, 'b> {
     ) -> Result<(), String> {
         self.b.def_var(var, lo);
         let (body_block, exit) = (self.b.create_block(), self.b.create_block());
+        // Tested at the top only where nothing is loaded before the loop:
+        // then that test is the entry test too, and the loop pays one jump
+        // an iteration. (A hoisted load needs a test before it, and a loop
+        // of a few iterations, such as CSF's fibers with a factor's row
+        // hoisted, lost more to the second test than its folds saved:
+        // MTTKRP from CSF, 1.04x the time.)
+        if sums_fold_their_loads(body, &self.var_info)
+            && self.invariant_loads(index, body).is_empty()
+        {
+            let outer = self.enter_loop(index, body)?;
+            let header = self.b.create_block();
+            self.b.ins().jump(header, &[]);
+            self.b.switch_to_block(header);
+            let i = self.b.use_var(var);
+            let more = self.b.ins().icmp(IntCC::SignedLessThan, i, hi);
+            self.b.ins().brif(more, body_block, &[], exit, &[]);
+            self.b.seal_block(body_block);
+            self.b.switch_to_block(body_block);
+            self.block(body)?;
+            self.leave_loop(outer);
+            let i = self.b.use_var(var);
+            let next = self.b.ins().iadd_imm_s(i, 1);
+            self.b.def_var(var, next);
+            self.b.ins().jump(header, &[]);
+            self.b.seal_block(header);
+            self.b.seal_block(exit);
+            self.b.switch_to_block(exit);
+            return Ok(());
+        }
         let enter = self.b.ins().icmp(IntCC::SignedLessThan, lo, hi);
         // The loop runs at least once past this test: what every iteration
         // loads at the same place is loaded here once.
@@ -1103,6 +1135,57 @@ fn accessed_arrays<'s>(s: &'s Stmt, f: &mut dyn FnMut(&'s ArrayRef)) {
 /// `f` on `s` and on the statements of its `if`s, not inside its loops
 /// but for those the translator unrolls (their statements are the
 /// enclosing loop's own: BCSR's loop over a block row's columns).
+/// Sums a loop's body must keep for its test to move to the top
+/// (`sums_fold_their_loads`): at a strip of `ir::strips` (eight `f64x2`
+/// sums in MTTKRP and SpDM) the folded loads pay for the jump added; at
+/// the two sums of `ir::unroll` (SpMV) they did not (every loop tested at
+/// the top: SpMV and CSR add 1.05-1.08x the time, in one process).
+const MIN_SUMS_FOR_TOP_TEST: usize = 4;
+
+/// Whether a loop is better tested at its top: its body adds at least
+/// `MIN_SUMS_FOR_TOP_TEST` values computed from loads into `f64`
+/// variables kept across iterations. Cranelift folds a load into the
+/// arithmetic that uses it (`vmulpd (mem)`, one instruction for two) only
+/// where the value it feeds is used once; a rotated loop uses each sum
+/// twice, at its bottom test's two edges (to the next iteration and out),
+/// and that taints every load below the sum. Tested at the top, a sum
+/// goes only to the test, and the loop's exit reads the test's copy.
+/// Measured in one process (`examples/ab_kernels.rs`, rounds alternated),
+/// rank-16 MTTKRP on the bench's NELL-2-like tensor: from COO 0.82x the
+/// time (faster in 17 of 20 rounds), from CSF 0.91x (18 of 20); SpDM into
+/// 32 columns 0.95-0.96x.
+fn sums_fold_their_loads(body: &[Stmt], vars: &[VarInfo]) -> bool {
+    let declared: BTreeSet<VarId> = body
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Let(v, _) => Some(*v),
+            _ => None,
+        })
+        .collect();
+    let sums = body
+        .iter()
+        .filter(|s| match s {
+            Stmt::Set(v, e) => {
+                !declared.contains(v)
+                    && vars.get(*v as usize).is_some_and(|i| i.ty == Ty::F64)
+                    && loads_anything(e)
+            }
+            _ => false,
+        })
+        .count();
+    sums >= MIN_SUMS_FOR_TOP_TEST
+}
+
+fn loads_anything(e: &Expr) -> bool {
+    match e {
+        Expr::Load(..) => true,
+        Expr::Bin(_, x, y) | Expr::Cmp(_, x, y) => loads_anything(x) || loads_anything(y),
+        Expr::Not(x) | Expr::Neg(x) => loads_anything(x),
+        Expr::Select(c, x, y) => loads_anything(c) || loads_anything(x) || loads_anything(y),
+        Expr::Int(_) | Expr::Float(_) | Expr::Bool(_) | Expr::Var(_) | Expr::Param(_) => false,
+    }
+}
+
 fn walk_outside_loops<'s>(s: &'s Stmt, f: &mut dyn FnMut(&'s Stmt)) {
     f(s);
     let (first, then): (&[Stmt], &[Stmt]) = match s {
