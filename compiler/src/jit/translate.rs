@@ -984,10 +984,9 @@ impl<'a, 'b> Translator<'a, 'b> {
         let (body_block, exit) = (self.b.create_block(), self.b.create_block());
         // Tested at the top only where nothing is loaded before the loop:
         // then that test is the entry test too, and the loop pays one jump
-        // an iteration. (A hoisted load needs a test before it, and a loop
-        // of a few iterations, such as CSF's fibers with a factor's row
-        // hoisted, lost more to the second test than its folds saved:
-        // MTTKRP from CSF, 1.04x the time.)
+        // an iteration. (A hoisted load needs a test before it; with both
+        // tests, loops of a few iterations lost more than their folds
+        // saved: MTTKRP from CSF, fibres of one or two entries, 1.04x.)
         if sums_fold_their_loads(body, &self.var_info)
             && self.invariant_loads(index, body).is_empty()
         {
@@ -1132,9 +1131,6 @@ fn accessed_arrays<'s>(s: &'s Stmt, f: &mut dyn FnMut(&'s ArrayRef)) {
     }
 }
 
-/// `f` on `s` and on the statements of its `if`s, not inside its loops
-/// but for those the translator unrolls (their statements are the
-/// enclosing loop's own: BCSR's loop over a block row's columns).
 /// Sums a loop's body must keep for its test to move to the top
 /// (`sums_fold_their_loads`): at a strip of `ir::strips` (eight `f64x2`
 /// sums in MTTKRP and SpDM) the folded loads pay for the jump added; at
@@ -1177,15 +1173,14 @@ fn sums_fold_their_loads(body: &[Stmt], vars: &[VarInfo]) -> bool {
 }
 
 fn loads_anything(e: &Expr) -> bool {
-    match e {
-        Expr::Load(..) => true,
-        Expr::Bin(_, x, y) | Expr::Cmp(_, x, y) => loads_anything(x) || loads_anything(y),
-        Expr::Not(x) | Expr::Neg(x) => loads_anything(x),
-        Expr::Select(c, x, y) => loads_anything(c) || loads_anything(x) || loads_anything(y),
-        Expr::Int(_) | Expr::Float(_) | Expr::Bool(_) | Expr::Var(_) | Expr::Param(_) => false,
-    }
+    let mut loads = false;
+    e.walk(&mut |x| loads |= matches!(x, Expr::Load(..)));
+    loads
 }
 
+/// `f` on `s` and on the statements of its `if`s, not inside its loops
+/// but for those the translator unrolls (their statements are the
+/// enclosing loop's own: BCSR's loop over a block row's columns).
 fn walk_outside_loops<'s>(s: &'s Stmt, f: &mut dyn FnMut(&'s Stmt)) {
     f(s);
     let (first, then): (&[Stmt], &[Stmt]) = match s {
