@@ -1149,7 +1149,8 @@ const MIN_SUMS_FOR_TOP_TEST: usize = 4;
 /// Measured in one process (`examples/ab_kernels.rs`, rounds alternated),
 /// rank-16 MTTKRP on the bench's NELL-2-like tensor: from COO 0.82x the
 /// time (faster in 17 of 20 rounds), from CSF 0.91x (18 of 20); SpDM into
-/// 32 columns 0.95-0.96x.
+/// 32 columns 0.95-0.96x. In alternating processes (`bench/ab_builds.sh`)
+/// 0.83x, 0.89x and 0.75-0.91x.
 fn sums_fold_their_loads(body: &[Stmt], vars: &[VarInfo]) -> bool {
     let declared: BTreeSet<VarId> = body
         .iter()
