@@ -665,7 +665,7 @@ impl<'a, 'b> Translator<'a, 'b> {
     /// with `body` evaluates, at an index the loop does not change: those
     /// in expressions of the body's own statements (not nested blocks, not
     /// the right of a short-circuit `&&`/`||`).
-    fn invariant_loads(&self, index: crate::ir::VarId, body: &[Stmt]) -> Vec<Expr> {
+    pub(super) fn invariant_loads(&self, index: crate::ir::VarId, body: &[Stmt]) -> Vec<Expr> {
         let mut assigned = BTreeSet::from([index]);
         crate::ir::walk_block(body, &mut |s| match s {
             Stmt::Let(v, _) | Stmt::Set(v, _) | Stmt::For { var: v, .. } => {
@@ -982,48 +982,53 @@ impl<'a, 'b> Translator<'a, 'b> {
     ) -> Result<(), String> {
         self.b.def_var(var, lo);
         let (body_block, exit) = (self.b.create_block(), self.b.create_block());
+        let loads = self.invariant_loads(index, body);
         // Tested at the top only where nothing is loaded before the loop:
         // then that test is the entry test too, and the loop pays one jump
         // an iteration. (A hoisted load needs a test before it; with both
         // tests, loops of a few iterations lost more than their folds
         // saved: MTTKRP from CSF, fibres of one or two entries, 1.04x.)
-        if sums_fold_their_loads(body, &self.var_info)
-            && self.invariant_loads(index, body).is_empty()
-        {
-            let outer = self.enter_loop(index, body)?;
-            let header = self.b.create_block();
-            self.b.ins().jump(header, &[]);
-            self.b.switch_to_block(header);
-            let i = self.b.use_var(var);
-            let more = self.b.ins().icmp(IntCC::SignedLessThan, i, hi);
-            self.b.ins().brif(more, body_block, &[], exit, &[]);
-            self.b.seal_block(body_block);
-            self.b.switch_to_block(body_block);
-            self.block(body)?;
-            self.leave_loop(outer);
-            let i = self.b.use_var(var);
-            let next = self.b.ins().iadd_imm_s(i, 1);
-            self.b.def_var(var, next);
-            self.b.ins().jump(header, &[]);
-            self.b.seal_block(header);
-            self.b.seal_block(exit);
-            self.b.switch_to_block(exit);
-            return Ok(());
-        }
-        let enter = self.b.ins().icmp(IntCC::SignedLessThan, lo, hi);
-        // The loop runs at least once past this test: what every iteration
-        // loads at the same place is loaded here once.
-        let preheader = self.b.create_block();
-        self.b.ins().brif(enter, preheader, &[], exit, &[]);
-        self.b.seal_block(preheader);
-        self.b.switch_to_block(preheader);
-        let outer = self.enter_loop(index, body)?;
-        self.b.ins().jump(body_block, &[]);
+        let header = (loads.is_empty() && sums_fold_their_loads(body, &self.var_info))
+            .then(|| self.b.create_block());
+        let outer = match header {
+            Some(header) => {
+                let outer = self.enter_loop(loads, body)?;
+                self.b.ins().jump(header, &[]);
+                self.b.switch_to_block(header);
+                let i = self.b.use_var(var);
+                let more = self.b.ins().icmp(IntCC::SignedLessThan, i, hi);
+                self.b.ins().brif(more, body_block, &[], exit, &[]);
+                self.b.seal_block(body_block);
+                outer
+            }
+            None => {
+                let enter = self.b.ins().icmp(IntCC::SignedLessThan, lo, hi);
+                // The loop runs at least once past this test: what every
+                // iteration loads at the same place is loaded here once.
+                let preheader = self.b.create_block();
+                self.b.ins().brif(enter, preheader, &[], exit, &[]);
+                self.b.seal_block(preheader);
+                self.b.switch_to_block(preheader);
+                let outer = self.enter_loop(loads, body)?;
+                self.b.ins().jump(body_block, &[]);
+                outer
+            }
+        };
         self.b.switch_to_block(body_block);
         self.block(body)?;
         self.leave_loop(outer);
         let i = self.b.use_var(var);
-        self.loop_back(var, i, 1, hi, body_block, exit);
+        match header {
+            Some(header) => {
+                let next = self.b.ins().iadd_imm_s(i, 1);
+                self.b.def_var(var, next);
+                self.b.ins().jump(header, &[]);
+                self.b.seal_block(header);
+                self.b.seal_block(exit);
+                self.b.switch_to_block(exit);
+            }
+            None => self.loop_back(var, i, 1, hi, body_block, exit),
+        }
         Ok(())
     }
 
@@ -1048,16 +1053,16 @@ impl<'a, 'b> Translator<'a, 'b> {
         self.b.switch_to_block(exit);
     }
 
-    /// In a loop's preheader: load what the loop over `index` with `body`
-    /// reads unchanged in every iteration. Returns the mark `leave_loop`
-    /// takes after the body.
+    /// In a loop's preheader: load `loads`, what the loop with `body`
+    /// reads unchanged in every iteration (`invariant_loads`). Returns the
+    /// mark `leave_loop` takes after the body.
     pub(super) fn enter_loop(
         &mut self,
-        index: crate::ir::VarId,
+        loads: Vec<Expr>,
         body: &[Stmt],
     ) -> Result<(usize, usize), String> {
         let outer = (self.hoisted.len(), self.loaded_bases.len());
-        for load in self.invariant_loads(index, body) {
+        for load in loads {
             let v = self.expr(&load)?;
             self.hoisted.push((load, v));
         }

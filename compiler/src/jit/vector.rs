@@ -355,7 +355,7 @@ impl Translator<'_, '_> {
         self.b.ins().brif(enter, pre, &[], rest, &[]);
         self.b.seal_block(pre);
         self.b.switch_to_block(pre);
-        let outer = self.enter_loop(plan.index, body)?;
+        let outer = self.enter_loop(self.invariant_loads(plan.index, body), body)?;
         self.b.ins().jump(vbody, &[]);
         self.b.switch_to_block(vbody);
         let k = self.b.use_var(var);

@@ -47,15 +47,8 @@ pub fn random(dims: &[usize], density: f64, rng: &mut Rng) -> CooTensor {
         }
     };
     if density >= 1.0 {
-        for lin in 0..total {
-            let mut rest = lin;
-            for d in (0..dims.len()).rev() {
-                c[d] = (rest % dims[d]) as u32;
-                rest /= dims[d];
-            }
-            t.push(&c, nonzero(rng));
-        }
-        return t;
+        let vals: Vec<f64> = (0..total).map(|_| nonzero(rng)).collect();
+        return CooTensor::from_dense(dims.to_vec(), &vals);
     }
     let n = ((total as f64) * density).ceil() as usize;
     for _ in 0..n {
