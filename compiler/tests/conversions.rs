@@ -599,6 +599,52 @@ fn sums_spanning_several_terms_distribute_over_them() {
             &d,
             &[9],
         ));
+        // A summed variable inside an addition under a product, in a sum
+        // that cannot hoist over the whole right-hand side (k is summed
+        // inside one term): alone, `(b(j) - 1) * 2` would sum b only, so the
+        // term is multiplied out and its constant part added once per j.
+        let mut d = d;
+        d.extend(random_data(&[("T", vec![9, 7, 7], 0.2)], seed));
+        ok(check(
+            "a = (b(j) - 1) * 2 + B(k,j) * B(k,j)",
+            &[("b", "sparse"), ("B", "CSC")],
+            &d,
+            &[],
+        ));
+        for y in ["dense", "sparse", "hash"] {
+            ok(check(
+                "y(i) = (B(i,j) + 1) * (z(i) - 1) + T(i,j,k) * c(k)",
+                &[("B", "CSR"), ("T", "COO"), ("z", "sparse"), ("y", y)],
+                &d,
+                &[9],
+            ));
+            // The term's own sum over k holds a `1`, added once per k.
+            ok(check(
+                "y(i) = (B(i,j) + 1) * (c(k) + (1 + x(k))) + T(i,j,l) * w(l)",
+                &[
+                    ("B", "CSR"),
+                    ("T", "CSF"),
+                    ("c", "sparse"),
+                    ("w", "sparse"),
+                    ("y", y),
+                ],
+                &d,
+                &[9],
+            ));
+            ok(check(
+                "y(i) = -(B(i,j) - 2) * z(i) * 3 + T(i,j,k) * T(i,j,k)",
+                &[("B", "dense"), ("T", "CSF"), ("z", "dense"), ("y", y)],
+                &d,
+                &[9],
+            ));
+        }
+        // The differential sweep's case (order 3, the difference negated).
+        ok(check(
+            "a = T(i,k,j) * T(i,k,j) - (B(i,k) - 2) * -(1)",
+            &[("T", "CSF"), ("B", "CSC")],
+            &d,
+            &[],
+        ));
     }
 }
 

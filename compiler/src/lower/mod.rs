@@ -31,7 +31,9 @@ mod workspace;
 use crate::format::level::Assembly;
 use crate::format::TensorFormat;
 use crate::ir::{Emitter, Expr, Function, VarId};
-use crate::notation::reduce::{additive_terms, distributed_terms, sums_hoist_with_private};
+use crate::notation::reduce::{
+    additive_terms, distributed_terms, sums_hoist_with_private, Undistributable, MAX_MONOMIALS,
+};
 use crate::notation::{Access, Assignment, Expr as NExpr, Span};
 use convert::Conversion;
 use graph::IterationGraph;
@@ -914,15 +916,25 @@ fn split_terms(
             dims.get(&acc.tensor)?.get(k).copied()
         })
     };
-    let Some(terms) = distributed_terms(a, extent) else {
-        return Err(LowerError::Unsupported {
-            reason: format!(
-                "in `{}`, a sum spans several terms and one of them uses its variable inside an addition of its own, so the terms cannot be computed apart; write the terms as separate `+=` statements",
-                a.rhs
+    let terms = distributed_terms(a, extent).map_err(|why| {
+        let (reason, span) = match why {
+            Undistributable::TooManyTerms(term) => (
+                format!(
+                    "in `{}`, a sum spans several terms, and `{term}` uses a summed variable inside an addition: multiplied out, it has more than {MAX_MONOMIALS} terms, each a loop nest of its own; write the terms as separate `+=` statements",
+                    a.rhs
+                ),
+                term.span(),
             ),
-            span: a.rhs.span(),
-        });
-    };
+            Undistributable::UnknownExtent(v) => (
+                format!(
+                    "in `{}`, a sum over `{v}` adds a term without `{v}` once per coordinate, and no tensor gives `{v}`'s extent",
+                    a.rhs
+                ),
+                a.rhs.span(),
+            ),
+        };
+        LowerError::Unsupported { reason, span }
+    })?;
     if !out_inserts {
         return Err(LowerError::Unsupported {
             reason: format!(

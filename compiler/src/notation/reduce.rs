@@ -115,24 +115,34 @@ pub fn additive_terms(e: &Expr) -> Vec<(bool, Expr)> {
 /// its variable is added once per coordinate, so it is scaled by the
 /// variable's extent (`sum_j (B(j) + 2)` is `sum_j B(j) + |j|*2`).
 ///
-/// `None` when a term alone would mean something else: a variable summed
-/// around the term is used inside an addition within it (`sum_j ((B(j) +
-/// 1) * c + D(j))`: alone, `(B(j) + 1) * c` would sum only `B`), or the
-/// extent of a variable is not known.
+/// A term in which a variable summed around it is used inside an addition
+/// of its own is multiplied out first: alone, `(B(j) + 1) * c` would sum
+/// only `B` over j, so `sum_j ((B(j) + 1) * c + D(j))` becomes `sum_j B(j)
+/// * c + |j| * 1 * c + sum_j D(j)`.
+///
+/// Refused when multiplying a term out gives more than `MAX_MONOMIALS`
+/// terms, or a variable's extent is not known.
 pub fn distributed_terms(
     a: &Assignment,
     extent: impl Fn(&str) -> Option<usize>,
-) -> Option<Vec<(bool, Expr)>> {
+) -> Result<Vec<(bool, Expr)>, Undistributable> {
     let reductions = a.reduction_vars();
     let mut out = Vec::new();
-    if !distribute(&a.rhs, true, &[], &reductions, &extent, &mut out) {
-        return None;
-    }
+    distribute(&a.rhs, true, &[], &reductions, &extent, &mut out)?;
     // Every term summed over an empty range: the sum has no terms.
     if out.is_empty() {
         out.push((true, Expr::Const(0.0, a.rhs.span())));
     }
-    Some(out)
+    Ok(out)
+}
+
+/// Why a sum could not be distributed over its terms.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Undistributable {
+    /// Multiplied out, this term has more than `MAX_MONOMIALS` terms.
+    TooManyTerms(Expr),
+    /// The extent of this summed variable is not known.
+    UnknownExtent(String),
 }
 
 fn distribute(
@@ -142,7 +152,7 @@ fn distribute(
     reductions: &[String],
     extent: &dyn Fn(&str) -> Option<usize>,
     out: &mut Vec<(bool, Expr)>,
-) -> bool {
+) -> Result<(), Undistributable> {
     match e {
         Expr::Bin(op @ (BinOp::Add | BinOp::Sub), x, y, _) => {
             // Variables used on both sides are summed over this addition.
@@ -153,34 +163,39 @@ fn distribute(
                     .filter(|v| !around.contains(v) && uses(x, v) && uses(y, v))
                     .cloned(),
             );
-            distribute(x, positive, &inner, reductions, extent, out)
-                && distribute(
-                    y,
-                    positive == (*op == BinOp::Add),
-                    &inner,
-                    reductions,
-                    extent,
-                    out,
-                )
+            distribute(x, positive, &inner, reductions, extent, out)?;
+            let y_positive = positive == (*op == BinOp::Add);
+            distribute(y, y_positive, &inner, reductions, extent, out)
         }
         Expr::Neg(x, _) => distribute(x, !positive, around, reductions, extent, out),
+        term if around
+            .iter()
+            .any(|v| uses(term, v) && !summed_at_top(term, v)) =>
+        {
+            // Only products lie between the summed variables and each
+            // monomial's accesses, so each sums on its own. The term's own
+            // sums (of variables no other term uses) are placed in it first,
+            // so that a monomial leaving one is scaled by its extent.
+            let own: Vec<String> = reductions
+                .iter()
+                .filter(|v| !around.contains(v) && uses(term, v))
+                .cloned()
+                .collect();
+            let monomials = multiplied_out(&place(term, &own), term, extent)?;
+            for (sign, m) in &monomials {
+                distribute(m, positive == *sign, around, reductions, extent, out)?;
+            }
+            Ok(())
+        }
         term => {
             let mut scale: f64 = 1.0;
-            for v in around {
-                if uses(term, v) {
-                    if !summed_at_top(term, v) {
-                        return false;
-                    }
-                } else {
-                    match extent(v) {
-                        Some(n) => scale *= n as f64,
-                        None => return false,
-                    }
-                }
+            for v in around.iter().filter(|v| !uses(term, v)) {
+                let n = extent(v).ok_or_else(|| Undistributable::UnknownExtent(v.clone()))?;
+                scale *= n as f64;
             }
             // Summed over an empty range, the term has no terms at all.
             if scale == 0.0 {
-                return true;
+                return Ok(());
             }
             let span = term.span();
             let term = if scale == 1.0 {
@@ -194,8 +209,67 @@ fn distribute(
                 )
             };
             out.push((positive, term));
-            true
+            Ok(())
         }
+    }
+}
+
+/// The most monomials a term is multiplied out into (`multiplied_out`):
+/// each becomes a loop nest of its own, and a product of sums multiplies
+/// their counts.
+pub const MAX_MONOMIALS: usize = 64;
+
+/// `e` (its own sums placed, `place`) as a signed sum of monomials,
+/// products of accesses and constants (the language has no other
+/// operations): `(B(j) - 2) * c` gives `[(+, B(j) * c), (-, 2 * c)]`. A
+/// monomial out of a sum over `k` that does not use `k` is scaled by its
+/// extent (`(B(j) + 1) * sum_k (C(k) + 1)` has `B(j) * |k| * 1`); one
+/// that does is summed over `k` where it stands alone, since only products
+/// lie between. `term` is `e` as written: its span goes to the products
+/// and constants made, and it names the term when there are too many.
+fn multiplied_out(
+    e: &RExpr,
+    term: &Expr,
+    extent: &dyn Fn(&str) -> Option<usize>,
+) -> Result<Vec<(bool, Expr)>, Undistributable> {
+    let span = term.span();
+    let flip = |terms: Vec<(bool, Expr)>| terms.into_iter().map(|(p, t)| (!p, t)).collect();
+    let product = |x: Expr, y: Expr| Expr::Bin(BinOp::Mul, Box::new(x), Box::new(y), span);
+    let out = |e: &RExpr| multiplied_out(e, term, extent);
+    let too_many = || Undistributable::TooManyTerms(term.clone());
+    let terms: Vec<(bool, Expr)> = match e {
+        RExpr::Access(a) => vec![(true, Expr::Access(a.clone()))],
+        RExpr::Const(c) => vec![(true, Expr::Const(*c, span))],
+        RExpr::Neg(x) => flip(out(x)?),
+        RExpr::Bin(BinOp::Add, x, y) => [out(x)?, out(y)?].concat(),
+        RExpr::Bin(BinOp::Sub, x, y) => [out(x)?, flip(out(y)?)].concat(),
+        RExpr::Bin(BinOp::Mul, x, y) => {
+            let (xs, ys) = (out(x)?, out(y)?);
+            if xs.len() * ys.len() > MAX_MONOMIALS {
+                return Err(too_many());
+            }
+            xs.iter()
+                .flat_map(|(px, tx)| {
+                    ys.iter()
+                        .map(move |(py, ty)| (px == py, product(tx.clone(), ty.clone())))
+                })
+                .collect()
+        }
+        RExpr::Sum(vars, x) => {
+            let mut terms = out(x)?;
+            for (_, t) in &mut terms {
+                let missing: Vec<&String> = vars.iter().filter(|v| !uses(t, v)).collect();
+                for v in missing {
+                    let n = extent(v).ok_or_else(|| Undistributable::UnknownExtent(v.clone()))?;
+                    *t = product(Expr::Const(n as f64, span), t.clone());
+                }
+            }
+            terms
+        }
+    };
+    match terms.len() > MAX_MONOMIALS {
+        true => Err(too_many()),
+        false => Ok(terms),
     }
 }
 
@@ -255,7 +329,7 @@ mod tests {
 
     fn terms(text: &str) -> Option<Vec<String>> {
         let a = parse_assignment(text).unwrap(); // ok: test code, a panic is a failed test
-        distributed_terms(&a, |_| Some(5)).map(|t| {
+        distributed_terms(&a, |_| Some(5)).ok().map(|t| {
             t.into_iter()
                 .map(|(p, e)| format!("{}{e}", if p { "+" } else { "-" }))
                 .collect()
@@ -264,18 +338,53 @@ mod tests {
 
     #[test]
     fn sums_distribute_over_their_terms() {
-        assert_eq!(
-            terms("y(i) = B(i,j) * x(j) - 2 * C(i,j) * w(j) + z(i)").unwrap(), // ok: test code
-            ["+B(i,j) * x(j)", "-2 * C(i,j) * w(j)", "+z(i)"]
-        ); // ok: test code, a panic is a failed test
-           // `3` sits inside the sum over j: added once per j.
-        assert_eq!(
-            terms("a = B(j) + 3 - C(j)").unwrap(), // ok: test code
-            ["+B(j)", "+5 * 3", "-C(j)"]
-        ); // ok: test code, a panic is a failed test
-           // Inside a product, a factor without j comes out of the sum.
-        assert_eq!(terms("a = (B(j) + C(j)) * d + D(j)").unwrap().len(), 2); // ok: test code, a panic is a failed test
-                                                                             // Alone, `(B(j) + 1) * d` would sum B only: not distributable.
-        assert_eq!(terms("a = (B(j) + 1) * d + D(j)"), None);
+        // (statement, its terms with extents of 5)
+        let cases: &[(&str, &[&str])] = &[
+            (
+                "y(i) = B(i,j) * x(j) - 2 * C(i,j) * w(j) + z(i)",
+                &["+B(i,j) * x(j)", "-2 * C(i,j) * w(j)", "+z(i)"],
+            ),
+            // `3` sits inside the sum over j: added once per j.
+            ("a = B(j) + 3 - C(j)", &["+B(j)", "+5 * 3", "-C(j)"]),
+            // Inside a product, a factor without j comes out of the sum.
+            (
+                "a = (B(j) + C(j)) * d + D(j)",
+                &["+(B(j) + C(j)) * d", "+D(j)"],
+            ),
+            // Alone, `(B(j) + 1) * d` would sum B only: it is multiplied
+            // out, and its `1 * d` added once per j.
+            (
+                "a = (B(j) + 1) * d + D(j)",
+                &["+B(j) * d", "+5 * 1 * d", "+D(j)"],
+            ),
+            (
+                "a = B(i,k,j) * B(i,k,j) - (D(i,k) - 2) * -(1)",
+                &["+B(i,k,j) * B(i,k,j)", "+D(i,k) * 1", "-25 * 2 * 1"],
+            ),
+            // A sum of the term's own (over k, inside it) scales the
+            // monomials that leave it, here `1` twice: once per k, then
+            // once per j.
+            (
+                "a = (B(j) + 1) * (C(k) + (1 + D(k))) + E(j)",
+                &[
+                    "+B(j) * C(k)",
+                    "+B(j) * 5 * 1",
+                    "+B(j) * D(k)",
+                    "+5 * 1 * C(k)",
+                    "+5 * 1 * 5 * 1",
+                    "+5 * 1 * D(k)",
+                    "+E(j)",
+                ],
+            ),
+        ];
+        for (statement, expected) in cases {
+            let got = terms(statement).unwrap_or_default();
+            assert_eq!(got, *expected, "{statement}");
+        }
+        // A product of sums multiplies their counts: 2^6 is the bound.
+        let six = "(B(j) + 1) * (C(k) + 1) * (D(l) + 1) * (E(m) + 1) * (F(n) + 1) * (G(o) + 1)";
+        let h = "H(j,k,l,m,n,o)";
+        assert_eq!(terms(&format!("a = {six} + {h}")).unwrap().len(), 65); // ok: test code
+        assert_eq!(terms(&format!("a = {six} * (I(j) + 1) + {h}")), None);
     }
 }
