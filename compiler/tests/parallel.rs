@@ -752,3 +752,90 @@ fn runs_over_ascending_rows_test_a_pair_s_second_entry() {
         assert_eq!(r.ascending, first.contains(&r.array), "{r:?}");
     }
 }
+
+/// Scans over long runs of an ascending first level gallop past their
+/// first positions (`ir::gallop`): rows of every length around the scan's
+/// steps (0-2, 7-9, 15-17, .., 127-129, and hundreds), so that galloping
+/// and bisection end at each place they can, and a row ends the tensor.
+/// TTV into CSR (the deduplicating iterator's scan), MTTKRP (the runs of
+/// `ir::row_runs`), a sum into COO and an inner product (merges) from COO,
+/// against the oracle on 1-3 threads and both tiers.
+#[test]
+fn long_runs_gallop_to_their_ends() {
+    use tensor_compiler::ir::passes::{for_codegen, Backend};
+    let lengths = [
+        0, 1, 2, 7, 8, 9, 15, 16, 17, 23, 31, 32, 33, 47, 63, 64, 65, 100, 127, 128, 129, 300, 511,
+    ];
+    let (rows, cols, depth) = (lengths.len(), 40, 16);
+    let mut rng = Rng(23);
+    // Entries t = 0.. of row i at (t / depth, t % depth), in order;
+    // `shift` moves C's entries against B's so the merges see both sides.
+    let mut rows_of = |shift: u32| {
+        let mut t3 = CooTensor::new(vec![rows, cols, depth]);
+        for (i, &n) in lengths.iter().enumerate() {
+            for t in shift..shift + n {
+                let t = t % (cols * depth) as u32;
+                t3.push(
+                    &[i as u32, t / depth as u32, t % depth as u32],
+                    rng.value() + 0.125,
+                );
+            }
+        }
+        t3.canonicalize();
+        t3
+    };
+    let (b, c) = (rows_of(0), rows_of(5));
+    let mut tiers = vec![Tier::Cranelift];
+    tiers.extend(cc_tier("long_runs_gallop_to_their_ends"));
+    let cases: [(&str, &[(&str, &str)], Vec<usize>); 4] = [
+        (
+            "A(i,j) = B(i,j,k) * c(k)",
+            &[("B", "COO"), ("A", "CSR")],
+            vec![rows, cols],
+        ),
+        (
+            "A(i,j) = B(i,k,l) * P(k,j) * Q(l,j)",
+            &[("B", "COO")],
+            vec![rows, 20],
+        ),
+        (
+            "A(i,j,k) = B(i,j,k) + C(i,j,k)",
+            &[("B", "COO"), ("C", "COO"), ("A", "COO")],
+            vec![rows, cols, depth],
+        ),
+        (
+            "a = B(i,j,k) * C(i,j,k)",
+            &[("B", "COO"), ("C", "COO")],
+            vec![],
+        ),
+    ];
+    for (expr, formats, out_dims) in cases {
+        let a = parse_assignment(expr).unwrap(); // ok: test code, a panic is a failed test
+        let mut data = BTreeMap::from([("B".to_string(), b.clone()), ("C".to_string(), c.clone())]);
+        data.insert("c".into(), random(&[depth], 1.0, &mut rng));
+        data.insert("P".into(), random(&[cols, 20], 1.0, &mut rng));
+        data.insert("Q".into(), random(&[depth, 20], 1.0, &mut rng));
+        data.retain(|name, _| a.rhs.accesses().iter().any(|acc| acc.tensor == *name));
+        let want = oracle::evaluate(&a, &data, &out_dims, None).unwrap(); // ok: test code, a panic is a failed test
+        let d = Data {
+            formats: formats_rest_dense(&a, formats, &data, out_dims.len()),
+            a,
+            data,
+            out_dims,
+            initial: None,
+        };
+        let f = &d.prepare(Tier::Cranelift).kernel.function;
+        assert!(
+            for_codegen(f, Backend::C).to_string().contains("_mid"),
+            "{expr}: no galloping scan\n{}",
+            for_codegen(f, Backend::C)
+        );
+        for &tier in &tiers {
+            for n in [1, 2, 3] {
+                let (got, _) = d.run(tier, Threads::exactly(n));
+                close(&got, &want)
+                    .unwrap_or_else(|e| panic!("{expr}, {n} threads ({tier:?}): {e}"));
+            }
+        }
+    }
+}

@@ -17,6 +17,7 @@ mod early_steps;
 mod fill_checks;
 mod filled;
 mod fixed_params;
+mod gallop;
 pub mod gathers;
 mod hints_for_data;
 pub mod interp;
