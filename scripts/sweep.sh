@@ -16,8 +16,10 @@
 # cached in target/sweep-cc-cache) instead of Cranelift;
 # DIFFERENTIAL_AS_IF_LARGE=1 compiles every kernel as if made for large
 # data (Function::make_as_if_large: 16M entries in each operand, its
-# coordinates scattered), so what Cranelift does only there (rows summed in
-# strips, asks by calls for rows and gathered elements) runs on every case.
+# coordinates scattered, an ordered first level's rows long), so what
+# Cranelift does only there (rows summed in strips, asks by calls for rows
+# and gathered elements, scans that gallop to a row's end) runs on every
+# case.
 # DIFFERENTIAL_NON_FINITE=1 stores infinities and NaNs among the operands'
 # values and judges by the oracle that reads an entry an operand does not
 # store as no term (`inf` times fill adds nothing).
