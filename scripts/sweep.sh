@@ -18,7 +18,7 @@
 # data (Function::make_as_if_large: 16M entries in each operand, its
 # coordinates scattered, an ordered first level's rows long), so what
 # Cranelift does only there (rows summed in strips, asks by calls for rows
-# and gathered elements, scans that gallop to a row's end) runs on every
+# and gathered elements, scans for a row's end in strides) runs on every
 # case.
 # DIFFERENTIAL_NON_FINITE=1 stores infinities and NaNs among the operands'
 # values and judges by the oracle that reads an entry an operand does not

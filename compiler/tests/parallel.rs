@@ -753,15 +753,15 @@ fn runs_over_ascending_rows_test_a_pair_s_second_entry() {
     }
 }
 
-/// Scans over long runs of an ascending first level gallop past their
-/// first positions (`ir::gallop`): rows of every length around the scan's
-/// steps (0-2, 7-9, 15-17, .., 127-129, and hundreds), so that galloping
-/// and bisection end at each place they can, and a row ends the tensor.
-/// TTV into CSR (the deduplicating iterator's scan), MTTKRP (the runs of
-/// `ir::row_runs`), a sum into COO and an inner product (merges) from COO,
-/// against the oracle on 1-3 threads and both tiers.
+/// Scans over long runs of an ascending first level take strides of 8
+/// (`ir::run_strides`): rows of every length around a stride (0-2, 7-9,
+/// 15-17, .., 127-129, and hundreds), so that the strides end at each
+/// place they can, and a row ends the tensor. TTV into CSR (the
+/// deduplicating iterator's scan), MTTKRP (the runs of `ir::row_runs`), a
+/// sum into COO and an inner product (merges) from COO, against the oracle
+/// on 1-3 threads and both tiers.
 #[test]
-fn long_runs_gallop_to_their_ends() {
+fn long_runs_are_scanned_in_strides() {
     use tensor_compiler::ir::passes::{for_codegen, Backend};
     let lengths = [
         0, 1, 2, 7, 8, 9, 15, 16, 17, 23, 31, 32, 33, 47, 63, 64, 65, 100, 127, 128, 129, 300, 511,
@@ -786,7 +786,7 @@ fn long_runs_gallop_to_their_ends() {
     };
     let (b, c) = (rows_of(0), rows_of(5));
     let mut tiers = vec![Tier::Cranelift];
-    tiers.extend(cc_tier("long_runs_gallop_to_their_ends"));
+    tiers.extend(cc_tier("long_runs_are_scanned_in_strides"));
     let cases: [(&str, &[(&str, &str)], Vec<usize>); 4] = [
         (
             "A(i,j) = B(i,j,k) * c(k)",
@@ -826,8 +826,8 @@ fn long_runs_gallop_to_their_ends() {
         };
         let f = &d.prepare(Tier::Cranelift).kernel.function;
         assert!(
-            for_codegen(f, Backend::C).to_string().contains("_mid"),
-            "{expr}: no galloping scan\n{}",
+            for_codegen(f, Backend::C).to_string().contains(" + 7] == "),
+            "{expr}: no scan in strides\n{}",
             for_codegen(f, Backend::C)
         );
         for &tier in &tiers {

@@ -67,7 +67,7 @@ pub fn for_codegen(f: &Function, backend: Backend) -> Function {
             super::prefetch::strip_for_calls(&mut g);
         }
     }
-    super::gallop::gallop_long_runs(&mut g);
+    super::run_strides::stride_long_runs(&mut g);
     gather_reserves(&mut g.body);
     super::fill_checks::check_fill_once(&mut g);
     if backend == Backend::Cranelift {

@@ -74,8 +74,8 @@ pub fn on_cc_tier() -> bool {
 /// data of 16M entries in every operand, with scattered coordinates and
 /// long rows: what the Cranelift tier does only on large data (rows summed
 /// in strips, `ir::strips`; asks for rows ahead by calls, `ir::prefetch`;
-/// asks for gathered elements, `ir::gathers`; scans that gallop to a long
-/// row's end, `ir::gallop`) then runs on every case's small data.
+/// asks for gathered elements, `ir::gathers`; scans for a long row's end
+/// in strides, `ir::run_strides`) then runs on every case's small data.
 pub fn as_if_large() -> bool {
     std::env::var_os("DIFFERENTIAL_AS_IF_LARGE").is_some_and(|v| v == "1")
 }
@@ -143,7 +143,7 @@ fn attempt(case: &Case) -> Outcome {
         let f = &mut prepared.kernel.function;
         f.make_as_if_large();
         // Rows of an ordered first level as if long, so that the scans for
-        // their ends gallop (`ir::gallop`) and runs are kept in registers
+        // their ends take strides (`ir::run_strides`) and runs are kept in registers
         // (`ir::runs`) on every case's short rows too.
         for r in f.runs.iter_mut().filter(|r| r.ascending) {
             r.per_coordinate = r.per_coordinate.max(1 << 10);
