@@ -6,9 +6,7 @@
 
 use super::helper_calls::Helpers;
 use super::vector::Sums;
-use crate::ir::{
-    ArrayRef, BinOp, CmpOp, ElemTy, Expr, Function, ParamRef, Stmt, Ty, VarId, VarInfo,
-};
+use crate::ir::{ArrayRef, BinOp, CmpOp, ElemTy, Expr, Function, ParamRef, Stmt, Ty, VarInfo};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
     types, AliasRegion, AliasRegionData, Block, Endianness, FuncRef, InstBuilder, MemFlagsData,
@@ -1157,31 +1155,19 @@ const MIN_SUMS_FOR_TOP_TEST: usize = 4;
 /// 32 columns 0.95-0.96x. In alternating processes (`bench/ab_builds.sh`)
 /// 0.83x, 0.89x and 0.75-0.91x.
 fn sums_fold_their_loads(body: &[Stmt], vars: &[VarInfo]) -> bool {
-    let declared: BTreeSet<VarId> = body
-        .iter()
-        .filter_map(|s| match s {
-            Stmt::Let(v, _) => Some(*v),
-            _ => None,
-        })
-        .collect();
+    let declared = crate::ir::declared(body);
     let sums = body
         .iter()
         .filter(|s| match s {
             Stmt::Set(v, e) => {
                 !declared.contains(v)
                     && vars.get(*v as usize).is_some_and(|i| i.ty == Ty::F64)
-                    && loads_anything(e)
+                    && e.reads_memory()
             }
             _ => false,
         })
         .count();
     sums >= MIN_SUMS_FOR_TOP_TEST
-}
-
-fn loads_anything(e: &Expr) -> bool {
-    let mut loads = false;
-    e.walk(&mut |x| loads |= matches!(x, Expr::Load(..)));
-    loads
 }
 
 /// `f` on `s` and on the statements of its `if`s, not inside its loops
